@@ -1,0 +1,130 @@
+// store: a content-addressed object store.
+//
+// Objects are identified by the SHA-256 of their uncompressed bytes, so a
+// small file's object id equals `sha256sum` of the file. Each object has a
+// type; non-chunk payloads start with their own magic, which keeps the
+// types apart. Objects live zstd-compressed (or raw when incompressible) in
+// append-only pack files and are indexed in LMDB (see docs/design.md).
+//
+// Concurrency: any number of processes may read while one process writes.
+// Readers never wait for the writer. Writers are serialized by a lock file
+// (BeginBatch blocks until it gets it). A Store object is thread-safe.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace agentenv::store {
+
+struct ObjectId {
+  std::array<uint8_t, 32> bytes{};
+
+  std::string Hex() const;
+  // Parses 64 hex digits. Errors: anything else.
+  static Result<ObjectId> FromHex(std::string_view hex);
+  static ObjectId Of(std::span<const uint8_t> data);  // SHA-256 of data
+  auto operator<=>(const ObjectId&) const = default;
+};
+
+enum class ObjectType : uint8_t {
+  kChunk = 1,     // raw file bytes: a whole small file or one CDC chunk
+  kManifest = 2,  // a large file: the ordered list of its chunks
+  kTree = 3,      // reserved for snap/: a directory
+  kNode = 4,      // reserved for snap/: a snapshot node
+};
+std::string_view TypeName(ObjectType t);
+
+enum class Codec : uint8_t { kRaw = 0, kZstd = 1 };
+
+struct ObjectInfo {
+  ObjectType type;
+  Codec codec;
+  uint64_t size;         // uncompressed bytes
+  uint64_t stored_size;  // bytes of the record's payload in the pack
+  uint32_t pack;         // pack number
+  uint64_t offset;       // offset of the record header in the pack
+};
+
+// The content of one file as stored: a chunk (small file) or a manifest.
+struct FileRef {
+  ObjectId id;
+  ObjectType type = ObjectType::kChunk;  // kChunk or kManifest
+  uint64_t size = 0;                     // logical file size in bytes
+};
+
+struct StoreStats {
+  uint64_t objects = 0;
+  uint64_t logical_bytes = 0;  // sum of object sizes
+  uint64_t stored_bytes = 0;   // sum of stored payload sizes
+  uint64_t pack_bytes = 0;     // size of all pack files on disk
+  uint32_t packs = 0;
+};
+
+class Store;
+
+// A write batch: objects put here become visible together at Commit, or
+// never (destroyed without Commit, crash, or kill -9). Holds the store's
+// writer lock for its lifetime. Put/PutFile are thread-safe and may be
+// called from many threads at once; Commit must be called once, alone.
+class Batch {
+ public:
+  virtual ~Batch() = default;
+  // Stores bytes as an object of type t (deduplicated). Errors: I/O.
+  virtual Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data) = 0;
+  // Stores the rest of the stream `fd` (read to EOF) as one file: one chunk
+  // when small, else FastCDC chunks plus a manifest. Memory is bounded for
+  // any size. `path` is used in error messages only. Errors: read or I/O.
+  virtual Result<FileRef> PutFile(int fd, std::string_view path) = 0;
+  // Makes everything put so far durable and visible: one fsync of the pack
+  // data, then one LMDB commit. Errors: I/O; the batch is then absent.
+  virtual Result<void> Commit() = 0;
+  // Number of bytes of new (not deduplicated) objects so far.
+  virtual uint64_t new_bytes() const = 0;
+};
+
+// Receives file bytes in order while reading. Returning an error stops.
+using ByteSink = std::function<Result<void>(std::span<const uint8_t>)>;
+
+class Store {
+ public:
+  enum class Mode { kOpen, kCreate };
+  virtual ~Store() = default;
+
+  // Opens the store in directory `dir` (kCreate makes it if absent and
+  // refuses one that exists). Cleans up what a killed writer left behind.
+  // Errors: "dir: reason" for missing dirs, bad format version, I/O.
+  static Result<std::unique_ptr<Store>> Open(const std::string& dir, Mode mode);
+
+  virtual Result<bool> Has(const ObjectId& id) const = 0;
+  // Errors: "object <hex>: not found", I/O.
+  virtual Result<ObjectInfo> Stat(const ObjectId& id) const = 0;
+  // Returns the object's bytes, verified against its id. For whole objects
+  // only (chunks, manifests, trees, nodes), not for streaming large files.
+  virtual Result<std::vector<uint8_t>> Get(const ObjectId& id) const = 0;
+  // Streams a file's bytes (FileRef from PutFile) into `sink`, chunk by
+  // chunk, each chunk verified. Memory bounded by the max chunk size.
+  virtual Result<void> ReadFile(const FileRef& f, const ByteSink& sink) const = 0;
+  // Writes a file's bytes to `fd` from offset 0, leaving holes for
+  // all-zero 4 KiB blocks and setting the final size (sparse stays sparse).
+  virtual Result<void> WriteFileTo(const FileRef& f, int fd) const = 0;
+  // Calls fn for every indexed object in id order. Stops on fn's error.
+  virtual Result<void> ForEach(
+      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const = 0;
+  virtual Result<StoreStats> Stats() const = 0;
+
+  // Starts a write batch; blocks until no other writer (in any process)
+  // holds the store. Errors: I/O.
+  virtual Result<std::unique_ptr<Batch>> BeginBatch() = 0;
+
+  virtual const std::string& dir() const = 0;
+};
+
+}  // namespace agentenv::store
