@@ -115,6 +115,12 @@ class Store {
   // Writes a file's bytes to `fd` from offset 0, leaving holes for
   // all-zero 4 KiB blocks and setting the final size (sparse stays sparse).
   virtual Result<void> WriteFileTo(const FileRef& f, int fd) const = 0;
+  // Materializes a file into the empty file `fd` by reflinking (FICLONERANGE)
+  // its chunk records from the packs, possible when every chunk is stored
+  // raw at a block-aligned offset and the filesystem shares extents.
+  // Returns false with nothing written when it cannot; callers then use
+  // WriteFileTo. Errors: I/O other than "not supported here".
+  virtual Result<bool> CloneFileTo(const FileRef& f, int fd) const = 0;
   // Calls fn for every indexed object in id order. Stops on fn's error.
   virtual Result<void> ForEach(
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const = 0;
