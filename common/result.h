@@ -12,9 +12,22 @@
 
 namespace agentenv {
 
+// What kind of failure, so that callers (CLI exit codes, socket and MCP
+// error codes) can react without parsing messages.
+enum class ErrorCode {
+  kIo,           // the system said no (see errno_value); the default
+  kInvalid,      // bad input from the caller: arguments, refs, archives
+  kNotFound,     // a named thing (ref, object, path) does not exist
+  kExists,       // refusing to overwrite (e.g. init on an initialized repo)
+  kBusy,         // another process holds what we need
+  kCorrupt,      // stored data fails verification
+  kUnsupported,  // this machine or filesystem cannot do what was asked
+};
+
 struct Error {
   std::string message;  // "path: what went wrong", ready to show a user
   int errno_value = 0;  // the errno behind it, 0 if none
+  ErrorCode code = ErrorCode::kIo;
 };
 
 template <class E>
@@ -79,6 +92,9 @@ using Result = Expected<T, Error>;
 inline Unexpected<Error> Fail(std::string message, int errno_value = 0) {
   return Unexpected<Error>(Error{std::move(message), errno_value});
 }
+inline Unexpected<Error> Fail(ErrorCode code, std::string message) {
+  return Unexpected<Error>(Error{std::move(message), 0, code});
+}
 
 // FailErrno(path, errno) -> "path: strerror(errno)", the house message format.
 inline Unexpected<Error> FailErrno(std::string_view what, int errno_value) {
@@ -90,7 +106,8 @@ inline Unexpected<Error> FailErrno(std::string_view what, int errno_value) {
 
 // Re-wraps an error with more context in front: "context: inner message".
 inline Unexpected<Error> Wrap(std::string_view context, const Error& inner) {
-  return Fail(std::string(context) + ": " + inner.message, inner.errno_value);
+  return Unexpected<Error>(
+      Error{std::string(context) + ": " + inner.message, inner.errno_value, inner.code});
 }
 
 }  // namespace agentenv

@@ -4,7 +4,7 @@
 // small file's object id equals `sha256sum` of the file. Each object has a
 // type; non-chunk payloads start with their own magic, which keeps the
 // types apart. Objects live zstd-compressed (or raw when incompressible) in
-// append-only pack files and are indexed in LMDB (see docs/design.md).
+// append-only pack files and are indexed in LMDB (see docs/store-format.md).
 //
 // Concurrency: any number of processes may read while one process writes.
 // Readers never wait for the writer. Writers are serialized by a lock file
@@ -84,10 +84,37 @@ class Batch {
   // any size. `path` is used in error messages only. Errors: read or I/O.
   virtual Result<FileRef> PutFile(int fd, std::string_view path) = 0;
   // Makes everything put so far durable and visible: one fsync of the pack
-  // data, then one LMDB commit. Errors: I/O; the batch is then absent.
+  // data, then one LMDB commit, then releases the writer lock (the batch
+  // accepts no more puts). Errors: I/O; the batch is then absent.
   virtual Result<void> Commit() = 0;
   // Number of bytes of new (not deduplicated) objects so far.
   virtual uint64_t new_bytes() const = 0;
+  // Removes the object `id` from the store at Commit, atomically with the
+  // batch's puts; its record becomes dead space in its pack (counted in the
+  // pack's dead accounting) until Compact reclaims it. No-op for an id the
+  // store does not have. A later Put of the same id in this batch cancels
+  // the drop. The caller (snap/ refcounting) guarantees nothing live still
+  // references the id: the store does not check. Thread-safe like Put.
+  // Errors: I/O reading the index.
+  virtual Result<void> Drop(const ObjectId& id) = 0;
+};
+
+struct CompactOptions {
+  // Rewrite packs whose dead stored bytes are at least this fraction of
+  // their stored bytes. Packs with no live record are always deleted.
+  double min_dead_fraction = 0.5;
+};
+
+struct CompactProgress {
+  uint32_t packs_done = 0;
+  uint32_t packs_total = 0;  // packs selected for rewriting
+  uint64_t bytes_copied = 0;  // live record bytes copied so far
+};
+
+struct CompactResult {
+  uint32_t packs_rewritten = 0;  // old packs deleted
+  uint64_t objects_moved = 0;    // live records copied into new packs
+  uint64_t bytes_freed = 0;      // pack file bytes removed minus bytes written
 };
 
 // Receives file bytes in order while reading. Returning an error stops.
@@ -121,14 +148,29 @@ class Store {
   // Returns false with nothing written when it cannot; callers then use
   // WriteFileTo. Errors: I/O other than "not supported here".
   virtual Result<bool> CloneFileTo(const FileRef& f, int fd) const = 0;
-  // Calls fn for every indexed object in id order. Stops on fn's error.
+  // Calls fn for every indexed object in id order (objects committed during
+  // the walk may or may not be seen). fn may use the store. Stops on fn's error.
   virtual Result<void> ForEach(
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const = 0;
   virtual Result<StoreStats> Stats() const = 0;
 
-  // Starts a write batch; blocks until no other writer (in any process)
-  // holds the store. Errors: I/O.
+  // Starts a write batch; blocks until no other writer (in any process,
+  // this one included: never call it while holding a batch) holds the
+  // store. Errors: I/O.
   virtual Result<std::unique_ptr<Batch>> BeginBatch() = 0;
+
+  // Reclaims the space of dropped objects: copies the live records of packs
+  // chosen by `opts` into a new pack, commits their new locations, then
+  // deletes the old pack files (crash-safe at every step, see
+  // docs/store-format.md). Cost is proportional to the packs rewritten.
+  // Takes the writer lock one group of packs (~64 MiB of live data) at a
+  // time, so batches of other writers interleave (like BeginBatch, it
+  // blocks while a batch is open, also in this process). Readers in any process
+  // keep working. Errors: I/O; kCorrupt when a pack's records disagree
+  // with the index (nothing is deleted then; run fsck repair).
+  virtual Result<CompactResult> Compact(
+      const CompactOptions& opts,
+      const std::function<void(const CompactProgress&)>& progress = {}) = 0;
 
   virtual const std::string& dir() const = 0;
 };

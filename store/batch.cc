@@ -1,0 +1,311 @@
+// Batch: deduplicating, parallel writes into append-only packs; one fsync
+// and one index commit make a batch durable and visible.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <future>
+#include <set>
+#include <unordered_map>
+
+#include "store/codec.h"
+#include "store/inspect.h"
+#include "store/store_impl.h"
+
+namespace agentenv::store {
+namespace {
+
+struct IdHash {
+  size_t operator()(const ObjectId& id) const {
+    size_t h;
+    std::memcpy(&h, id.bytes.data(), sizeof h);
+    return h;
+  }
+};
+
+Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const std::string& path) {
+  while (n > 0) {
+    ssize_t r = ::pwrite(fd, p, n, off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return FailErrno(path, errno);
+    p += r;
+    n -= r;
+    off += r;
+  }
+  return {};
+}
+
+// Reads up to n bytes (less only at EOF).
+Result<size_t> ReadFull(int fd, uint8_t* p, size_t n, std::string_view path) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::read(fd, p + done, n - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return FailErrno(path, errno);
+    if (r == 0) break;
+    done += r;
+  }
+  return done;
+}
+
+class BatchImpl final : public Batch {
+ public:
+  BatchImpl(StoreImpl& s, UniqueFd lock) : s_(s), lock_(std::move(lock)), cdc_(s.params().chunker) {}
+  ~BatchImpl() override;
+
+  Result<void> Init();
+  Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data) override;
+  Result<FileRef> PutFile(int fd, std::string_view path) override;
+  Result<void> Commit() override;
+  uint64_t new_bytes() const override { return new_bytes_.load(); }
+  Result<void> Drop(const ObjectId& id) override;
+
+ private:
+  struct OpenPack {
+    UniqueFd fd;
+    std::string path;
+    bool created = false;  // by this batch: removed if the batch is abandoned
+    uint64_t committed = 0;
+  };
+  Result<ObjectId> Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data);
+  // Under mu_: starts a new pack file. Errors: I/O.
+  Result<void> RollPack();
+
+  StoreImpl& s_;
+  UniqueFd lock_;
+  FastCdc cdc_;
+  std::atomic<uint64_t> new_bytes_{0};
+
+  std::mutex mu_;
+  Result<void> failed_;  // first write error; the batch cannot commit after it
+  bool committed_ = false;
+  std::unordered_map<ObjectId, ObjectInfo, IdHash> pending_;
+  std::unordered_map<ObjectId, ObjectInfo, IdHash> drops_;  // committed objects to remove
+  std::map<uint32_t, PackInfo> packs_;  // every pack known, with this batch's additions
+  std::map<uint32_t, OpenPack> open_;   // packs written by this batch
+  uint32_t cur_ = 0;
+  uint64_t cur_end_ = 0;
+  bool have_cur_ = false;
+  uint32_t next_pack_ = 1;
+};
+
+Result<void> BatchImpl::Init() {
+  AE_ASSIGN(packs_, s_.index().Packs());
+  AE_ASSIGN(next_pack_, s_.NextPackNumber());
+  if (!packs_.empty() && packs_.rbegin()->second.committed < kPackTarget) {
+    const PackInfo& last = packs_.rbegin()->second;
+    OpenPack p;
+    p.path = PackPath(s_.dir(), last.pack);
+    p.fd.reset(::open(p.path.c_str(), O_RDWR | O_CLOEXEC));
+    if (!p.fd) return FailErrno(p.path, errno);
+    p.committed = last.committed;
+    cur_ = last.pack;
+    cur_end_ = last.committed;
+    have_cur_ = true;
+    open_.emplace(cur_, std::move(p));
+  }
+  return {};
+}
+
+BatchImpl::~BatchImpl() {
+  if (committed_) return;
+  // Abandoned: give back what we appended. BeginBatch would do the same.
+  for (auto& [n, p] : open_) {
+    if (p.created) {
+      ::unlink(p.path.c_str());
+    } else if (::ftruncate(p.fd.get(), off_t(p.committed)) != 0) {
+      // The next writer truncates the tail again; nothing else to do here.
+    }
+  }
+}
+
+Result<void> BatchImpl::RollPack() {
+  uint32_t n = next_pack_++;
+  OpenPack p;
+  p.path = PackPath(s_.dir(), n);
+  p.fd.reset(::open(p.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!p.fd) return FailErrno(p.path, errno);
+  p.created = true;
+  open_.emplace(n, std::move(p));
+  packs_[n] = PackInfo{.pack = n};
+  cur_ = n;
+  cur_end_ = 0;
+  have_cur_ = true;
+  return {};
+}
+
+Result<ObjectId> BatchImpl::Put(ObjectType t, std::span<const uint8_t> data) {
+  return Store(t, ObjectId::Of(data), data);
+}
+
+Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_) return Unexpected<Error>(failed_.error());
+    if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": put after the batch committed");
+    if (pending_.count(id)) return id;
+    if (drops_.erase(id)) return id;  // dropped earlier in this batch: keep it after all
+  }
+  AE_ASSIGN(auto known, s_.index().Lookup(id));
+  if (known) return id;
+  Encoded enc = Encode(data, s_.params().zstd_level);
+  std::span<const uint8_t> payload = enc.codec == Codec::kRaw ? data : std::span(enc.bytes);
+
+  ObjectInfo info{t, enc.codec, data.size(), payload.size(), 0, 0};
+  int fd;
+  std::string path;
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.count(id)) return id;  // another thread stored it meanwhile
+    if (!have_cur_ || cur_end_ >= kPackTarget) {
+      Result<void> r = RollPack();
+      if (!r) {
+        failed_ = r;
+        return Unexpected<Error>(r.error());
+      }
+    }
+    uint64_t header = RecordSlot(cur_end_, enc.codec);
+    cur_end_ = header + kRecordHeaderSize + payload.size();
+    info.pack = cur_;
+    info.offset = header;
+    pending_.emplace(id, info);
+    PackInfo& p = packs_[cur_];
+    p.committed = cur_end_;
+    p.objects++;
+    p.stored_bytes += payload.size();
+    p.logical_bytes += data.size();
+    fd = open_[cur_].fd.get();
+    path = open_[cur_].path;
+  }
+  new_bytes_ += data.size();
+  auto h = EncodeRecordHeader(RecordHeader{t, enc.codec, data.size(), payload.size(), id});
+  Result<void> w = PwriteFull(fd, h.data(), h.size(), info.offset, path);
+  if (w) w = PwriteFull(fd, payload.data(), payload.size(), info.offset + h.size(), path);
+  if (!w) {
+    std::lock_guard lock(mu_);
+    if (failed_) failed_ = w;
+    return Unexpected<Error>(w.error());
+  }
+  return id;
+}
+
+Result<FileRef> BatchImpl::PutFile(int fd, std::string_view path) {
+  const StoreParams& prm = s_.params();
+  const size_t max = prm.chunker.max_size;
+  std::vector<uint8_t> buf(std::max<size_t>(prm.small_file_max + 1, 4 * max));
+  AE_ASSIGN(size_t avail, ReadFull(fd, buf.data(), prm.small_file_max + 1, path));
+  if (avail <= prm.small_file_max) {
+    AE_ASSIGN(ObjectId id, Put(ObjectType::kChunk, std::span(buf.data(), avail)));
+    return FileRef{id, ObjectType::kChunk, avail};
+  }
+
+  // Large file: cut chunks on this thread, hash+compress+write them on the
+  // pool with a bounded number in flight, collect ids in order.
+  const size_t max_in_flight = 2 * s_.pool().size() + 2;
+  std::deque<std::pair<std::future<Result<ObjectId>>, uint64_t>> in_flight;
+  std::vector<ManifestEntry> chunks;
+  auto collect_one = [&]() -> Result<void> {
+    auto [fut, size] = std::move(in_flight.front());
+    in_flight.pop_front();
+    AE_ASSIGN(ObjectId id, fut.get());
+    chunks.push_back(ManifestEntry{id, size});
+    return {};
+  };
+  Result<void> err;
+  size_t pos = 0;
+  bool eof = false;
+  uint64_t total = 0;
+  while (err) {
+    if (!eof && avail - pos < max) {  // refill: keep at least max bytes ahead
+      std::memmove(buf.data(), buf.data() + pos, avail - pos);
+      avail -= pos;
+      pos = 0;
+      auto got = ReadFull(fd, buf.data() + avail, buf.size() - avail, path);
+      if (!got) {
+        err = Unexpected<Error>(got.error());
+        break;
+      }
+      eof = avail + *got < buf.size();
+      avail += *got;
+    }
+    if (pos == avail) break;
+    size_t cut = cdc_.NextCut(buf.data() + pos, avail - pos, eof);
+    auto data = std::make_shared<std::vector<uint8_t>>(buf.begin() + pos, buf.begin() + pos + cut);
+    pos += cut;
+    total += cut;
+    auto task = std::make_shared<std::packaged_task<Result<ObjectId>()>>([this, data] {
+      return Store(ObjectType::kChunk, ObjectId::Of(*data), *data);
+    });
+    in_flight.emplace_back(task->get_future(), cut);
+    s_.pool().Submit([task] { (*task)(); });
+    if (in_flight.size() >= max_in_flight) err = collect_one();
+  }
+  // Drain even after an error: the tasks reference this batch.
+  while (!in_flight.empty()) {
+    Result<void> r = collect_one();
+    if (err && !r) err = r;
+  }
+  AE_TRY(err);
+  AE_ASSIGN(ObjectId mid, Put(ObjectType::kManifest, EncodeManifest(chunks)));
+  return FileRef{mid, ObjectType::kManifest, total};
+}
+
+Result<void> BatchImpl::Drop(const ObjectId& id) {
+  {
+    std::lock_guard lock(mu_);
+    AE_TRY(failed_);
+    if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": drop after the batch committed");
+    auto it = pending_.find(id);
+    if (it != pending_.end()) {  // put by this batch: its record is dead on arrival
+      packs_[it->second.pack].AddDead(it->second);
+      pending_.erase(it);
+      return {};
+    }
+  }
+  // The index cannot change under us: this batch holds the writer lock.
+  AE_ASSIGN(auto known, s_.index().Lookup(id));
+  if (!known) return {};
+  std::lock_guard lock(mu_);
+  drops_.emplace(id, *known);
+  return {};
+}
+
+Result<void> BatchImpl::Commit() {
+  std::lock_guard lock(mu_);
+  AE_TRY(failed_);
+  if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": batch already committed");
+  bool created = false;
+  Index::Update u;
+  std::set<uint32_t> touched;
+  for (auto& [n, p] : open_) {
+    if (::fsync(p.fd.get()) != 0) return FailErrno(p.path, errno);
+    created |= p.created;
+    touched.insert(n);
+  }
+  if (created) {
+    AE_TRY(FsyncDir(s_.dir() + "/packs"));
+    u.meta.emplace_back("next_pack", std::to_string(next_pack_));
+  }
+  for (const auto& [id, info] : drops_) {
+    u.removed.push_back(id);
+    packs_[info.pack].AddDead(info);
+    touched.insert(info.pack);
+  }
+  for (uint32_t n : touched) u.packs.push_back(packs_[n]);
+  u.objects.assign(pending_.begin(), pending_.end());
+  AE_TRY(s_.index().Apply(u));
+  committed_ = true;
+  lock_.reset();  // the batch is done: let the next writer in
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd) {
+  auto b = std::make_unique<BatchImpl>(s, std::move(lock_fd));
+  AE_TRY(b->Init());
+  return std::unique_ptr<Batch>(std::move(b));
+}
+
+}  // namespace agentenv::store

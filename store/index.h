@@ -1,0 +1,81 @@
+// The LMDB index of a store: objects (id -> location), packs (per-pack
+// accounting, including dead records awaiting compaction) and meta (format
+// version, chunker parameters, next pack number). See docs/store-format.md.
+//
+// One LMDB environment under <store>/index, opened with MDB_NOTLS so that
+// read transactions are per call and never tied to a thread. Readers never
+// block the writer. The map grows on MDB_MAP_FULL (the write is retried);
+// readers pick up a map grown by another process (MDB_MAP_RESIZED).
+#pragma once
+
+#include <lmdb.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "store/inspect.h"
+#include "store/store.h"
+
+namespace agentenv::store {
+
+class Index {
+ public:
+  // Opens (creating when `create`) the environment in `dir` and clears
+  // reader slots of dead processes. Errors: "dir: reason".
+  static Result<std::unique_ptr<Index>> Open(const std::string& dir, bool create);
+  ~Index();
+
+  // All methods are thread-safe.
+  Result<std::optional<ObjectInfo>> Lookup(const ObjectId& id) const;
+  // Calls fn for every object in id order. Reads in pages of a few
+  // thousand entries, each page in its own read transaction, so fn may call
+  // back into the index and long walks pin no old snapshot; objects
+  // committed or dropped during the walk may or may not be seen.
+  Result<void> ForEach(
+      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const;
+  // One consistent snapshot: the packs table, then every object, from a
+  // single read transaction. fn must not call into the index.
+  Result<void> ReadSnapshot(
+      std::map<uint32_t, PackInfo>* packs,
+      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const;
+  Result<std::map<uint32_t, PackInfo>> Packs() const;
+  Result<std::optional<std::string>> GetMeta(const std::string& key) const;
+
+  struct Update {
+    std::vector<std::pair<ObjectId, ObjectInfo>> objects;
+    std::vector<ObjectId> removed;  // objects to delete (absent ones are ignored)
+    std::vector<PackInfo> packs;  // replace these rows
+    std::vector<uint32_t> removed_packs;  // pack rows to delete
+    std::vector<std::pair<std::string, std::string>> meta;
+  };
+  // Applies `u` in one durable transaction: all or nothing. Order inside:
+  // removals, then object puts, then packs, then meta.
+  Result<void> Apply(const Update& u);
+
+ private:
+  Index() = default;
+  // Runs fn in a fresh read transaction, adopting a map grown elsewhere.
+  Result<void> Read(const std::function<Result<void>(MDB_txn*)>& fn) const;
+  Result<void> TryApply(const Update& u, bool* map_full);
+  Result<void> ReadPacks(MDB_txn* txn, std::map<uint32_t, PackInfo>* packs) const;
+  // Calls fn for up to `limit` objects after `after` (from the first when
+  // null); *count says how many were visited.
+  Result<void> Walk(MDB_txn* txn, const ObjectId* after, size_t limit,
+                    const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn,
+                    size_t* count) const;
+
+  std::string dir_;
+  MDB_env* env_ = nullptr;
+  MDB_dbi objects_ = 0, packs_ = 0, meta_ = 0;
+  // mdb_env_set_mapsize needs no live transaction in this process: readers
+  // hold this shared, resizing holds it exclusive.
+  mutable std::shared_mutex resize_mu_;
+};
+
+}  // namespace agentenv::store

@@ -1,0 +1,191 @@
+// Pack record headers and sequential pack scanning (see inspect.h).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "common/unique_fd.h"
+#include "store/inspect.h"
+
+namespace agentenv::store {
+namespace {
+
+constexpr uint32_t kMagic = 0x424f4541;  // "AEOB" little-endian
+constexpr uint8_t kVersion = 1;
+
+void Put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+void Put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+uint32_t Fnv1a(const uint8_t* p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+}  // namespace
+
+std::array<uint8_t, kRecordHeaderSize> EncodeRecordHeader(const RecordHeader& h) {
+  std::array<uint8_t, kRecordHeaderSize> b{};
+  Put32(&b[0], kMagic);
+  b[4] = kVersion;
+  b[5] = uint8_t(h.type);
+  b[6] = uint8_t(h.codec);
+  Put64(&b[8], h.size);
+  Put64(&b[16], h.stored_size);
+  std::memcpy(&b[24], h.id.bytes.data(), 32);
+  Put32(&b[60], Fnv1a(b.data(), 60));
+  return b;
+}
+
+Result<RecordHeader> ParseRecordHeader(std::span<const uint8_t, kRecordHeaderSize> b) {
+  if (Get32(&b[0]) != kMagic) return Fail(ErrorCode::kCorrupt, "bad record magic");
+  if (Get32(&b[60]) != Fnv1a(b.data(), 60)) return Fail(ErrorCode::kCorrupt, "bad header check");
+  if (b[4] != kVersion) return Fail(ErrorCode::kCorrupt, "unknown record version");
+  if (b[5] < 1 || b[5] > 4) return Fail(ErrorCode::kCorrupt, "unknown object type");
+  if (b[6] > 1) return Fail(ErrorCode::kCorrupt, "unknown codec");
+  RecordHeader h;
+  h.type = ObjectType(b[5]);
+  h.codec = Codec(b[6]);
+  h.size = Get64(&b[8]);
+  h.stored_size = Get64(&b[16]);
+  std::memcpy(h.id.bytes.data(), &b[24], 32);
+  if (h.codec == Codec::kRaw && h.size != h.stored_size) {
+    return Fail(ErrorCode::kCorrupt, "raw record with stored size != size");
+  }
+  return h;
+}
+
+std::string PackPath(const std::string& store_dir, uint32_t pack) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/packs/%08u.pack", pack);
+  return store_dir + name;
+}
+
+Result<std::vector<uint32_t>> ListPackFiles(const std::string& store_dir) {
+  std::string dir = store_dir + "/packs";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return FailErrno(dir, errno);
+  std::vector<uint32_t> out;
+  while (dirent* e = ::readdir(d)) {
+    unsigned n = 0;
+    char tail = 0;
+    if (std::strlen(e->d_name) == 13 && std::sscanf(e->d_name, "%8u.pac%c", &n, &tail) == 2 &&
+        tail == 'k') {
+      out.push_back(n);
+    }
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+Result<size_t> PreadFull(int fd, uint8_t* buf, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, buf + done, n - done, off + done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return FailErrno("pread", errno);
+    }
+    if (r == 0) break;
+    done += r;
+  }
+  return done;
+}
+
+// A read-ahead window over a file: sequential scans cost one large pread
+// per window instead of one per record.
+class Window {
+ public:
+  Window(int fd, size_t size) : fd_(fd), size_(size) {}
+  // Bytes [off, off+n) (fewer at EOF), valid until the next call.
+  Result<std::span<const uint8_t>> Get(uint64_t off, size_t n) {
+    if (off < start_ || off + n > start_ + len_) {
+      buf_.resize(std::max(size_, n));
+      AE_ASSIGN(len_, PreadFull(fd_, buf_.data(), buf_.size(), off));
+      start_ = off;
+    }
+    size_t have = std::min<uint64_t>(n, start_ + len_ - std::min(off, start_ + len_));
+    return std::span<const uint8_t>(buf_.data() + (off - start_), have);
+  }
+
+ private:
+  int fd_;
+  size_t size_;
+  std::vector<uint8_t> buf_;
+  uint64_t start_ = 0;
+  size_t len_ = 0;
+};
+
+}  // namespace
+
+Result<void> ScanPack(int fd, uint64_t limit,
+                      const std::function<Result<void>(const ScannedRecord&)>& on_record,
+                      const std::function<Result<void>(uint64_t, const std::string&)>& on_damage,
+                      bool payloads) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return FailErrno("fstat", errno);
+  if (uint64_t(st.st_size) < limit) {
+    AE_TRY(on_damage(uint64_t(st.st_size), "pack file is shorter than its committed length " +
+                                               std::to_string(limit)));
+    limit = st.st_size;
+  }
+  // Header-only scans read small windows so that payloads are skipped.
+  Window win(fd, payloads ? size_t{8} << 20 : size_t{64} << 10);
+  uint64_t off = 0;
+  bool in_damage = false;  // report one damaged stretch once, not per word
+  while (off + 8 <= limit) {
+    size_t want = std::min<uint64_t>(kRecordHeaderSize, limit - off);
+    AE_ASSIGN(auto hb, win.Get(off, want));
+    if (hb.size() < 8) break;
+    if (Get64(hb.data()) == 0) {  // padding between records
+      off += 8;
+      continue;
+    }
+    Result<RecordHeader> h = Fail(ErrorCode::kCorrupt, "truncated record header");
+    if (hb.size() == kRecordHeaderSize) {
+      h = ParseRecordHeader(std::span<const uint8_t, kRecordHeaderSize>(hb.data(), kRecordHeaderSize));
+    }
+    if (h && off + kRecordHeaderSize + h->stored_size > limit) {
+      h = Fail(ErrorCode::kCorrupt, "record runs past the committed length");
+    }
+    if (!h) {
+      if (!in_damage) AE_TRY(on_damage(off, h.error().message));
+      in_damage = true;
+      off += 8;
+      continue;
+    }
+    in_damage = false;
+    std::span<const uint8_t> payload;
+    if (payloads) {
+      AE_ASSIGN(payload, win.Get(off + kRecordHeaderSize, h->stored_size));
+      if (payload.size() != h->stored_size) {
+        AE_TRY(on_damage(off, "short read of record payload"));
+        break;
+      }
+    }
+    AE_TRY(on_record(ScannedRecord{off, *h, payload}));
+    off = (off + kRecordHeaderSize + h->stored_size + 7) & ~uint64_t{7};
+  }
+  return {};
+}
+
+}  // namespace agentenv::store

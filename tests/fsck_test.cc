@@ -1,0 +1,125 @@
+// fsck finds flipped bytes, truncated packs and leftovers, with locations.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "store/inspect.h"
+#include "store_testutil.h"
+#include "testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+using store::ObjectType;
+using store::Store;
+
+bool Has(const std::vector<fsck::FsckFinding>& fs, const std::string& kind) {
+  for (auto& f : fs)
+    if (f.kind == kind) return true;
+  return false;
+}
+
+TEST_CASE("fsck: a clean store has no findings") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  WriteFile(t.str() + "/f", RandomBytes(2 << 20, 1));
+  auto b = *s->BeginBatch();
+  PutPath(*b, t.str() + "/f");
+  REQUIRE(b->Put(ObjectType::kTree, std::vector<uint8_t>(5000, 'x')));
+  CommitOk(*b);
+  fsck::FsckReport rep;
+  std::vector<fsck::FsckProgress> progress;
+  fsck::FsckCallbacks cb;
+  cb.progress = [&](const fsck::FsckProgress& p) { progress.push_back(p); };
+  auto r = fsck::CheckStore(*s, {}, cb);
+  REQUIRE(r);
+  CHECK(r->ok());
+  CHECK(r->objects == s->Stats()->objects);
+  CHECK(r->records == r->objects);
+  REQUIRE(!progress.empty());
+  CHECK(progress.back().bytes_done == progress.back().bytes_total);
+}
+
+TEST_CASE("fsck: a flipped byte in stored data is reported with its id and location") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto raw = RandomBytes(100000, 2);  // incompressible: stored raw
+  auto text = std::vector<uint8_t>(100000, 'a');  // stored zstd
+  auto b = *s->BeginBatch();
+  auto raw_id = *b->Put(ObjectType::kChunk, raw);
+  auto text_id = *b->Put(ObjectType::kChunk, text);
+  CommitOk(*b);
+  for (auto id : {raw_id, text_id}) {
+    auto info = *s->Stat(id);
+    UniqueFd fd(::open(store::PackPath(s->dir(), info.pack).c_str(), O_RDWR));
+    REQUIRE(fd);
+    uint64_t at = info.offset + store::kRecordHeaderSize + info.stored_size / 2;
+    uint8_t c;
+    REQUIRE(::pread(fd.get(), &c, 1, at) == 1);
+    c ^= 0x10;
+    REQUIRE(::pwrite(fd.get(), &c, 1, at) == 1);
+  }
+  CHECK(s->Stat(raw_id)->codec == store::Codec::kRaw);
+  CHECK(s->Stat(text_id)->codec == store::Codec::kZstd);
+  auto findings = Fsck(*s);
+  for (auto id : {raw_id, text_id}) {
+    INFO(id.Hex());
+    bool found = false;
+    for (auto& f : findings) {
+      if (f.id == id && f.severity == fsck::Severity::kError) {
+        found = true;
+        CHECK(f.pack == s->Stat(id)->pack);
+        CHECK(f.offset == s->Stat(id)->offset);
+        CHECK(f.message.find(id.Hex()) != std::string::npos);
+      }
+    }
+    CHECK(found);
+    auto got = s->Get(id);  // reads verify too
+    REQUIRE(!got);
+    CHECK(got.error().code == ErrorCode::kCorrupt);
+  }
+}
+
+TEST_CASE("fsck: truncated packs, damaged headers and leftover pack files") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto b = *s->BeginBatch();
+  std::vector<store::ObjectId> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(*b->Put(ObjectType::kChunk, RandomBytes(50000, 10 + i)));
+  CommitOk(*b);
+  auto first = *s->Stat(ids[0]);
+  std::string pack = store::PackPath(s->dir(), first.pack);
+
+  SECTION("damaged header") {
+    UniqueFd fd(::open(pack.c_str(), O_RDWR));
+    uint8_t junk = 0xee;
+    REQUIRE(::pwrite(fd.get(), &junk, 1, first.offset + 30) == 1);  // inside the id
+    auto f = Fsck(*s);
+    CHECK(Has(f, "bad-record"));
+    CHECK(Has(f, "missing-record"));
+    bool located = false;
+    for (auto& x : f) located |= x.kind == "missing-record" && x.id == ids[0];
+    CHECK(located);
+  }
+  SECTION("truncated pack") {
+    struct stat st;
+    REQUIRE(::stat(pack.c_str(), &st) == 0);
+    REQUIRE(::truncate(pack.c_str(), st.st_size - 1000) == 0);
+    auto f = Fsck(*s);
+    CHECK(Has(f, "pack-short"));
+    CHECK(Has(f, "missing-record"));
+  }
+  SECTION("leftover pack file is a warning only") {
+    WriteFile(store::PackPath(s->dir(), 999), RandomBytes(100, 1));
+    fsck::FsckReport rep;
+    auto f = Fsck(*s, &rep);
+    CHECK(Has(f, "unknown-pack-file"));
+    CHECK(rep.ok());
+    // A writer removes it.
+    auto b2 = *s->BeginBatch();
+    CommitOk(*b2);
+    CHECK(Fsck(*s).empty());
+  }
+}
+
+}  // namespace
+}  // namespace agentenv::test

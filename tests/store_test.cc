@@ -1,0 +1,252 @@
+// Round trips, dedup and sparse output of the object store.
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "store_testutil.h"
+#include "testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+using store::ObjectId;
+using store::ObjectType;
+using store::Store;
+
+constexpr size_t kSmallMax = 256 * 1024;  // the store's single-chunk threshold
+constexpr size_t kMaxChunk = 256 * 1024;
+
+std::vector<uint8_t> Compressible(size_t n) {
+  std::vector<uint8_t> v(n);
+  std::string line = "2026-11-22T10:00:00Z INFO request served path=/api/items status=200\n";
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(line[i % line.size()]);
+  return v;
+}
+
+TEST_CASE("store: files round trip at every size class") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  struct Case {
+    std::string name;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Case> cases = {
+      {"empty", {}},
+      {"one-byte", {0x42}},
+      {"threshold", RandomBytes(kSmallMax, 1)},
+      {"threshold+1", RandomBytes(kSmallMax + 1, 2)},
+      {"random-100M", RandomBytes(100 << 20, 3)},
+      {"compressible-40M", Compressible(40 << 20)},
+  };
+  auto b = *s->BeginBatch();
+  std::vector<store::FileRef> refs;
+  for (auto& c : cases) {
+    WriteFile(t.str() + "/" + c.name, c.data);
+    refs.push_back(PutPath(*b, t.str() + "/" + c.name));
+  }
+  CommitOk(*b);
+  b.reset();
+
+  s = OpenStore(t.str() + "/s", Store::Mode::kOpen);  // read back after reopening
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(cases[i].name);
+    CHECK(refs[i].size == cases[i].data.size());
+    CHECK(refs[i].type == (cases[i].data.size() <= kSmallMax ? ObjectType::kChunk : ObjectType::kManifest));
+    CHECK(ReadBack(*s, refs[i]) == cases[i].data);
+  }
+  // A small file's id is the sha256 of its content.
+  CHECK(refs[1].id == ObjectId::Of(cases[1].data));
+  CHECK(refs[1].id.Hex() == "df7e70e5021544f4834bbee64a9e3789febc4be81470df629cad6ddb03320a5c");
+  auto st = *s->Stats();
+  CHECK(st.stored_bytes < (100u << 20) + (kSmallMax * 3) + (4u << 20));  // text compressed well
+  auto info = s->Stat(refs[3].id);
+  REQUIRE(info);
+  CHECK(Fsck(*s).empty());
+}
+
+TEST_CASE("store: object ids parse and print") {
+  auto id = ObjectId::Of({});
+  CHECK(id.Hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  auto back = ObjectId::FromHex(id.Hex());
+  REQUIRE(back);
+  CHECK(*back == id);
+  CHECK(!ObjectId::FromHex("xyz"));
+  CHECK(!ObjectId::FromHex(std::string(64, 'g')));
+}
+
+TEST_CASE("store: Put, Get, Has and missing objects") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto tree = RandomBytes(1000, 7);
+  auto b = *s->BeginBatch();
+  auto id = b->Put(ObjectType::kTree, tree);
+  REQUIRE(id);
+  CHECK(!*s->Has(*id));  // not visible before Commit
+  CommitOk(*b);
+  CHECK(*s->Has(*id));
+  CHECK(*s->Get(*id) == tree);
+  CHECK(s->Stat(*id)->type == ObjectType::kTree);
+  auto missing = s->Get(ObjectId::Of(RandomBytes(5, 1)));
+  REQUIRE(!missing);
+  CHECK(missing.error().code == ErrorCode::kNotFound);
+  CHECK(missing.error().message.find("not found") != std::string::npos);
+  // Create refuses an existing store; Open refuses a non-store.
+  CHECK(Store::Open(t.str() + "/s", Store::Mode::kCreate).error().code == ErrorCode::kExists);
+  CHECK(!Store::Open(t.str(), Store::Mode::kOpen));
+}
+
+TEST_CASE("store: the same content twice is stored once") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto data = RandomBytes(5 << 20, 11);
+  WriteFile(t.str() + "/a", data);
+  WriteFile(t.str() + "/b", data);
+  auto b = *s->BeginBatch();
+  auto ra = PutPath(*b, t.str() + "/a");
+  auto rb = PutPath(*b, t.str() + "/b");  // same batch
+  CommitOk(*b);
+  uint64_t after_one = StoredBytes(*s);
+  CHECK(ra.id == rb.id);
+  b = *s->BeginBatch();
+  CHECK(PutPath(*b, t.str() + "/a").id == ra.id);  // later batch
+  CHECK(b->new_bytes() == 0);
+  CommitOk(*b);
+  CHECK(StoredBytes(*s) == after_one);
+  CHECK(after_one < data.size() + 64 * 1024);
+}
+
+TEST_CASE("store: a one-byte edit in a large file adds about one chunk") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto data = RandomBytes(50 << 20, 21);
+  WriteFile(t.str() + "/f", data);
+  auto b = *s->BeginBatch();
+  PutPath(*b, t.str() + "/f");
+  CommitOk(*b);
+  uint64_t before = StoredBytes(*s);
+  data[data.size() / 2] ^= 0xff;
+  WriteFile(t.str() + "/f", data);
+  b = *s->BeginBatch();
+  auto r = PutPath(*b, t.str() + "/f");
+  CommitOk(*b);
+  uint64_t added = StoredBytes(*s) - before;
+  uint64_t manifest = (data.size() / (16 * 1024)) * 40 + 64;
+  CHECK(added <= 2 * kMaxChunk + manifest);
+  CHECK(ReadBack(*s, r) == data);
+}
+
+TEST_CASE("store: an appended log adds only its tail") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto log = RandomBytes(20 << 20, 31);
+  WriteFile(t.str() + "/log", log);
+  auto b = *s->BeginBatch();
+  PutPath(*b, t.str() + "/log");
+  CommitOk(*b);
+  uint64_t before = StoredBytes(*s);
+  auto tail = RandomBytes(1 << 20, 32);
+  log.insert(log.end(), tail.begin(), tail.end());
+  WriteFile(t.str() + "/log", log);
+  b = *s->BeginBatch();
+  auto r = PutPath(*b, t.str() + "/log");
+  CommitOk(*b);
+  uint64_t added = StoredBytes(*s) - before;
+  uint64_t manifest = (log.size() / (16 * 1024)) * 40 + 64;
+  CHECK(added <= tail.size() + kMaxChunk + manifest);
+  CHECK(ReadBack(*s, r) == log);
+}
+
+TEST_CASE("store: PutFile from many threads in one batch") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  constexpr int kFiles = 200;
+  std::vector<std::vector<uint8_t>> data(kFiles);
+  for (int i = 0; i < kFiles; ++i) {
+    // Every 10th file is large; half of the rest repeat content.
+    size_t n = i % 10 == 0 ? (3 << 20) : 1000 + i * 37;
+    data[i] = RandomBytes(n, i % 20 < 10 ? i : 0x1000 + i % 10);
+    WriteFile(t.str() + "/f" + std::to_string(i), data[i]);
+  }
+  auto b = *s->BeginBatch();
+  std::vector<store::FileRef> refs(kFiles);
+  std::vector<std::thread> threads;
+  std::atomic<int> next{0}, errors{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < kFiles;) {
+        std::string p = t.str() + "/f" + std::to_string(i);
+        UniqueFd fd(::open(p.c_str(), O_RDONLY));
+        auto r = b->PutFile(fd.get(), p);
+        if (!r) ++errors; else refs[i] = *r;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(errors == 0);
+  CommitOk(*b);
+  for (int i = 0; i < kFiles; ++i) CHECK(ReadBack(*s, refs[i]) == data[i]);
+  CHECK(Fsck(*s).empty());
+}
+
+TEST_CASE("store: WriteFileTo keeps zero blocks as holes") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  std::vector<uint8_t> data(8 << 20, 0);
+  auto head = RandomBytes(1 << 20, 41);
+  std::copy(head.begin(), head.end(), data.begin());
+  data[data.size() - 1] = 1;  // non-zero last byte; 7 MiB of zeros in between
+  WriteFile(t.str() + "/f", data);
+  auto b = *s->BeginBatch();
+  auto r = PutPath(*b, t.str() + "/f");
+  CommitOk(*b);
+  std::string out = t.str() + "/out";
+  UniqueFd fd(::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644));
+  REQUIRE(fd);
+  auto w = s->WriteFileTo(r, fd.get());
+  INFO((w ? "" : w.error().message));
+  REQUIRE(w);
+  struct stat st;
+  REQUIRE(::fstat(fd.get(), &st) == 0);
+  CHECK(uint64_t(st.st_size) == data.size());
+  CHECK(uint64_t(st.st_blocks) * 512 <= (1 << 20) + 256 * 1024);  // 7 MiB of zeros were not written
+  std::vector<uint8_t> back(data.size());
+  REQUIRE(::pread(fd.get(), back.data(), back.size(), 0) == ssize_t(back.size()));
+  CHECK(back == data);
+}
+
+TEST_CASE("store: the index map grows past its initial size") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto b = *s->BeginBatch();
+  std::vector<ObjectId> ids;
+  for (uint32_t i = 0; i < 120000; ++i) {
+    auto id = b->Put(ObjectType::kChunk, std::span(reinterpret_cast<const uint8_t*>(&i), 4));
+    REQUIRE(id);
+    if (i % 10007 == 0) ids.push_back(*id);
+  }
+  CommitOk(*b);
+  b.reset();
+  s = OpenStore(t.str() + "/s", Store::Mode::kOpen);
+  CHECK(s->Stats()->objects == 120000);
+  for (auto& id : ids) CHECK(*s->Has(id));
+}
+
+TEST_CASE("store: an abandoned batch leaves nothing behind") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto keep = RandomBytes(100000, 51), drop = RandomBytes(100000, 52);
+  auto b = *s->BeginBatch();
+  auto kid = *b->Put(ObjectType::kChunk, keep);
+  CommitOk(*b);
+  b = *s->BeginBatch();
+  auto did = *b->Put(ObjectType::kChunk, drop);
+  b.reset();
+  CHECK(*s->Has(kid));
+  CHECK(!*s->Has(did));
+  CHECK(Fsck(*s).empty());
+  b = *s->BeginBatch();  // the lock was released
+  CommitOk(*b);
+}
+
+}  // namespace
+}  // namespace agentenv::test
