@@ -1,0 +1,281 @@
+#include "watch/ignore.h"
+
+#include <vector>
+
+namespace agentenv::watch {
+namespace {
+
+constexpr size_t kInlineComponents = 64;
+
+bool HasWildcard(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (s[i] == '*' || s[i] == '?' || s[i] == '[') return true;
+  }
+  return false;
+}
+
+// Checks the component for a dangling '\' or an unterminated '['.
+Result<void> CheckGlob(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      if (i + 1 == s.size()) return Fail(ErrorCode::kInvalid, "pattern ends with a lone '\\'");
+      ++i;
+    } else if (s[i] == '[') {
+      size_t j = i + 1;
+      if (j < s.size() && (s[j] == '!' || s[j] == '^')) ++j;
+      if (j < s.size() && s[j] == ']') ++j;  // a leading ']' is a member
+      while (j < s.size() && s[j] != ']') j += (s[j] == '\\') ? 2 : 1;
+      if (j >= s.size()) return Fail(ErrorCode::kInvalid, "unterminated '[' in pattern");
+      i = j;
+    }
+  }
+  return {};
+}
+
+std::string Unescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) ++i;
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// Matches the bracket expression starting at p[i] == '[' against byte c;
+// sets i past the closing ']'. The pattern was validated by CheckGlob.
+bool MatchClass(std::string_view p, size_t& i, unsigned char c) {
+  ++i;
+  bool negate = false;
+  if (p[i] == '!' || p[i] == '^') {
+    negate = true;
+    ++i;
+  }
+  bool hit = false;
+  bool first = true;
+  while (first || p[i] != ']') {
+    first = false;
+    unsigned char lo = static_cast<unsigned char>(p[i] == '\\' ? p[++i] : p[i]);
+    ++i;
+    unsigned char hi = lo;
+    if (p[i] == '-' && i + 1 < p.size() && p[i + 1] != ']') {
+      ++i;
+      hi = static_cast<unsigned char>(p[i] == '\\' ? p[++i] : p[i]);
+      ++i;
+    }
+    if (lo <= c && c <= hi) hit = true;
+  }
+  ++i;  // past ']'
+  return hit != negate;
+}
+
+// fnmatch for one path component: '*' and '?' never see a '/' here because
+// components are split beforehand. Backtracks only to the last '*'.
+bool GlobMatch(std::string_view p, std::string_view s) {
+  size_t pi = 0, si = 0;
+  size_t star_p = std::string_view::npos, star_s = 0;
+  while (si < s.size()) {
+    if (pi < p.size()) {
+      char pc = p[pi];
+      if (pc == '*') {
+        star_p = ++pi;
+        star_s = si;
+        continue;
+      }
+      if (pc == '?') {
+        ++pi;
+        ++si;
+        continue;
+      }
+      if (pc == '[') {
+        size_t next = pi;
+        if (MatchClass(p, next, static_cast<unsigned char>(s[si]))) {
+          pi = next;
+          ++si;
+          continue;
+        }
+      } else {
+        if (pc == '\\') ++pi;
+        if (p[pi] == s[si]) {
+          ++pi;
+          ++si;
+          continue;
+        }
+      }
+    }
+    if (star_p == std::string_view::npos) return false;
+    pi = star_p;
+    si = ++star_s;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+template <class Seg>
+bool MatchSegments(const std::vector<Seg>& segs, size_t si, const std::string_view* comps,
+                   size_t ci, size_t n) {
+  for (; si < segs.size(); ++si, ++ci) {
+    const Seg& seg = segs[si];
+    if (seg.kind == Seg::kAnyDepth) {
+      // A trailing "**" means "everything inside", not the directory itself.
+      if (si + 1 == segs.size()) return n - ci >= 1;
+      if (seg.fixed_tail >= 0) {  // "**/a/*.c": the tail must be the last components
+        size_t tail = static_cast<size_t>(seg.fixed_tail);
+        return n - ci >= tail && MatchSegments(segs, si + 1, comps, n - tail, n);
+      }
+      for (size_t k = ci; k <= n; ++k)
+        if (MatchSegments(segs, si + 1, comps, k, n)) return true;
+      return false;
+    }
+    if (ci >= n) return false;
+    if (seg.kind == Seg::kLiteral ? comps[ci] != seg.text : !GlobMatch(seg.text, comps[ci]))
+      return false;
+  }
+  return ci == n;
+}
+
+// Splits relpath into components; returns how many (0 for ""). Components
+// beyond the inline buffer go to `overflow`, and `out` then points there.
+size_t Split(std::string_view relpath, std::string_view* inline_buf,
+             std::vector<std::string_view>& overflow, const std::string_view*& out) {
+  size_t n = 0;
+  out = inline_buf;
+  size_t start = 0;
+  while (start <= relpath.size() && !relpath.empty()) {
+    size_t slash = relpath.find('/', start);
+    if (slash == std::string_view::npos) slash = relpath.size();
+    if (slash > start) {
+      std::string_view c = relpath.substr(start, slash - start);
+      if (n < kInlineComponents) {
+        inline_buf[n] = c;
+      } else {
+        if (overflow.empty()) overflow.assign(inline_buf, inline_buf + kInlineComponents);
+        overflow.push_back(c);
+      }
+      ++n;
+    }
+    start = slash + 1;
+  }
+  if (!overflow.empty()) out = overflow.data();
+  return n;
+}
+
+}  // namespace
+
+IgnoreRules IgnoreRules::Defaults() {
+  static const char* const kDefaults =
+      "# virtual and runtime file systems, recreated on every start\n"
+      "/proc\n/sys\n/dev\n/run\n"
+      "# scratch space and package manager caches\n"
+      "/tmp\n/var/tmp\n/var/cache/apt\n/var/lib/apt/lists\n"
+      "# editor swap, backup and lock files\n"
+      "**/*.swp\n**/*.swo\n**/*.swx\n**/*~\n**/.#*\n**/#*#\n**/4913\n"
+      "**/.*.kate-swp\n**/.goutputstream-*\n";
+  auto r = Parse(kDefaults);
+  return r ? std::move(r).value() : IgnoreRules();
+}
+
+Result<IgnoreRules> IgnoreRules::Parse(std::string_view text) {
+  IgnoreRules rules;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    auto r = rules.AddPattern(line);
+    if (!r) return Fail(ErrorCode::kInvalid, "line " + std::to_string(line_no) + ": " + r.error().message);
+  }
+  return rules;
+}
+
+Result<void> IgnoreRules::AddPattern(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty() || line.front() == '#') return {};
+  // Trailing spaces go unless the last one is escaped.
+  while (!line.empty() && line.back() == ' ' &&
+         !(line.size() >= 2 && line[line.size() - 2] == '\\'))
+    line.remove_suffix(1);
+  if (line.empty()) return {};
+
+  Rule rule;
+  if (line.front() == '!') {
+    rule.negate = true;
+    line.remove_prefix(1);
+  }
+  while (!line.empty() && line.back() == '/') {
+    rule.dir_only = true;
+    line.remove_suffix(1);
+  }
+  if (!line.empty() && line.front() == '/') line.remove_prefix(1);
+  while (!line.empty()) {
+    size_t slash = line.find('/');
+    std::string_view comp = line.substr(0, slash);
+    line = slash == std::string_view::npos ? std::string_view() : line.substr(slash + 1);
+    if (comp.empty()) continue;
+    if (comp == "**") {
+      if (rule.segments.empty() || rule.segments.back().kind != Segment::kAnyDepth)
+        rule.segments.push_back({Segment::kAnyDepth, {}});
+      continue;
+    }
+    AE_TRY(CheckGlob(comp));
+    if (HasWildcard(comp))
+      rule.segments.push_back({Segment::kGlob, std::string(comp)});
+    else
+      rule.segments.push_back({Segment::kLiteral, Unescape(comp)});
+  }
+  if (rule.segments.empty()) return Fail(ErrorCode::kInvalid, "pattern matches nothing (empty)");
+  int tail = 0;
+  for (size_t i = rule.segments.size(); i-- > 0;) {
+    Segment& seg = rule.segments[i];
+    if (seg.kind != Segment::kAnyDepth) {
+      if (tail >= 0) ++tail;
+      continue;
+    }
+    seg.fixed_tail = tail;
+    tail = -1;
+  }
+  rule.fixed_len = tail;
+  rules_.push_back(std::move(rule));
+  return {};
+}
+
+void IgnoreRules::Add(const IgnoreRules& more) {
+  rules_.insert(rules_.end(), more.rules_.begin(), more.rules_.end());
+}
+
+int IgnoreRules::Verdict(const std::string_view* comps, size_t n, bool is_dir) const {
+  for (size_t i = rules_.size(); i-- > 0;) {
+    const Rule& r = rules_[i];
+    if ((r.dir_only && !is_dir) || (r.fixed_len >= 0 && static_cast<size_t>(r.fixed_len) != n))
+      continue;
+    if (MatchSegments(r.segments, 0, comps, 0, n)) return r.negate ? 0 : 1;
+  }
+  return -1;
+}
+
+bool IgnoreRules::Ignored(std::string_view relpath, bool is_dir) const {
+  if (rules_.empty()) return false;
+  std::string_view buf[kInlineComponents];
+  std::vector<std::string_view> overflow;
+  const std::string_view* comps;
+  size_t n = Split(relpath, buf, overflow, comps);
+  for (size_t depth = 1; depth <= n; ++depth)
+    if (Verdict(comps, depth, depth < n || is_dir) == 1) return true;
+  return false;
+}
+
+bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
+  if (rules_.empty()) return false;
+  std::string_view buf[kInlineComponents];
+  std::vector<std::string_view> overflow;
+  const std::string_view* comps;
+  size_t n = Split(relpath, buf, overflow, comps);
+  return n > 0 && Verdict(comps, n, is_dir) == 1;
+}
+
+}  // namespace agentenv::watch
