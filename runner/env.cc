@@ -1,0 +1,185 @@
+// Env: the long-lived handle. Start clones the env's init into new
+// namespaces; init runs the setup plan, forks spec.argv as pid 2, reaps
+// orphans, and reports pid 2's wait status over a pipe when it ends (its own
+// exit then tears down the pid namespace, killing everything left).
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner/env_state.h"
+#include "runner/setup.h"
+
+namespace agentenv::runner {
+using namespace internal;
+
+namespace {
+
+// Written by init's signal handler only; signals sent to the env's pid are
+// forwarded to the main command (init itself ignores what it has no handler for).
+volatile pid_t g_main_pid = 0;
+void Forward(int sig) { if (g_main_pid > 0) kill(g_main_pid, sig); }
+
+[[noreturn]] void Die(int fd, int step) {
+  ChildError ce{step, errno};
+  (void)!write(fd, &ce, sizeof ce);
+  _exit(127);
+}
+
+void DupStdio(const StdioFds& s, int err_fd) {
+  if ((s.in >= 0 && dup2(s.in, 0) < 0) || (s.out >= 0 && dup2(s.out, 1) < 0) ||
+      (s.err >= 0 && dup2(s.err, 2) < 0))
+    Die(err_fd, kStepStdio);
+}
+
+// Reads ChildError records until every writer has exec'd or exited.
+// Returns the first error, if any; kStepPid records set *pid.
+std::optional<ChildError> ReadReports(int fd, pid_t* pid) {
+  std::optional<ChildError> err;
+  ChildError ce;
+  for (;;) {
+    ssize_t r = read(fd, &ce, sizeof ce);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != sizeof ce) return err;
+    if (ce.step == kStepPid) { if (pid) *pid = ce.err; }
+    else if (!err) err = ce;
+  }
+}
+
+
+struct Argv {
+  std::vector<std::string> env;
+  std::vector<char*> argv_p, env_p;
+  Argv(const std::vector<std::string>& argv, std::vector<std::string> e) : env(std::move(e)) {
+    for (const auto& a : argv) argv_p.push_back(const_cast<char*>(a.c_str()));
+    argv_p.push_back(nullptr);
+    for (const auto& x : env) env_p.push_back(const_cast<char*>(x.c_str()));
+    env_p.push_back(nullptr);
+  }
+};
+
+}  // namespace
+
+Env::Env(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Env::Env(Env&&) noexcept = default;
+Env& Env::operator=(Env&&) noexcept = default;
+Env::~Env() = default;
+pid_t Env::pid() const { return s_->pid; }
+int Env::pidfd() const { return s_->pidfd.get(); }
+
+Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
+  if (spec.argv.empty()) return Fail(ErrorCode::kInvalid, "start: empty argv");
+  auto st = std::make_unique<State>();
+  AE_ASSIGN(st->cgroups, CgroupSet::Create(spec.limits));
+  const std::vector<Step> plan = Plan(spec);
+  const Argv a(spec.argv, BuildEnv(spec.pass_env, spec.set_env));
+
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
+  UniqueFd sync_r(p[0]), sync_w(p[1]);
+  if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
+  UniqueFd err_r(p[0]), err_w(p[1]);
+  if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
+  UniqueFd status_w(p[1]);
+  st->status_r.reset(p[0]);
+
+  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+  if (spec.network == Network::kDeny) flags |= CLONE_NEWNET;
+  pid_t pid = pid_t(syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+  if (pid < 0) return FailErrno("clone (user/mount/pid namespaces)", errno);
+  if (pid == 0) {
+    // init: pid 1 of the new pid namespace. Raw syscalls only from here.
+    ResetProcessState();
+    sync_w.reset();
+    char c;
+    if (read(sync_r.get(), &c, 1) != 1) _exit(127);  // the parent failed to map ids
+    for (size_t i = 0; i < plan.size(); ++i)
+      if (Execute(plan[i]) != 0 && !plan[i].optional) Die(err_w.get(), int(i));
+    prctl(PR_SET_NAME, "agentenv-init");
+    pid_t m = fork();
+    if (m < 0) Die(err_w.get(), kStepFork);
+    if (m == 0) {
+      DupStdio(stdio, err_w.get());
+      execvpe(a.argv_p[0], a.argv_p.data(), a.env_p.data());
+      Die(err_w.get(), kStepExec);
+    }
+    g_main_pid = m;
+    struct sigaction fwd {};
+    fwd.sa_handler = Forward;
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
+    close(err_w.get());
+    for (int fd : {stdio.in, stdio.out, stdio.err}) if (fd > 2) close(fd);  // EOF follows the env's processes
+    for (;;) {
+      int status;
+      pid_t w = wait(&status);
+      if (w == m) {
+        (void)!write(status_w.get(), &status, sizeof status);
+        _exit(0);
+      }
+      if (w < 0 && errno == ECHILD) _exit(0);
+    }
+  }
+  st->pid = pid;
+  sync_r.reset();
+  err_w.reset();
+  status_w.reset();
+  fcntl(st->status_r.get(), F_SETFL, O_NONBLOCK);
+  st->pidfd.reset(int(syscall(SYS_pidfd_open, pid, 0)));
+  if (!st->pidfd) return FailErrno("pidfd_open", errno);  // ~State kills and reaps init
+  if (auto m = WriteIdMaps(pid); !m) return Wrap("user namespace id map", m.error());
+  if (auto m = st->cgroups.Attach(pid); !m) return Wrap("join cgroup", m.error());
+  // Namespace fds taken while init is an unreaped child: no pid reuse race.
+  std::vector<std::pair<int, const char*>> kinds = {
+      {CLONE_NEWUSER, "user"}, {CLONE_NEWNS, "mnt"}, {CLONE_NEWUTS, "uts"}, {CLONE_NEWIPC, "ipc"}};
+  if (spec.network == Network::kDeny) kinds.push_back({CLONE_NEWNET, "net"});
+  kinds.push_back({CLONE_NEWPID, "pid"});
+  for (auto [kind, name] : kinds) {
+    std::string path = "/proc/" + std::to_string(pid) + "/ns/" + name;
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return FailErrno(path, errno);
+    if (kind == CLONE_NEWPID && fstat(fd.get(), &st->pidns) != 0) return FailErrno(path, errno);
+    st->ns.emplace_back(kind, std::move(fd));
+  }
+  (void)!write(sync_w.get(), "x", 1);
+  sync_w.reset();
+  if (auto ce = ReadReports(err_r.get(), nullptr)) return DescribeChildError(*ce, plan, spec.argv[0]);
+  return Env(std::move(st));
+}
+
+Result<ExitStatus> Env::Wait() {
+  if (!s_->done) {
+    int status = 0;
+    while (waitpid(s_->pid, &status, 0) < 0) {
+      if (errno != EINTR) return FailErrno("waitpid", errno);
+    }
+    s_->Finish(status);
+  }
+  return *s_->done;
+}
+
+Result<std::optional<ExitStatus>> Env::TryWait() {
+  if (!s_->done) {
+    int status = 0;
+    pid_t r = waitpid(s_->pid, &status, WNOHANG);
+    if (r < 0) return FailErrno("waitpid", errno);
+    if (r == 0) return std::optional<ExitStatus>();
+    s_->Finish(status);
+  }
+  return std::optional<ExitStatus>(*s_->done);
+}
+
+void Env::KillAll() {
+  if (s_->done) return;
+  // SIGKILL to a pid namespace's init kills every process in it; the kernel
+  // lets init finish exiting only after all of them are gone.
+  kill(s_->pid, SIGKILL);
+  s_->cgroups.Kill();
+  (void)Wait();
+}
+
+}  // namespace agentenv::runner

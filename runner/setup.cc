@@ -1,0 +1,211 @@
+#include "runner/setup.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/unique_fd.h"
+
+namespace agentenv::runner::internal {
+namespace {
+
+bool IsDir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A bind whose target is under one of our tmpfs mounts gets its mount point
+// (and the directories leading to it) created there; nothing lands in the tree.
+void PlanBind(const std::string& r, const Bind& b, bool run_tmpfs, std::vector<Step>& p) {
+  const bool on_tmpfs = b.target.rfind("/dev/", 0) == 0 || (run_tmpfs && b.target.rfind("/run/", 0) == 0);
+  MountPoint create = MountPoint::kMustExist;
+  if (on_tmpfs) {
+    for (size_t slash = b.target.find('/', 5); slash != std::string::npos; slash = b.target.find('/', slash + 1))
+      p.push_back({Op::kMkdir, "mkdir " + b.target.substr(0, slash), "", r + b.target.substr(0, slash)});
+    create = IsDir(b.source) ? MountPoint::kCreateDir : MountPoint::kCreateFile;
+  }
+  Step s{Op::kBind, "bind " + b.target, b.source, r + b.target, "", "", MS_BIND | MS_REC};
+  s.create = create;
+  p.push_back(s);
+  if (b.read_only) p.push_back({Op::kRemountRo, "remount " + b.target + " read-only", "", r + b.target});
+}
+
+}  // namespace
+
+std::vector<Step> Plan(const EnvSpec& s) {
+  const std::string r = s.root;
+  std::vector<Step> p;
+  // Nothing we mount may propagate back to the host.
+  p.push_back({Op::kMakePrivate, "make / rprivate", "", "/", "", "", MS_REC | MS_PRIVATE});
+  // pivot_root needs the new root to be a mount point.
+  p.push_back({Op::kBindRoot, "bind " + r, r, r, "", "", MS_BIND | MS_REC});
+  // A /proc that shows only this pid namespace.
+  p.push_back({Op::kMount, "mount /proc", "proc", r + "/proc", "proc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC});
+  // A minimal /dev on a tmpfs; device nodes are bind-mounted from the host.
+  p.push_back({Op::kMount, "mount /dev", "tmpfs", r + "/dev", "tmpfs", "mode=0755", MS_NOSUID});
+  for (const char* d : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    Step st{Op::kBind, std::string("bind /dev/") + d, std::string("/dev/") + d, r + "/dev/" + d, "", "",
+            MS_BIND, true};
+    st.create = MountPoint::kCreateFile;
+    p.push_back(st);
+  }
+  p.push_back({Op::kMount, "mount /dev/pts", "devpts", r + "/dev/pts", "devpts",
+               "newinstance,ptmxmode=0666,mode=620", MS_NOSUID | MS_NOEXEC});
+  p.push_back({Op::kSymlink, "symlink /dev/ptmx", "pts/ptmx", r + "/dev/ptmx"});
+  p.push_back({Op::kMount, "mount /dev/shm", "tmpfs", r + "/dev/shm", "tmpfs", "mode=1777",
+               MS_NOSUID | MS_NODEV});
+  // /run is runtime state (as on a booted system): a tmpfs, never snapshotted.
+  // It also holds the supervisor's socket bind (kSocketPath).
+  const bool run_tmpfs = IsDir(r + "/run");
+  if (run_tmpfs)
+    p.push_back({Op::kMount, "mount /run", "tmpfs", r + "/run", "tmpfs", "mode=0755", MS_NOSUID | MS_NODEV});
+  // /sys read-only: bind the host's and remount it read-only.
+  p.push_back({Op::kBind, "bind /sys", "/sys", r + "/sys", "", "", MS_BIND | MS_REC, true});
+  p.push_back({Op::kRemountRo, "remount /sys read-only", "", r + "/sys", "", "", 0, true});
+  // Name resolution of the host, only where the tree has the files.
+  for (const char* f : {"/etc/resolv.conf", "/etc/hosts"}) {
+    if (access((r + f).c_str(), F_OK) == 0 && access(f, R_OK) == 0)
+      p.push_back({Op::kBind, std::string("bind ") + f, f, r + f, "", "", MS_BIND, true});
+  }
+  for (const Bind& b : s.binds) PlanBind(r, b, run_tmpfs, p);
+  p.push_back({Op::kPivot, "pivot_root " + r, "", r});
+  if (s.network == Network::kDeny) p.push_back({Op::kLoopbackUp, "bring up lo"});
+  p.push_back({Op::kHostname, "sethostname", s.hostname});
+  p.push_back({Op::kChdir, "chdir " + s.cwd, "", s.cwd});
+  return p;
+}
+
+int Execute(const Step& st) {
+  switch (st.op) {
+    case Op::kMakePrivate:
+      return mount(nullptr, "/", nullptr, st.flags, nullptr);
+    case Op::kMkdir:
+      return mkdir(st.dst.c_str(), 0755) == 0 || errno == EEXIST ? 0 : -1;
+    case Op::kBindRoot:
+    case Op::kBind: {
+      if (st.create == MountPoint::kCreateDir && mkdir(st.dst.c_str(), 0755) != 0 && errno != EEXIST) return -1;
+      if (st.create == MountPoint::kCreateFile && access(st.dst.c_str(), F_OK) != 0) {
+        int fd = open(st.dst.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+        if (fd < 0) return -1;
+        close(fd);
+      }
+      return mount(st.src.c_str(), st.dst.c_str(), nullptr, st.flags, nullptr);
+    }
+    case Op::kMount:
+      if (mkdir(st.dst.c_str(), 0755) != 0 && errno != EEXIST) return -1;
+      return mount(st.src.c_str(), st.dst.c_str(), st.fstype.c_str(), st.flags,
+                   st.data.empty() ? nullptr : st.data.c_str());
+    case Op::kRemountRo: {
+      // In a user namespace the locked flags of the original mount must be kept.
+      struct statvfs sv;
+      if (statvfs(st.dst.c_str(), &sv) != 0) return -1;
+      unsigned long keep = 0;
+      if (sv.f_flag & ST_NOSUID) keep |= MS_NOSUID;
+      if (sv.f_flag & ST_NODEV) keep |= MS_NODEV;
+      if (sv.f_flag & ST_NOEXEC) keep |= MS_NOEXEC;
+      if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
+      if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
+      return mount(nullptr, st.dst.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr);
+    }
+    case Op::kSymlink:
+      return symlink(st.src.c_str(), st.dst.c_str());
+    case Op::kPivot:
+      // pivot_root(".", "."): the old root stacks under the new one; detach it.
+      if (chdir(st.dst.c_str()) != 0) return -1;
+      if (syscall(SYS_pivot_root, ".", ".") != 0) return -1;
+      if (umount2(".", MNT_DETACH) != 0) return -1;
+      return chdir("/");
+    case Op::kLoopbackUp: {
+      int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return -1;
+      struct ifreq ifr {};
+      std::strcpy(ifr.ifr_name, "lo");
+      ifr.ifr_flags = IFF_UP | IFF_RUNNING;
+      int rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+      close(fd);
+      return rc;
+    }
+    case Op::kHostname:
+      return sethostname(st.src.data(), st.src.size());
+    case Op::kChdir:
+      return chdir(st.dst.c_str());
+  }
+  return -1;
+}
+
+std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
+                                  const std::vector<std::string>& set_env) {
+  std::vector<std::string> env;
+  auto keep = [&](const std::string& name) {
+    if (name == "PATH" || name == "HOME" || name == "TERM" || name == "LANG" || name.rfind("LC_", 0) == 0)
+      return true;
+    for (const auto& p : pass_env) if (p == name) return true;
+    return false;
+  };
+  bool have_path = false;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    if (keep(name)) { env.push_back(kv); have_path |= name == "PATH"; }
+  }
+  for (const auto& kv : set_env) env.push_back(kv);
+  if (!have_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  return env;
+}
+
+namespace {
+Result<void> WriteFile(const std::string& path, const std::string& data) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return FailErrno(path, errno);
+  if (write(fd.get(), data.data(), data.size()) != ssize_t(data.size())) return FailErrno(path, errno);
+  return {};
+}
+}  // namespace
+
+Result<void> WriteIdMaps(pid_t pid) {
+  std::string base = "/proc/" + std::to_string(pid);
+  if (geteuid() == 0) {
+    AE_TRY(WriteFile(base + "/uid_map", "0 0 4294967295\n"));
+    return WriteFile(base + "/gid_map", "0 0 4294967295\n");
+  }
+  AE_TRY(WriteFile(base + "/uid_map", "0 " + std::to_string(geteuid()) + " 1\n"));
+  AE_TRY(WriteFile(base + "/setgroups", "deny\n"));
+  return WriteFile(base + "/gid_map", "0 " + std::to_string(getegid()) + " 1\n");
+}
+
+void ResetProcessState() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // KILL/STOP just fail
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // supervisor fds never leak in
+}
+
+Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Step>& plan,
+                                     const std::string& argv0) {
+  std::string what;
+  switch (ce.step) {
+    case kStepExec: what = "exec " + argv0; break;
+    case kStepStdio: what = "redirect stdio"; break;
+    case kStepFork: what = "fork"; break;
+    case kStepCgroup: what = "join cgroup"; break;
+    case kStepSetns: what = "setns"; break;
+    case kStepChdir: what = "chdir"; break;
+    default: what = ce.step >= 0 && size_t(ce.step) < plan.size() ? plan[size_t(ce.step)].what : "setup";
+  }
+  return FailErrno(what, ce.err);
+}
+
+}  // namespace agentenv::runner::internal

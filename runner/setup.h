@@ -1,0 +1,62 @@
+// Internal to runner/: the namespace setup an env's init performs, planned in
+// the parent (allocations allowed) and executed in the cloned child (raw
+// syscalls only, since the parent may be multi-threaded).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "runner/runner.h"
+
+namespace agentenv::runner::internal {
+
+enum class Op { kMakePrivate, kBindRoot, kMount, kMkdir, kBind, kRemountRo, kSymlink, kPivot,
+                kLoopbackUp, kHostname, kChdir };
+
+// What a bind creates as its mount point when the target is on one of our
+// own tmpfs mounts (/dev, /run) and does not exist yet.
+enum class MountPoint { kMustExist, kCreateFile, kCreateDir };
+
+struct Step {
+  Op op;
+  std::string what;  // shown in errors: "mount /proc"
+  std::string src, dst, fstype, data;
+  unsigned long flags = 0;
+  bool optional = false;  // skipped if it fails (e.g. a missing host device)
+  MountPoint create = MountPoint::kMustExist;
+};
+
+// Written by a failing child over a close-on-exec pipe. step >= 0 indexes
+// the plan; the negative values name the steps after it.
+struct ChildError {
+  int step;
+  int err;
+};
+inline constexpr int kStepExec = -1, kStepStdio = -2, kStepFork = -3, kStepCgroup = -4,
+                     kStepSetns = -5, kStepChdir = -6, kStepPid = -100;  // kStepPid: err = pid
+
+std::vector<Step> Plan(const EnvSpec& spec);
+
+// Runs one step in the child; 0 or -1 with errno. Async-signal-safe.
+int Execute(const Step& step);
+
+// The environment of a command: allow-list of the caller's plus pass/set.
+std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
+                                  const std::vector<std::string>& set_env);
+
+// Maps the caller to 0 inside the user namespace of pid; root keeps all ids.
+Result<void> WriteIdMaps(pid_t pid);
+
+// In a freshly forked/cloned child: default signal dispositions, empty mask
+// (the supervisor may ignore SIGPIPE or block signals for a signalfd), and
+// every inherited fd >= 3 close-on-exec. Async-signal-safe.
+void ResetProcessState();
+
+// Describes a ChildError as "<step>: <errno text>".
+Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Step>& plan,
+                                     const std::string& argv0);
+
+}  // namespace agentenv::runner::internal

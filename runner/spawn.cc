@@ -1,0 +1,183 @@
+// Env::Spawn and Env::Processes: reaching into a running env from outside.
+//
+// Spawn forks a helper that joins the env's cgroups, then its namespaces
+// (user first: it grants the capabilities the other setns calls need), and
+// forks the command, which lands in the env's pid namespace. The helper
+// stays outside the namespace and waits for the command, so it is reaped
+// promptly even when the env dies (the env's init cannot finish exiting
+// while a zombie from outside is unreaped), and exits with the command's
+// status. The command gets PR_SET_PDEATHSIG so killing the helper kills it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "runner/env_state.h"
+#include "runner/setup.h"
+
+namespace agentenv::runner {
+using namespace internal;
+
+Process::Process(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Process::Process(Process&&) noexcept = default;
+Process& Process::operator=(Process&&) noexcept = default;
+Process::~Process() = default;
+pid_t Process::pid() const { return s_->pid; }
+void Process::Kill() { if (!s_->done) kill(s_->helper, SIGKILL); }
+
+
+Result<ExitStatus> Process::Wait() {
+  if (!s_->done) {
+    int status = 0;
+    while (waitpid(s_->helper, &status, 0) < 0)
+      if (errno != EINTR) return FailErrno("waitpid", errno);
+    s_->done = DecodeWaitStatus(status);
+  }
+  return *s_->done;
+}
+
+Result<std::optional<ExitStatus>> Process::TryWait() {
+  if (!s_->done) {
+    int status = 0;
+    pid_t r = waitpid(s_->helper, &status, WNOHANG);
+    if (r < 0) return FailErrno("waitpid", errno);
+    if (r == 0) return std::optional<ExitStatus>();
+    s_->done = DecodeWaitStatus(status);
+  }
+  return std::optional<ExitStatus>(*s_->done);
+}
+
+}  // namespace agentenv::runner
+
+namespace agentenv::runner {
+namespace {
+
+// The helper's half of Spawn, after fork. Raw syscalls only.
+[[noreturn]] void RunHelper(const std::vector<int>& procs, const std::vector<std::pair<int, int>>& ns,
+                            const char* cwd, char* const* argv, char* const* envp, StdioFds stdio, int report) {
+  auto die = [&](int step) {
+    ChildError ce{step, errno};
+    (void)!write(report, &ce, sizeof ce);
+    _exit(127);
+  };
+  ResetProcessState();
+  // cgroups first, while our credentials are still the supervisor's.
+  for (int fd : procs) if (write(fd, "0", 1) != 1) die(kStepCgroup);
+  for (auto [kind, fd] : ns) if (setns(fd, kind) != 0) die(kStepSetns);
+  pid_t c = fork();  // lands in the env's pid namespace
+  if (c < 0) die(kStepFork);
+  if (c == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (chdir(cwd) != 0) die(kStepChdir);
+    if ((stdio.in >= 0 && dup2(stdio.in, 0) < 0) || (stdio.out >= 0 && dup2(stdio.out, 1) < 0) ||
+        (stdio.err >= 0 && dup2(stdio.err, 2) < 0))
+      die(kStepStdio);
+    execvpe(argv[0], argv, envp);
+    die(kStepExec);
+  }
+  ChildError pid{kStepPid, c};
+  (void)!write(report, &pid, sizeof pid);
+  close(report);
+  for (int fd : {stdio.in, stdio.out, stdio.err}) if (fd > 2) close(fd);
+  int status = 0;
+  while (waitpid(c, &status, 0) < 0) if (errno != EINTR) _exit(127);
+  if (WIFSIGNALED(status)) {
+    // Pass the signal on as our own end; no core file of the helper.
+    struct rlimit none {};
+    setrlimit(RLIMIT_CORE, &none);
+    kill(getpid(), WTERMSIG(status));
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
+  if (cmd.argv.empty()) return Fail(ErrorCode::kInvalid, "spawn: empty argv");
+  if (s_->done) return Fail(ErrorCode::kInvalid, "spawn: the env has ended");
+  std::vector<std::string> env = BuildEnv(cmd.pass_env, cmd.set_env);
+  std::vector<char*> argv_p, env_p;
+  for (const auto& a : cmd.argv) argv_p.push_back(const_cast<char*>(a.c_str()));
+  argv_p.push_back(nullptr);
+  for (const auto& e : env) env_p.push_back(const_cast<char*>(e.c_str()));
+  env_p.push_back(nullptr);
+  std::vector<std::pair<int, int>> ns;
+  for (const auto& [kind, fd] : s_->ns) ns.emplace_back(kind, fd.get());
+  const std::vector<int> procs = s_->cgroups.ProcsFds();
+
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
+  UniqueFd report_r(p[0]), report_w(p[1]);
+  auto st = std::make_unique<Process::State>();
+  st->helper = fork();
+  if (st->helper < 0) return FailErrno("fork", errno);
+  if (st->helper == 0)
+    RunHelper(procs, ns, cmd.cwd.c_str(), argv_p.data(), env_p.data(), stdio, report_w.get());
+  report_w.reset();
+  pid_t pid = -1;
+  ChildError ce;
+  bool failed = false;
+  for (;;) {
+    ssize_t r = read(report_r.get(), &ce, sizeof ce);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != sizeof ce) break;
+    if (ce.step == kStepPid) pid = ce.err;
+    else if (!failed) failed = true;
+  }
+  if (failed) return DescribeChildError(ce, {}, cmd.argv[0]);  // ~State reaps the helper
+  st->pid = pid;
+  return Process(std::move(st));
+}
+
+Result<std::vector<ProcessInfo>> Env::Processes() const {
+  std::vector<ProcessInfo> out;
+  if (s_->done) return out;
+  DIR* d = opendir("/proc");
+  if (!d) return FailErrno("/proc", errno);
+  for (dirent* e; (e = readdir(d));) {
+    char* end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0) continue;
+    const std::string base = std::string("/proc/") + e->d_name;
+    struct stat ns;
+    if (stat((base + "/ns/pid").c_str(), &ns) != 0) continue;  // gone, or not ours to inspect
+    if (ns.st_ino != s_->pidns.st_ino || ns.st_dev != s_->pidns.st_dev) continue;
+    ProcessInfo info{pid_t(pid), 0, 0, ""};
+    std::string stat = ReadFile(base + "/stat");
+    if (auto rp = stat.rfind(')'); rp != std::string::npos) {
+      std::istringstream rest(stat.substr(rp + 2));
+      char state;
+      rest >> state >> info.ppid;
+    }
+    std::istringstream status(ReadFile(base + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("NSpid:", 0) != 0) continue;
+      std::istringstream ids(line.substr(6));
+      for (pid_t x; ids >> x;) info.ns_pid = x;  // the innermost namespace comes last
+    }
+    std::string cmdline = ReadFile(base + "/cmdline");
+    while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+    for (char& c : cmdline) if (c == '\0') c = ' ';
+    info.cmdline = std::move(cmdline);
+    if (!stat.empty()) out.push_back(std::move(info));
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace agentenv::runner

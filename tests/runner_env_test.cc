@@ -1,0 +1,228 @@
+// runner::Env (the supervisor's handle) and cgroup limits, as root and as
+// uid 65534.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "tests/runner_testutil.h"
+#include "tests/testutil.h"
+
+namespace fs = std::filesystem;
+using namespace agentenv;
+using namespace agentenv::runner;
+using namespace agentenv::runner::test;
+using agentenv::test::TempDir;
+
+namespace {
+
+// Waits until pred() holds, for up to 5 s.
+bool Eventually(const std::function<bool()>& pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+int CountIn(const std::vector<ProcessInfo>& ps, const std::string& cmdline) {
+  return int(std::count_if(ps.begin(), ps.end(), [&](const ProcessInfo& p) { return p.cmdline == cmdline; }));
+}
+
+// The supervisor's view of one env: start, spawn, list, kill everything.
+// Returns "" on success, else what went wrong.
+std::string EnvLifecycle(const fs::path& root) {
+  // A daemon that double-forks into its own session, then the main command.
+  EnvSpec s = Spec(root, "(setsid sleep 982 &); echo ready > /dev/shm/ready; sleep 983");
+  auto env = Env::Start(s);
+  if (!env) return "start: " + env.error().message;
+  if (!Eventually([&] { auto ps = env->Processes(); return ps && CountIn(*ps, "sleep 982") == 1; }))
+    return "daemon never listed";
+  auto ps = env->Processes();
+  if (!ps) return ps.error().message;
+  bool init_seen = false;
+  for (const auto& p : *ps) init_seen |= p.ns_pid == 1 && p.pid == env->pid();
+  if (!init_seen) return "init not listed as pid 1";
+
+  // A spawned command shares the env's mounts, hostname and pid namespace.
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return "pipe";
+  auto proc = env->Spawn({{"/bin/sh", "-c", "cat /dev/shm/ready; hostname; echo $$ > /dev/shm/spawned; exit 7"}},
+                         StdioFds{-1, pipefd[1], -1});
+  close(pipefd[1]);
+  if (!proc) return "spawn: " + proc.error().message;
+  auto st = proc->Wait();
+  char buf[256] = {};
+  ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+  close(pipefd[0]);
+  if (!st || st->exit_code != 7) return "spawned exit code";
+  if (n <= 0 || std::string(buf) != "ready\nagentenv\n") return std::string("spawned output: ") + buf;
+  auto bad = env->Spawn({{"/bin/nope"}});
+  if (bad || bad.error().message != "exec /bin/nope: No such file or directory")
+    return "spawn of a missing binary: " + (bad ? std::string("succeeded") : bad.error().message);
+
+  // A spawned command that keeps running dies with the env.
+  auto lingering = env->Spawn({{"sleep", "984"}});
+  if (!lingering) return "spawn: " + lingering.error().message;
+  if (!Eventually([&] { return CountProcesses({"sleep", "984"}) == 1; })) return "spawned sleep not seen";
+  if (env->TryWait().value().has_value()) return "env ended early";
+
+  env->KillAll();
+  for (const char* marker : {"982", "983", "984"})
+    if (CountProcesses({"sleep", marker}) != 0) return std::string("survivor: sleep ") + marker;
+  auto end = env->Wait();
+  if (!end || end->signal != SIGKILL) return "env status after KillAll";
+  auto lst = lingering->Wait();
+  if (!lst || lst->signal != SIGKILL) return "spawned status after KillAll";
+  if (!env->Processes().value().empty()) return "processes listed after KillAll";
+  if (env->Spawn({{"true"}})) return "spawn into an ended env succeeded";
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("runner env: spawn, list and KillAll as root") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  CHECK(EnvLifecycle(root) == "");
+}
+
+TEST_CASE("runner env: spawn, list and KillAll as nobody") {
+  if (!agentenv::test::IsRoot()) { WARN("skipped: needs root to switch to uid 65534"); return; }
+  TempDir td;
+  chmod(td.path().c_str(), 0711);
+  fs::path root = td / "root";
+  MakeTree(root, 65534);
+  CHECK(AsNobody([&] {
+          std::string e = EnvLifecycle(root);
+          if (!e.empty()) fprintf(stderr, "nobody: %s\n", e.c_str());
+          return e.empty();
+        }) == 0);
+}
+
+TEST_CASE("runner env: the main command's status, signals forwarded, Process::Kill") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  auto env = Env::Start(Spec(root, "trap 'exit 42' TERM; sleep 985 & wait"));
+  REQUIRE(env);
+  auto p = env->Spawn({{"sleep", "986"}});
+  REQUIRE(p);
+  CHECK(p->pid() > 0);
+  p->Kill();
+  auto ps = p->Wait();
+  REQUIRE(ps);
+  CHECK(ps->signal == SIGKILL);
+  CHECK(Eventually([&] { return CountProcesses({"sleep", "986"}) == 0; }));
+  // SIGTERM to the env reaches the main command (init forwards it).
+  REQUIRE(Eventually([&] { return CountProcesses({"sleep", "985"}) == 1; }));
+  kill(env->pid(), SIGTERM);
+  auto st = env->Wait();
+  REQUIRE(st);
+  CHECK(st->exit_code == 42);
+  CHECK(CountProcesses({"sleep", "985"}) == 0);
+}
+
+TEST_CASE("runner limits: memory limit OOM-kills, pids limit stops forks, cpu quota set") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  // Doubling a string reaches 256 MiB in 28 steps.
+  EnvSpec s = Spec(root, "awk 'BEGIN { s = \"x\"; while (length(s) < 268435456) s = s s; print \"survived\" }'");
+  s.limits.memory_bytes = 32 << 20;
+  auto r = Run(s);
+  if (!r) {
+    // Not enforceable here: the error must say which limit and why.
+    CHECK(r.error().code == ErrorCode::kUnsupported);
+    CHECK(r.error().message.rfind("memory limit: ", 0) == 0);
+    WARN("memory limit unsupported here: " << r.error().message);
+    return;
+  }
+  CHECK(r->out == "");
+  CHECK(r->oom_killed);
+  CHECK((r->signal == SIGKILL || r->exit_code == 137));
+
+  // init + sh + 2 sleeps reach the limit; the third fork fails and ash gives up.
+  s = Spec(root, "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & echo $i; done");
+  s.limits.pids = 4;
+  s.limits.timeout = std::chrono::seconds(3);
+  r = Run(s);
+  REQUIRE(r);
+  UNSCOPED_INFO("out=[" << r->out << "] err=[" << r->err << "]");
+  CHECK(r->out == "1\n2\n");
+  CHECK(r->err.find("can't fork") != std::string::npos);
+  CHECK(!r->timed_out);
+
+  s = Spec(root, "cat /proc/self/cgroup");
+  s.limits.cpus = 0.25;
+  r = Run(s);
+  REQUIRE(r);
+  std::string line;
+  for (std::istringstream in(r->out); std::getline(in, line);) {
+    auto path = line.substr(line.rfind(':') + 1);
+    if (line.find(":cpu") == std::string::npos || path.find("agentenv-") == std::string::npos) continue;
+    // The env's cgroup is gone now; its path names which hierarchy held the quota.
+    CHECK(path.find("agentenv-") != std::string::npos);
+    CHECK_FALSE(fs::exists("/sys/fs/cgroup/cpu" + path));  // removed on teardown
+    return;
+  }
+  FAIL("no cpu cgroup in " << r->out);
+}
+
+TEST_CASE("runner limits: cpu quota holds the env to its share") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  auto spin = [&](double cpus) -> double {  // CPU seconds per wall second of a busy loop
+    EnvSpec s = Spec(root, "while :; do :; done");
+    s.limits.cpus = cpus;
+    auto env = Env::Start(s);
+    if (!env) { WARN("cpu limit unsupported here: " << env.error().message); return -1; }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto ticks = [&] {
+      long total = 0;
+      auto ps = env->Processes();
+      for (const auto& p : ps.value()) {
+        std::ifstream st("/proc/" + std::to_string(p.pid) + "/stat");
+        std::string s((std::istreambuf_iterator<char>(st)), {});
+        std::istringstream rest(s.substr(s.rfind(')') + 2));
+        std::string f;
+        for (int i = 0; i < 11; ++i) rest >> f;  // fields 3..13
+        long utime, stime;
+        rest >> utime >> stime;
+        total += utime + stime;
+      }
+      return total;
+    };
+    long t0 = ticks();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    long t1 = ticks();
+    env->KillAll();
+    return double(t1 - t0) / double(sysconf(_SC_CLK_TCK));
+  };
+  double used = spin(0.2);
+  if (used < 0) return;
+  UNSCOPED_INFO("used " << used << " CPU seconds in 1 s at cpus=0.2");
+  CHECK(used < 0.35);
+  CHECK(used > 0.05);
+}
+
+TEST_CASE("runner limits: unprivileged limits fail with kUnsupported, never a silent no-op") {
+  if (!agentenv::test::IsRoot()) { WARN("skipped: needs root to switch to uid 65534"); return; }
+  TempDir td;
+  chmod(td.path().c_str(), 0711);
+  fs::path root = td / "root";
+  MakeTree(root, 65534);
+  CHECK(AsNobody([&] {
+          EnvSpec s = Spec(root, "true");
+          s.limits.memory_bytes = 64 << 20;
+          auto r = Run(s);
+          if (r) return access("/sys/fs/cgroup/memory", W_OK) == 0;  // delegated: fine
+          fprintf(stderr, "nobody: %s\n", r.error().message.c_str());
+          return r.error().code == ErrorCode::kUnsupported && r.error().message.rfind("memory limit: ", 0) == 0 &&
+                 r.error().message.find("not delegated") != std::string::npos;
+        }) == 0);
+  // Without limits the same user runs fine: no cgroup is needed.
+  CHECK(AsNobody([&] { auto r = Run(Spec(root, "true")); return r && r->exit_code == 0; }) == 0);
+}
