@@ -1,0 +1,74 @@
+#include "snap/diff.h"
+
+#include "snap/fsops.h"
+
+namespace agentenv::snap {
+namespace {
+
+using Fn = std::function<Result<void>(const Difference&)>;
+
+Result<void> Whole(const store::Store& s, const Entry& e, const std::string& rel, char op, const Fn& fn) {
+  Difference d{{op, rel, e.kind == Kind::kDir}, op == '-' ? &e : nullptr, op == '+' ? &e : nullptr};
+  AE_TRY(fn(d));
+  if (e.kind != Kind::kDir) return {};
+  AE_ASSIGN(Tree t, LoadTree(s, e.id));
+  for (const Entry& c : t) AE_TRY(Whole(s, c, Join(rel, c.name), op, fn));
+  return {};
+}
+
+Result<void> DiffDir(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
+                     const std::string& rel, const Fn& fn) {
+  if (from == to) return {};
+  AE_ASSIGN(Tree a, LoadTree(s, from));
+  AE_ASSIGN(Tree b, LoadTree(s, to));
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {
+      AE_TRY(Whole(s, a[i], Join(rel, a[i].name), '-', fn));
+      ++i;
+    } else if (i == a.size() || b[j].name < a[i].name) {
+      AE_TRY(Whole(s, b[j], Join(rel, b[j].name), '+', fn));
+      ++j;
+    } else {
+      const Entry &x = a[i++], &y = b[j++];
+      std::string crel = Join(rel, x.name);
+      if (x == y) continue;
+      if (x.kind == Kind::kDir && y.kind == Kind::kDir) {
+        if (!(x.meta == y.meta)) AE_TRY(fn({{'M', crel, true}, &x, &y}));
+        AE_TRY(DiffDir(s, x.id, y.id, crel, fn));
+      } else if (x.kind != y.kind && (x.kind == Kind::kDir || y.kind == Kind::kDir)) {
+        AE_TRY(Whole(s, x, crel, '-', fn));
+        AE_TRY(Whole(s, y, crel, '+', fn));
+      } else {
+        AE_TRY(fn({{'M', crel, false}, &x, &y}));
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
+                       const Fn& fn) {
+  return DiffDir(s, from, to, "", fn);
+}
+
+Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to) {
+  TreeDelta d;
+  AE_TRY(DiffTrees(s, from, to, [&](const Difference& x) -> Result<void> {
+    d.changes.push_back(x.change);
+    if (x.old_entry && x.old_entry->kind == Kind::kFile) {
+      d.files--;
+      d.bytes -= int64_t(x.old_entry->size);
+    }
+    if (x.new_entry && x.new_entry->kind == Kind::kFile) {
+      d.files++;
+      d.bytes += int64_t(x.new_entry->size);
+    }
+    return {};
+  }));
+  return d;
+}
+
+}  // namespace agentenv::snap

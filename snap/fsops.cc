@@ -1,0 +1,105 @@
+#include "snap/fsops.h"
+
+#include <fcntl.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace agentenv::snap {
+namespace {
+
+// Path through /proc that names `name` in `dirfd` for the l*xattr calls,
+// which have no *at() form; the last component is still not followed.
+std::string ProcPath(int dirfd, const std::string& name) {
+  return "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
+}
+
+bool NoXattrSupport(int e) { return e == ENOTSUP || e == EOPNOTSUPP; }
+
+}  // namespace
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+Result<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& rel) {
+  UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return FailErrno(rel.empty() ? "." : rel, errno);
+  return fd;
+}
+
+Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string& rel) {
+  std::string p = ProcPath(dirfd, name);
+  Xattrs out;
+  std::vector<char> names;
+  for (;;) {
+    ssize_t n = ::llistxattr(p.c_str(), nullptr, 0);
+    if (n < 0 && NoXattrSupport(errno)) return out;
+    if (n < 0) return FailErrno(rel, errno);
+    if (n == 0) return out;
+    names.resize(n);
+    n = ::llistxattr(p.c_str(), names.data(), names.size());
+    if (n < 0 && errno == ERANGE) continue;  // grew meanwhile
+    if (n < 0) return FailErrno(rel, errno);
+    names.resize(n);
+    break;
+  }
+  std::vector<char> value;
+  for (size_t i = 0; i < names.size();) {
+    std::string key(&names[i]);
+    i += key.size() + 1;
+    ssize_t n = ::lgetxattr(p.c_str(), key.c_str(), nullptr, 0);
+    if (n < 0 && errno == ENODATA) continue;  // removed meanwhile
+    if (n < 0) return FailErrno(rel + ": xattr " + key, errno);
+    value.resize(n);
+    n = ::lgetxattr(p.c_str(), key.c_str(), value.data(), value.size());
+    if (n < 0) return FailErrno(rel + ": xattr " + key, errno);
+    out.emplace_back(std::move(key), std::string(value.data(), n));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
+                       bool chown, const std::string& rel) {
+  if (chown && ::fchownat(dirfd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0)
+    return FailErrno(rel, errno);
+  std::string p = ProcPath(dirfd, name);
+  AE_ASSIGN(Xattrs have, ReadXattrs(dirfd, name, rel));
+  for (const auto& [k, v] : have) {
+    bool keep = std::any_of(m.xattrs.begin(), m.xattrs.end(), [&](const auto& x) { return x.first == k; });
+    if (!keep && ::lremovexattr(p.c_str(), k.c_str()) != 0 && errno != ENODATA)
+      return FailErrno(rel + ": xattr " + k, errno);
+  }
+  for (const auto& [k, v] : m.xattrs) {
+    auto it = std::find(have.begin(), have.end(), std::pair(k, v));
+    if (it == have.end() && ::lsetxattr(p.c_str(), k.c_str(), v.data(), v.size(), 0) != 0)
+      return FailErrno(rel + ": xattr " + k, errno);
+  }
+  if (!is_symlink && ::fchmodat(dirfd, name.c_str(), m.mode & 07777, 0) != 0)
+    return FailErrno(rel, errno);
+  struct timespec ts[2];
+  ts[0].tv_sec = 0;
+  ts[0].tv_nsec = UTIME_OMIT;
+  ts[1].tv_sec = m.mtime_ns / 1000000000;
+  ts[1].tv_nsec = m.mtime_ns % 1000000000;
+  if (ts[1].tv_nsec < 0) {
+    ts[1].tv_nsec += 1000000000;
+    ts[1].tv_sec -= 1;
+  }
+  if (::utimensat(dirfd, name.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(rel, errno);
+  return {};
+}
+
+int64_t ToNs(const struct timespec& ts) { return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+
+int64_t NowNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return ToNs(ts);
+}
+
+}  // namespace agentenv::snap

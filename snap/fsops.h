@@ -1,0 +1,37 @@
+// snap/fsops: small filesystem primitives shared by scan and restore. All
+// take a directory fd plus one name, never a path, and never follow a
+// symlink in the last component, so nothing can lead outside the tree.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <string>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "snap/tree.h"
+
+namespace agentenv::snap {
+
+// Joins tree-relative paths: Join("", "a") == "a", Join("a", "b") == "a/b".
+std::string Join(const std::string& dir, const std::string& name);
+
+// Opens directory `name` in `dirfd` without following symlinks. Errors:
+// rel (the tree-relative path, for the message) plus errno text.
+Result<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string& rel);
+
+// Extended attributes of `name` in `dirfd` (not followed), sorted by name.
+// Filesystems without xattr support give an empty list.
+Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string& rel);
+
+// Sets owner (when `chown`), xattrs, mode and mtime of `name` in `dirfd`,
+// in that order (chown clears setuid bits; mode must come after it).
+// Symlinks get owner, xattrs and mtime only. Errors: rel + errno text.
+Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
+                       bool chown, const std::string& rel);
+
+// Nanoseconds since the epoch.
+int64_t ToNs(const struct timespec& ts);
+int64_t NowNs();
+
+}  // namespace agentenv::snap

@@ -1,0 +1,368 @@
+#include "snap/meta.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "snap/varint.h"
+
+namespace agentenv::snap {
+namespace {
+
+// Virtual size of the map. LMDB grows the file only as pages are used, so
+// a large reservation costs address space, not disk, and saves resizing.
+constexpr size_t kMapSize = size_t{64} << 30;
+// LMDB keys are at most 511 bytes; longer paths are keyed by their hash.
+constexpr size_t kMaxPathKey = 480;
+
+Error MdbError(const std::string& dir, int rc) {
+  return Error{dir + ": " + mdb_strerror(rc), rc > 0 ? rc : 0,
+               rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ? ErrorCode::kCorrupt : ErrorCode::kIo};
+}
+#define MDB_TRY(dir, expr)                                       \
+  do {                                                           \
+    int rc_ = (expr);                                            \
+    if (rc_ != 0) return Unexpected<Error>(MdbError(dir, rc_)); \
+  } while (0)
+
+MDB_val Val(const void* p, size_t n) { return MDB_val{n, const_cast<void*>(p)}; }
+MDB_val Val(const store::ObjectId& id) { return Val(id.bytes.data(), 32); }
+store::ObjectId IdOf(const MDB_val& v) {
+  store::ObjectId id;
+  if (v.mv_size == 32) std::memcpy(id.bytes.data(), v.mv_data, 32);
+  return id;
+}
+std::span<const uint8_t> Span(const MDB_val& v) {
+  return {static_cast<const uint8_t*>(v.mv_data), v.mv_size};
+}
+
+std::string PathKey(std::string_view path) {
+  if (path.size() <= kMaxPathKey) return std::string(path);
+  auto h = store::ObjectId::Of({reinterpret_cast<const uint8_t*>(path.data()), path.size()});
+  return "\x01long:" + h.Hex();
+}
+
+std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
+  ByteWriter w;
+  w.Var(r.seq);
+  w.Signed(r.time_ns);
+  w.U8(r.parent ? 1 : 0);
+  if (r.parent) w.Raw(r.parent->bytes.data(), 32);
+  w.Raw(r.tree.bytes.data(), 32);
+  w.Var(r.flags);
+  w.Var(r.changes);
+  w.Str(r.title);
+  return std::move(w).bytes();
+}
+
+std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<const uint8_t> b) {
+  ByteReader r(b);
+  NodeRecord n;
+  n.id = id;
+  uint8_t has_parent;
+  uint64_t flags;
+  if (!r.Var(&n.seq) || !r.Signed(&n.time_ns) || !r.U8(&has_parent)) return std::nullopt;
+  if (has_parent) {
+    store::ObjectId p;
+    if (!r.Raw(p.bytes.data(), 32)) return std::nullopt;
+    n.parent = p;
+  }
+  if (!r.Raw(n.tree.bytes.data(), 32) || !r.Var(&flags) || !r.Var(&n.changes) || !r.Str(&n.title))
+    return std::nullopt;
+  n.flags = uint32_t(flags);
+  return n;
+}
+
+std::vector<uint8_t> EncodeStat(const StatEntry& e) {
+  ByteWriter w;
+  for (uint64_t v : {e.dev, e.ino, e.size, uint64_t(e.mode), uint64_t(e.uid), uint64_t(e.gid)}) w.Var(v);
+  w.Signed(e.mtime_ns);
+  w.Signed(e.ctime_ns);
+  w.Var(e.xattrs.size());
+  for (const auto& [k, v] : e.xattrs) {
+    w.Str(k);
+    w.Str(v);
+  }
+  w.Raw(e.ref.id.bytes.data(), 32);
+  w.U8(uint8_t(e.ref.type));
+  w.Var(e.ref.size);
+  return std::move(w).bytes();
+}
+
+std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
+  ByteReader r(b);
+  StatEntry e;
+  uint64_t mode, uid, gid, n;
+  uint8_t type;
+  if (!r.Var(&e.dev) || !r.Var(&e.ino) || !r.Var(&e.size) || !r.Var(&mode) || !r.Var(&uid) ||
+      !r.Var(&gid) || !r.Signed(&e.mtime_ns) || !r.Signed(&e.ctime_ns) || !r.Var(&n) || n > b.size())
+    return std::nullopt;
+  e.mode = uint32_t(mode);
+  e.uid = uint32_t(uid);
+  e.gid = uint32_t(gid);
+  e.xattrs.resize(n);
+  for (auto& [k, v] : e.xattrs) {
+    if (!r.Str(&k) || !r.Str(&v)) return std::nullopt;
+  }
+  if (!r.Raw(e.ref.id.bytes.data(), 32) || !r.U8(&type) || !r.Var(&e.ref.size)) return std::nullopt;
+  e.ref.type = store::ObjectType(type);
+  return e;
+}
+
+void BigEndian(uint64_t v, uint8_t out[8]) {
+  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = uint8_t(v);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create) {
+  if (create && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(dir, errno);
+  std::unique_ptr<MetaDb> db(new MetaDb);
+  db->dir_ = dir;
+  MDB_TRY(dir, mdb_env_create(&db->env_));
+  MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 8));
+  MDB_TRY(dir, mdb_env_set_mapsize(db->env_, kMapSize));
+  MDB_TRY(dir, mdb_env_set_maxreaders(db->env_, 1022));
+  MDB_TRY(dir, mdb_env_open(db->env_, dir.c_str(), MDB_NOTLS, 0644));
+  int dead = 0;
+  mdb_reader_check(db->env_, &dead);
+  MDB_txn* txn = nullptr;
+  MDB_TRY(dir, mdb_txn_begin(db->env_, nullptr, 0, &txn));
+  unsigned flags = create ? MDB_CREATE : 0;
+  int rc = 0;
+  for (auto [name, dbi, extra] : {std::tuple{"nodes", &db->nodes_, 0u}, {"seq", &db->seq_, 0u},
+                                  {"children", &db->children_, unsigned(MDB_DUPSORT)},
+                                  {"refs", &db->refs_, 0u}, {"stat", &db->stat_, 0u},
+                                  {"info", &db->info_, 0u}}) {
+    if ((rc = mdb_dbi_open(txn, name, flags | extra, dbi)) != 0) break;
+  }
+  if (rc == 0) rc = mdb_txn_commit(txn);
+  else mdb_txn_abort(txn);
+  if (rc == MDB_NOTFOUND) return Fail(ErrorCode::kNotFound, dir + ": not an agentenv metadata index");
+  MDB_TRY(dir, rc);
+  return db;
+}
+
+MetaDb::~MetaDb() {
+  if (env_) mdb_env_close(env_);
+}
+
+namespace {
+// A read transaction closed on scope exit.
+struct ReadTxn {
+  MDB_txn* txn = nullptr;
+  ~ReadTxn() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+}  // namespace
+
+#define READ_TXN(t)    \
+  ReadTxn t;           \
+  MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn))
+
+Result<std::optional<NodeRecord>> MetaDb::GetNode(const store::ObjectId& id) const {
+  READ_TXN(t);
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(t.txn, nodes_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<NodeRecord>();
+  MDB_TRY(dir_, rc);
+  auto r = DecodeRecord(id, Span(v));
+  if (!r) return Fail(ErrorCode::kCorrupt, dir_ + ": bad node record " + id.Hex());
+  return r;
+}
+
+Result<std::optional<store::ObjectId>> MetaDb::GetRef(const std::string& name) const {
+  READ_TXN(t);
+  MDB_val k = Val(name.data(), name.size()), v;
+  int rc = mdb_get(t.txn, refs_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<store::ObjectId>();
+  MDB_TRY(dir_, rc);
+  return std::optional<store::ObjectId>(IdOf(v));
+}
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
+    const std::string& prefix) const {
+  READ_TXN(t);
+  std::vector<std::pair<std::string, store::ObjectId>> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, refs_, &c));
+  MDB_val k = Val(prefix.data(), prefix.size()), v;
+  for (int rc = mdb_cursor_get(c, &k, &v, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE); rc == 0;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    std::string name(static_cast<const char*>(k.mv_data), k.mv_size);
+    if (name.compare(0, prefix.size(), prefix) != 0) break;
+    out.emplace_back(std::move(name), IdOf(v));
+  }
+  mdb_cursor_close(c);
+  return out;
+}
+
+Result<std::vector<NodeRecord>> MetaDb::Recent(size_t limit, uint64_t before) const {
+  READ_TXN(t);
+  std::vector<NodeRecord> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
+  uint8_t key[8];
+  MDB_val k, v;
+  int rc;
+  if (before == 0) {
+    rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+  } else {
+    BigEndian(before, key);
+    k = Val(key, 8);
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
+  }
+  Result<void> err;
+  for (; rc == 0 && out.size() < limit; rc = mdb_cursor_get(c, &k, &v, MDB_PREV)) {
+    store::ObjectId id = IdOf(v);
+    MDB_val nk = Val(id), nv;
+    if (mdb_get(t.txn, nodes_, &nk, &nv) != 0) continue;  // dropped by retention
+    auto r = DecodeRecord(id, Span(nv));
+    if (!r) {
+      err = Fail(ErrorCode::kCorrupt, dir_ + ": bad node record " + id.Hex());
+      break;
+    }
+    out.push_back(std::move(*r));
+  }
+  mdb_cursor_close(c);
+  AE_TRY(err);
+  return out;
+}
+
+Result<std::vector<store::ObjectId>> MetaDb::Children(const store::ObjectId& id) const {
+  READ_TXN(t);
+  std::vector<store::ObjectId> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, children_, &c));
+  MDB_val k = Val(id), v;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP))
+    out.push_back(IdOf(v));
+  mdb_cursor_close(c);
+  return out;
+}
+
+Result<std::vector<store::ObjectId>> MetaDb::FindPrefix(const std::string& hex, size_t limit) const {
+  // Seek to the smallest id with this prefix: the hex padded with zeros.
+  std::string padded = hex + std::string(64 - std::min<size_t>(64, hex.size()), '0');
+  AE_ASSIGN(auto lo, store::ObjectId::FromHex(padded.substr(0, 64)));
+  READ_TXN(t);
+  std::vector<store::ObjectId> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, nodes_, &c));
+  MDB_val k = Val(lo), v;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0 && out.size() < limit;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    store::ObjectId id = IdOf(k);
+    if (id.Hex().compare(0, hex.size(), hex) != 0) break;
+    out.push_back(id);
+  }
+  mdb_cursor_close(c);
+  return out;
+}
+
+Result<uint64_t> MetaDb::NodeCount() const {
+  READ_TXN(t);
+  MDB_stat st;
+  MDB_TRY(dir_, mdb_stat(t.txn, nodes_, &st));
+  return uint64_t(st.ms_entries);
+}
+
+MetaDb::StatReader::~StatReader() {
+  if (txn_) mdb_txn_abort(txn_);
+}
+
+std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
+  std::string key = PathKey(path);
+  MDB_val k = Val(key.data(), key.size()), v;
+  if (mdb_get(txn_, dbi_, &k, &v) != 0) return std::nullopt;
+  return DecodeStat(Span(v));
+}
+
+Result<std::unique_ptr<MetaDb::StatReader>> MetaDb::ReadStats() const {
+  auto r = std::unique_ptr<StatReader>(new StatReader);
+  MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &r->txn_));
+  r->dbi_ = stat_;
+  return r;
+}
+
+MetaDb::Txn::~Txn() {
+  if (txn_) mdb_txn_abort(txn_);
+}
+
+Result<std::unique_ptr<MetaDb::Txn>> MetaDb::Begin() {
+  auto t = std::unique_ptr<Txn>(new Txn);
+  t->db_ = this;
+  MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, 0, &t->txn_));
+  return t;
+}
+
+Result<uint64_t> MetaDb::Txn::NextSeq() {
+  const std::string key = "next_seq";
+  MDB_val k = Val(key.data(), key.size()), v;
+  uint64_t next = 1;
+  int rc = mdb_get(txn_, db_->info_, &k, &v);
+  if (rc == 0 && v.mv_size == 8) std::memcpy(&next, v.mv_data, 8);
+  else if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  uint64_t after = next + 1;
+  MDB_val nv = Val(&after, 8);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &nv, 0));
+  return next;
+}
+
+Result<void> MetaDb::Txn::PutNode(const NodeRecord& r) {
+  auto bytes = EncodeRecord(r);
+  MDB_val k = Val(r.id), v = Val(bytes.data(), bytes.size());
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->nodes_, &k, &v, 0));
+  uint8_t key[8];
+  BigEndian(r.seq, key);
+  MDB_val sk = Val(key, 8), sv = Val(r.id);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->seq_, &sk, &sv, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::AddChild(const store::ObjectId& parent, const store::ObjectId& child) {
+  MDB_val k = Val(parent), v = Val(child);
+  int rc = mdb_put(txn_, db_->children_, &k, &v, MDB_NODUPDATA);
+  if (rc != MDB_KEYEXIST) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::SetRef(const std::string& name, const store::ObjectId& id) {
+  MDB_val k = Val(name.data(), name.size()), v = Val(id);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->refs_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeleteRef(const std::string& name) {
+  MDB_val k = Val(name.data(), name.size());
+  int rc = mdb_del(txn_, db_->refs_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::PutStat(std::string_view path, const StatEntry& e) {
+  std::string key = PathKey(path);
+  auto bytes = EncodeStat(e);
+  MDB_val k = Val(key.data(), key.size()), v = Val(bytes.data(), bytes.size());
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->stat_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeleteStat(std::string_view path) {
+  std::string key = PathKey(path);
+  MDB_val k = Val(key.data(), key.size());
+  int rc = mdb_del(txn_, db_->stat_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::Commit() {
+  int rc = mdb_txn_commit(txn_);
+  txn_ = nullptr;
+  MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+}  // namespace agentenv::snap

@@ -1,0 +1,162 @@
+#include "snap/node.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "snap/varint.h"
+
+namespace agentenv::snap {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'E', 'N', 'O', 'D', 'E', '\x01', '\n'};
+
+void PutMeta(ByteWriter& w, const Meta& m) {
+  w.Var(m.mode);
+  w.Var(m.uid);
+  w.Var(m.gid);
+  w.Signed(m.mtime_ns);
+  w.Var(m.xattrs.size());
+  for (const auto& [k, v] : m.xattrs) {
+    w.Str(k);
+    w.Str(v);
+  }
+}
+
+bool GetMeta(ByteReader& r, Meta* m, size_t limit) {
+  uint64_t mode, uid, gid, n;
+  if (!r.Var(&mode) || !r.Var(&uid) || !r.Var(&gid) || !r.Signed(&m->mtime_ns) || !r.Var(&n) ||
+      n > limit)
+    return false;
+  m->mode = uint32_t(mode);
+  m->uid = uint32_t(uid);
+  m->gid = uint32_t(gid);
+  m->xattrs.resize(n);
+  for (auto& [k, v] : m->xattrs) {
+    if (!r.Str(&k) || !r.Str(&v)) return false;
+  }
+  return true;
+}
+
+std::string_view Dirname(std::string_view p) {
+  size_t slash = p.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : p.substr(0, slash);
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeNode(const Node& n) {
+  ByteWriter w;
+  w.Raw(kMagic, sizeof kMagic);
+  w.Raw(n.tree.bytes.data(), 32);
+  PutMeta(w, n.root);
+  w.U8(n.parent ? 1 : 0);
+  if (n.parent) w.Raw(n.parent->bytes.data(), 32);
+  w.Signed(n.time_ns);
+  w.Str(n.message);
+  w.Str(n.label);
+  w.Var(n.changes.added);
+  w.Var(n.changes.modified);
+  w.Var(n.changes.deleted);
+  w.Var(n.changes.sample.size());
+  for (const Change& c : n.changes.sample) {
+    w.U8(uint8_t(c.op));
+    w.U8(c.is_dir ? 1 : 0);
+    w.Str(c.path);
+  }
+  w.Var(n.links.size());
+  for (const auto& [path, first] : n.links) {
+    w.Str(path);
+    w.Str(first);
+  }
+  w.Var(n.files);
+  w.Var(n.logical_bytes);
+  return std::move(w).bytes();
+}
+
+Result<Node> DecodeNode(std::span<const uint8_t> bytes, std::string_view what) {
+  auto corrupt = [&] { return Fail(ErrorCode::kCorrupt, "node " + std::string(what) + ": malformed"); };
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    return corrupt();
+  ByteReader r(bytes.subspan(sizeof kMagic));
+  Node n;
+  uint8_t has_parent = 0;
+  if (!r.Raw(n.tree.bytes.data(), 32) || !GetMeta(r, &n.root, bytes.size()) || !r.U8(&has_parent))
+    return corrupt();
+  if (has_parent) {
+    store::ObjectId p;
+    if (!r.Raw(p.bytes.data(), 32)) return corrupt();
+    n.parent = p;
+  }
+  uint64_t samples, links;
+  if (!r.Signed(&n.time_ns) || !r.Str(&n.message) || !r.Str(&n.label) ||
+      !r.Var(&n.changes.added) || !r.Var(&n.changes.modified) || !r.Var(&n.changes.deleted) ||
+      !r.Var(&samples) || samples > bytes.size())
+    return corrupt();
+  n.changes.sample.resize(samples);
+  for (Change& c : n.changes.sample) {
+    uint8_t op, dir;
+    if (!r.U8(&op) || !r.U8(&dir) || !r.Str(&c.path)) return corrupt();
+    c.op = char(op);
+    c.is_dir = dir != 0;
+  }
+  if (!r.Var(&links) || links > bytes.size()) return corrupt();
+  n.links.resize(links);
+  for (auto& [path, first] : n.links) {
+    if (!r.Str(&path) || !r.Str(&first)) return corrupt();
+  }
+  if (!r.Var(&n.files) || !r.Var(&n.logical_bytes) || !r.done()) return corrupt();
+  return n;
+}
+
+Result<Node> LoadNode(const store::Store& s, const store::ObjectId& id) {
+  AE_ASSIGN(auto bytes, s.Get(id));
+  return DecodeNode(bytes, id.Hex());
+}
+
+ChangeSummary Summarize(std::span<const Change> all) {
+  ChangeSummary s;
+  for (const Change& c : all) {
+    (c.op == '+' ? s.added : c.op == '-' ? s.deleted : s.modified)++;
+    if (s.sample.size() < ChangeSummary::kSampleSize) s.sample.push_back(c);
+  }
+  return s;
+}
+
+std::string SummaryLabel(std::span<const Change> all) {
+  if (all.empty()) return "";
+  // Group by (op, directory); while there are too many groups, move every
+  // group up one directory level so related changes merge.
+  std::map<std::pair<char, std::string>, uint64_t> groups;
+  for (const Change& c : all) groups[{c.op, c.path}]++;
+  constexpr size_t kMaxGroups = 4;
+  for (int round = 0; groups.size() > kMaxGroups && round < 64; ++round) {
+    std::map<std::pair<char, std::string>, uint64_t> up;
+    size_t deepest = 0;
+    for (const auto& [k, n] : groups) deepest = std::max(deepest, size_t(std::count(k.second.begin(), k.second.end(), '/')));
+    for (const auto& [k, n] : groups) {
+      size_t depth = std::count(k.second.begin(), k.second.end(), '/');
+      std::string key = depth == deepest && !k.second.empty() ? std::string(Dirname(k.second)) : k.second;
+      up[{k.first, key}] += n;
+    }
+    if (up.size() == groups.size() && deepest == 0) break;
+    groups = std::move(up);
+  }
+  std::vector<std::pair<uint64_t, std::pair<char, std::string>>> order;
+  for (const auto& [k, n] : groups) order.push_back({n, k});
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  uint64_t shown = 0;
+  for (size_t i = 0; i < order.size() && i < kMaxGroups; ++i) {
+    const auto& [n, k] = order[i];
+    if (!out.empty()) out += ", ";
+    out += k.first;
+    if (n > 1) out += std::to_string(n) + " " + (k.second.empty() ? std::string(".") : k.second) + "/…";
+    else out += " " + k.second;
+    shown += n;
+  }
+  if (shown < all.size()) out += ", +" + std::to_string(all.size() - shown) + " more";
+  return out;
+}
+
+}  // namespace agentenv::snap

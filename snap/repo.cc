@@ -1,0 +1,280 @@
+#include "snap/repo.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "snap/diff.h"
+#include "snap/fsops.h"
+
+namespace agentenv::snap {
+namespace {
+
+constexpr auto kLockWait = std::chrono::seconds(30);
+
+Result<void> MakeDir(const std::string& p) {
+  if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(p, errno);
+  return {};
+}
+
+bool Exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+// Does FICLONE work from a file in `a` to a file in `b`?
+bool ReflinkWorks(const std::string& a, const std::string& b) {
+  std::string pa = a + "/.probe-" + std::to_string(::getpid());
+  std::string pb = b + "/.agentenv-probe-" + std::to_string(::getpid());
+  UniqueFd fa(::open(pa.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  UniqueFd fb(::open(pb.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  bool ok = false;
+  if (fa && fb) {
+    std::string block(4096, 'x');
+    ok = ::pwrite(fa.get(), block.data(), block.size(), 0) == ssize_t(block.size()) &&
+         ::ioctl(fb.get(), FICLONE, fa.get()) == 0;
+  }
+  ::unlink(pa.c_str());
+  ::unlink(pb.c_str());
+  return ok;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
+  if (Exists(root + "/meta") || Exists(root + "/store"))
+    return Fail(ErrorCode::kExists, root + ": already an agentenv repository");
+  AE_TRY(MakeDir(root));
+  AE_TRY(MakeDir(root + "/work"));
+  AE_TRY(MakeDir(root + "/work/current"));
+  std::unique_ptr<Repo> r(new Repo);
+  r->root_ = root;
+  AE_ASSIGN(r->store_, store::Store::Open(root + "/store", store::Store::Mode::kCreate));
+  AE_ASSIGN(r->meta_, MetaDb::Open(root + "/meta", true));
+  return r;
+}
+
+Result<std::unique_ptr<Repo>> Repo::Open(const std::string& root) {
+  if (!Exists(root + "/meta") || !Exists(root + "/store"))
+    return Fail(ErrorCode::kNotFound, root + ": not an agentenv repository (run `agentenv init`)");
+  std::unique_ptr<Repo> r(new Repo);
+  r->root_ = root;
+  AE_ASSIGN(r->store_, store::Store::Open(root + "/store", store::Store::Mode::kOpen));
+  AE_ASSIGN(r->meta_, MetaDb::Open(root + "/meta", false));
+  return r;
+}
+
+Result<std::string> Repo::Backend() {
+  if (backend_) return *backend_;
+  const char* env = std::getenv("AGENTENV_BACKEND");
+  std::string want = env ? env : "auto";
+  if (want != "auto" && want != "copy" && want != "reflink")
+    return Fail(ErrorCode::kInvalid, "AGENTENV_BACKEND=" + want + ": expected auto, copy or reflink");
+  // Probe next to the live tree, not inside it: a probe file would change
+  // the tree root's mtime.
+  bool reflink = want != "copy" && ReflinkWorks(root_ + "/store", root_ + "/work");
+  if (want == "reflink" && !reflink)
+    return Fail(ErrorCode::kUnsupported, root_ + ": AGENTENV_BACKEND=reflink but this filesystem cannot reflink (FICLONE); use copy");
+  backend_ = reflink ? "reflink" : "copy";
+  return *backend_;
+}
+
+Result<UniqueFd> Repo::Lock() {
+  std::string path = root_ + "/lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return FailErrno(path, errno);
+  auto deadline = std::chrono::steady_clock::now() + kLockWait;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) return FailErrno(path, errno);
+    if (std::chrono::steady_clock::now() > deadline)
+      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (a running daemon? use `agentenv ctl`)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fd;
+}
+
+Result<UniqueFd> Repo::OpenWork() const {
+  UniqueFd fd(::open(work_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return FailErrno(work_dir(), errno);
+  return fd;
+}
+
+Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths) {
+  Scanned sc;
+  AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
+  if (sc.head) {
+    AE_ASSIGN(Node n, LoadNode(*store_, *sc.head));
+    sc.head_node = std::move(n);
+  }
+  AE_ASSIGN(UniqueFd work, OpenWork());
+  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths));
+  return sc;
+}
+
+Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
+                                const std::optional<std::vector<std::string>>& paths) {
+  AE_ASSIGN(auto batch, store_->BeginBatch());
+  ScanContext ctx{*store_, *batch, *meta_, ignored_, NowNs()};
+  // The empty tree is the diff base of the first node.
+  AE_TRY(batch->Put(store::ObjectType::kTree, EncodeTree({})));
+  std::optional<ScanOutput> out;
+  if (paths && base) {
+    AE_ASSIGN(out, ScanPaths(ctx, fd, base->tree, base->links, *paths));
+  }
+  if (!out) {
+    AE_ASSIGN(ScanOutput full, ScanTree(ctx, fd));
+    out = std::move(full);
+  }
+  AE_TRY(batch->Commit());
+  return std::move(*out);
+}
+
+Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message) {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
+  if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
+  UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!src) return FailErrno(dir, errno);
+  Scanned sc;
+  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt));
+  sc.out.stat_updates.clear();  // they describe the source, not the live tree
+  AE_ASSIGN(std::string backend, Backend());
+  AE_ASSIGN(UniqueFd work, OpenWork());
+  RestoreOptions ro;
+  ro.reflink = backend == "reflink";
+  ro.privileged = ::geteuid() == 0;
+  AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
+                                         sc.out.links, ro));
+  SnapOptions opt;
+  opt.message = message;
+  opt.allow_empty = true;
+  AE_ASSIGN(SnapResult res, Commit(sc, opt));
+  res.warnings.insert(res.warnings.end(), rs.warnings.begin(), rs.warnings.end());
+  return res;
+}
+
+Result<store::ObjectId> Repo::LiveTree() {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  AE_TRY(txn->Commit());
+  return sc.out.tree;
+}
+
+Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt) {
+  SnapResult res;
+  res.hashed_files = sc.out.hashed_files;
+  res.hashed_bytes = sc.out.hashed_bytes;
+  res.warnings = sc.out.warnings;
+  const Node* head = sc.head_node ? &*sc.head_node : nullptr;
+  bool same = head && head->tree == sc.out.tree && head->root == sc.out.root && head->links == sc.out.links;
+  AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  if (same && !opt.allow_empty) {
+    AE_TRY(txn->Commit());
+    return res;
+  }
+  AE_ASSIGN(TreeDelta delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
+  Node n;
+  n.tree = sc.out.tree;
+  n.root = sc.out.root;
+  n.parent = sc.head;
+  n.time_ns = NowNs();
+  n.message = opt.message;
+  n.label = opt.label.empty() ? SummaryLabel(delta.changes) : opt.label;
+  if (head && !(head->root == sc.out.root) && n.label.empty()) n.label = "M .";
+  n.changes = Summarize(delta.changes);
+  n.links = sc.out.links;
+  n.files = uint64_t(int64_t(head ? head->files : 0) + delta.files);
+  n.logical_bytes = uint64_t(int64_t(head ? head->logical_bytes : 0) + delta.bytes);
+  AE_ASSIGN(auto batch, store_->BeginBatch());
+  AE_ASSIGN(store::ObjectId id, batch->Put(store::ObjectType::kNode, EncodeNode(n)));
+  AE_TRY(batch->Commit());
+
+  NodeRecord rec;
+  rec.id = id;
+  AE_ASSIGN(rec.seq, txn->NextSeq());
+  rec.time_ns = n.time_ns;
+  rec.parent = n.parent;
+  rec.tree = n.tree;
+  rec.changes = n.changes.total();
+  rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
+  AE_TRY(txn->PutNode(rec));
+  if (n.parent) {
+    AE_TRY(txn->AddChild(*n.parent, id));
+    AE_TRY(txn->DeleteRef("tip/" + n.parent->Hex()));
+  }
+  AE_TRY(txn->SetRef("tip/" + id.Hex(), id));
+  AE_TRY(txn->SetRef("HEAD", id));
+  AE_TRY(txn->Commit());
+  res.node = id;
+  res.changes = n.changes;
+  res.label = n.label;
+  return res;
+}
+
+Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(Scanned sc, ScanLive(opt.paths));
+  return Commit(sc, opt);
+}
+
+Result<RestoreResult> Repo::Restore(const std::string& ref) {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(store::ObjectId target, Resolve(ref));
+  AE_ASSIGN(Node to, LoadNode(*store_, target));
+  AE_ASSIGN(std::string backend, Backend());
+  AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  RestoreResult res;
+  res.node = target;
+  SnapOptions save;
+  save.label = "uncommitted changes before restore to " + target.Hex().substr(0, 12);
+  AE_ASSIGN(SnapResult saved, Commit(sc, save));
+  res.saved = saved.node;
+  AE_ASSIGN(UniqueFd work, OpenWork());
+  RestoreOptions ro;
+  ro.reflink = backend == "reflink";
+  ro.privileged = ::geteuid() == 0;
+  AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_TRY(txn->SetRef("HEAD", target));
+  AE_TRY(txn->Commit());
+  return res;
+}
+
+Result<RepoStatus> Repo::Status() {
+  RepoStatus st;
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(st.backend, Backend());
+  AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_ASSIGN(st.nodes, meta_->NodeCount());
+  AE_ASSIGN(st.store, store_->Stats());
+  struct stat ms;
+  if (::stat((root_ + "/meta/data.mdb").c_str(), &ms) == 0) st.meta_bytes = uint64_t(ms.st_blocks) * 512;
+  if (sc.head) {
+    AE_ASSIGN(NodeRecord rec, Record(*sc.head));
+    st.head = rec;
+    st.head_files = sc.head_node->files;
+    st.head_bytes = sc.head_node->logical_bytes;
+  }
+  const Node* head = sc.head_node ? &*sc.head_node : nullptr;
+  AE_ASSIGN(TreeDelta delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
+  st.changed = delta.changes.size();
+  st.dirty = st.changed > 0 || (head && !(head->root == sc.out.root));
+  if (delta.changes.size() > ChangeSummary::kSampleSize) delta.changes.resize(ChangeSummary::kSampleSize);
+  st.changes = std::move(delta.changes);
+  // Keep what the scan learned, so the next snapshot need not read again.
+  AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  AE_TRY(txn->Commit());
+  return st;
+}
+
+}  // namespace agentenv::snap

@@ -1,0 +1,134 @@
+// snap/repo: an agentenv repository: the public API of snap/.
+//
+// Layout under the root: store/ (objects), meta/ (history index), work/current
+// (the live tree), lock (writers), ignore (extra ignore patterns, optional).
+// Writers (Snapshot, Restore, Tag) take the repository lock; readers (Log,
+// Resolve, Head, Branches) never wait for it. Store objects are committed
+// before the metadata that names them, so a crash at any point leaves every
+// committed snapshot intact (at worst some unreferenced objects).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "snap/meta.h"
+#include "snap/node.h"
+#include "snap/restore.h"
+#include "snap/scan.h"
+#include "store/store.h"
+
+namespace agentenv::snap {
+
+struct SnapOptions {
+  std::string message;  // from the user
+  std::string label;    // automatic; empty: a summary of the changes
+  // Changed paths (from a change journal); absent: scan the whole tree.
+  std::optional<std::vector<std::string>> paths;
+  bool allow_empty = false;  // make a node even when nothing changed
+};
+
+struct SnapResult {
+  std::optional<store::ObjectId> node;  // absent: nothing changed, no node
+  ChangeSummary changes;
+  std::string label;
+  uint64_t hashed_files = 0, hashed_bytes = 0;
+  std::vector<std::string> warnings;
+};
+
+struct RestoreResult {
+  store::ObjectId node;                  // now HEAD
+  std::optional<store::ObjectId> saved;  // node holding the discarded changes
+  RestoreStats stats;
+};
+
+struct RepoStatus {
+  std::optional<NodeRecord> head;
+  uint64_t nodes = 0;
+  std::string backend;  // "reflink" or "copy"
+  store::StoreStats store;
+  uint64_t meta_bytes = 0;
+  uint64_t head_files = 0, head_bytes = 0;  // logical size of HEAD's tree
+  bool dirty = false;
+  std::vector<Change> changes;  // live tree versus HEAD (first 64)
+  uint64_t changed = 0;
+};
+
+class Repo {
+ public:
+  // Creates an empty repository at root (the directory may exist but must
+  // not hold a repository). Errors: kExists, I/O.
+  static Result<std::unique_ptr<Repo>> Create(const std::string& root);
+  // Errors: kNotFound "<root>: not an agentenv repository", I/O.
+  static Result<std::unique_ptr<Repo>> Open(const std::string& root);
+
+  const std::string& root() const { return root_; }
+  std::string work_dir() const { return root_ + "/work/current"; }
+  store::Store& store() { return *store_; }
+  MetaDb& meta() { return *meta_; }
+  // Paths the scan skips and restore leaves alone.
+  void set_ignored(PathFilter f) { ignored_ = std::move(f); }
+  // "reflink" when files can be cloned from the store into the live tree
+  // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
+  // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
+  Result<std::string> Backend();
+
+  // In a repository without history: records the tree at `dir` as the
+  // first node and materializes it into the empty live tree. Takes the
+  // lock. Errors: kExists (history exists), I/O.
+  Result<SnapResult> Seed(const std::string& dir, const std::string& message);
+  // Records the live tree as a new node (child of HEAD), unless nothing
+  // changed. Takes the lock. Errors: kBusy, I/O, kCorrupt.
+  Result<SnapResult> Snapshot(const SnapOptions& opt);
+  // Saves uncommitted changes as a node, then makes the live tree equal to
+  // `ref` and moves HEAD there. Takes the lock. Errors: kNotFound (ref),
+  // kBusy, I/O.
+  Result<RestoreResult> Restore(const std::string& ref);
+  // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
+  Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
+  Result<void> Untag(const std::string& name);
+  Result<std::vector<std::pair<std::string, store::ObjectId>>> Tags() const;
+
+  // Resolves HEAD, HEAD~N, <ref>~N, <ref>^, a tag, a full id or a unique id
+  // prefix (4+ hex digits). Errors: kNotFound, kInvalid (ambiguous prefix).
+  Result<store::ObjectId> Resolve(const std::string& ref) const;
+  Result<std::optional<store::ObjectId>> Head() const;
+  Result<NodeRecord> Record(const store::ObjectId& id) const;
+  // Newest first.
+  Result<std::vector<NodeRecord>> Log(size_t limit) const;
+  // Nodes without children (tips of history), newest first.
+  Result<std::vector<NodeRecord>> Branches() const;
+  // Scans the live tree (storing new content, making no node).
+  Result<RepoStatus> Status();
+  // The tree id of the live tree as it is now (content is stored, no node
+  // is made). Takes the lock.
+  Result<store::ObjectId> LiveTree();
+
+ private:
+  Repo() = default;
+  struct Scanned {
+    ScanOutput out;
+    std::optional<Node> head_node;
+    std::optional<store::ObjectId> head;
+  };
+  // With the lock held: scans (fully or along paths) and commits content.
+  Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths);
+  // Scans directory `fd` fully into a committed batch.
+  Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
+                            const std::optional<std::vector<std::string>>& paths);
+  // With the lock held: makes a node from a scan unless nothing changed.
+  Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt);
+  Result<UniqueFd> Lock();
+  Result<UniqueFd> OpenWork() const;
+
+  std::string root_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<MetaDb> meta_;
+  PathFilter ignored_;
+  std::optional<std::string> backend_;
+};
+
+}  // namespace agentenv::snap

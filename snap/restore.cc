@@ -1,0 +1,274 @@
+#include "snap/restore.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "snap/fsops.h"
+
+namespace agentenv::snap {
+namespace {
+
+class Restorer {
+ public:
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt) {}
+
+  // Makes directory `fd` (now matching `from`, or empty) match `to`.
+  Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
+                     const store::ObjectId& to);
+  Result<void> Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
+                    const std::pair<std::string, std::string>& link);
+
+  RestoreStats stats;
+
+ private:
+  Result<void> Create(int fd, const Entry& e, const std::string& rel);
+  Result<void> WriteFile(int fd, const Entry& e, const std::string& rel);
+  Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
+  Result<void> RemoveContents(int fd, const std::string& rel);
+  Result<void> SetMeta(int fd, const Entry& e, const std::string& rel);
+  // Opens subdirectory `name` and makes sure we may change its entries.
+  Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
+
+  const store::Store& s_;
+  const RestoreOptions& opt_;
+  std::atomic<uint64_t> tmp_counter_{0};
+};
+
+Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::string& rel) {
+  AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, name, rel));
+  struct stat st;
+  if (::fstat(sub.get(), &st) != 0) return FailErrno(rel, errno);
+  // Unprivileged, a 0500 or 0000 directory refuses new entries; its final
+  // mode is set again after its contents.
+  if (!opt_.privileged && (st.st_mode & 0700) != 0700 && ::fchmod(sub.get(), st.st_mode | 0700) != 0)
+    return FailErrno(rel, errno);
+  return sub;
+}
+
+Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
+  ++stats.meta_updated;
+  Result<void> r = ApplyMeta(fd, e.name, e.meta, e.kind == Kind::kSymlink, opt_.privileged, rel);
+  if (!r && !opt_.privileged && r.error().errno_value == EPERM) {
+    // e.g. security.* xattrs need privilege: report, do not stop.
+    stats.warnings.push_back(r.error().message);
+    return {};
+  }
+  return r;
+}
+
+Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel) {
+  std::string tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
+  UniqueFd out(::openat(fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) return FailErrno(Join(rel, tmp), errno);
+  bool cloned = false;
+  Result<void> r;
+  if (opt_.reflink) {
+    auto c = s_.CloneFileTo(e.file(), out.get());
+    if (!c) r = Unexpected<Error>(c.error());
+    else cloned = *c;
+  }
+  if (r && !cloned) r = s_.WriteFileTo(e.file(), out.get());
+  if (r) {
+    out.reset();
+    Entry t = e;
+    t.name = tmp;
+    r = SetMeta(fd, t, rel);
+  }
+  if (r && ::renameat(fd, tmp.c_str(), fd, e.name.c_str()) != 0) r = FailErrno(rel, errno);
+  if (!r) {
+    ::unlinkat(fd, tmp.c_str(), 0);
+    return r;
+  }
+  ++stats.files_written;
+  stats.bytes_written += e.size;
+  if (cloned) ++stats.files_cloned;
+  return {};
+}
+
+Result<void> Restorer::Create(int fd, const Entry& e, const std::string& rel) {
+  ++stats.created;
+  switch (e.kind) {
+    case Kind::kFile: return WriteFile(fd, e, rel);
+    case Kind::kDir: {
+      if (::mkdirat(fd, e.name.c_str(), 0700) != 0) return FailErrno(rel, errno);
+      AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, e.name, rel));
+      AE_TRY(Apply(sub.get(), rel, std::nullopt, e.id));
+      return SetMeta(fd, e, rel);
+    }
+    case Kind::kSymlink:
+      if (::symlinkat(e.target.c_str(), fd, e.name.c_str()) != 0) return FailErrno(rel, errno);
+      return SetMeta(fd, e, rel);
+    case Kind::kHardlink: return {};  // joined by Link() once every file exists
+    case Kind::kChar:
+    case Kind::kBlock:
+    case Kind::kFifo:
+    case Kind::kSocket: {
+      mode_t type = e.kind == Kind::kChar ? S_IFCHR : e.kind == Kind::kBlock ? S_IFBLK
+                  : e.kind == Kind::kFifo ? S_IFIFO : S_IFSOCK;
+      if (::mknodat(fd, e.name.c_str(), type | 0600, dev_t(e.rdev)) != 0) {
+        if (errno == EPERM && !opt_.privileged) {
+          stats.warnings.push_back(rel + ": " + std::string(KindName(e.kind)) +
+                                   " device not created (needs privilege)");
+          return {};
+        }
+        return FailErrno(rel, errno);
+      }
+      return SetMeta(fd, e, rel);
+    }
+  }
+  return {};
+}
+
+Result<void> Restorer::RemoveContents(int fd, const std::string& rel) {
+  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return FailErrno(rel, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
+  if (!dir) {
+    ::close(dup);
+    return FailErrno(rel, errno);
+  }
+  std::vector<std::pair<std::string, bool>> names;
+  while (struct dirent* de = ::readdir(dir.get())) {
+    std::string n = de->d_name;
+    if (n != "." && n != "..") names.emplace_back(n, de->d_type == DT_DIR);
+  }
+  for (const auto& [n, is_dir] : names) AE_TRY(Remove(fd, n, is_dir, Join(rel, n)));
+  return {};
+}
+
+Result<void> Restorer::Remove(int fd, const std::string& name, bool is_dir, const std::string& rel) {
+  ++stats.removed;
+  if (!is_dir) {
+    if (::unlinkat(fd, name.c_str(), 0) == 0 || errno == ENOENT) return {};
+    if (errno != EISDIR) return FailErrno(rel, errno);
+  }
+  auto sub = EnterDir(fd, name, rel);
+  if (!sub && sub.error().errno_value == ENOTDIR) {  // it changed type under us
+    if (::unlinkat(fd, name.c_str(), 0) == 0) return {};
+    return FailErrno(rel, errno);
+  }
+  if (!sub) return Unexpected<Error>(sub.error());
+  AE_TRY(RemoveContents(sub->get(), rel));
+  if (::unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0) return FailErrno(rel, errno);
+  return {};
+}
+
+Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
+                             const store::ObjectId& to) {
+  Tree a;
+  if (from) {
+    if (*from == to) return {};
+    AE_ASSIGN(a, LoadTree(s_, *from));
+  }
+  AE_ASSIGN(Tree b, LoadTree(s_, to));
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {
+      AE_TRY(Remove(fd, a[i].name, a[i].kind == Kind::kDir, Join(rel, a[i].name)));
+      ++i;
+      continue;
+    }
+    if (i == a.size() || b[j].name < a[i].name) {
+      AE_TRY(Create(fd, b[j], Join(rel, b[j].name)));
+      ++j;
+      continue;
+    }
+    const Entry &x = a[i++], &y = b[j++];
+    if (x == y) continue;
+    std::string crel = Join(rel, y.name);
+    if (x.kind == Kind::kDir && y.kind == Kind::kDir) {
+      if (x.id != y.id) {
+        AE_ASSIGN(UniqueFd sub, EnterDir(fd, y.name, crel));
+        AE_TRY(Apply(sub.get(), crel, x.id, y.id));
+      }
+      AE_TRY(SetMeta(fd, y, crel));
+    } else if (x.kind == y.kind && x.kind != Kind::kHardlink &&
+               (x.kind != Kind::kFile || (x.id == y.id && x.size == y.size)) &&
+               x.target == y.target && x.rdev == y.rdev) {
+      AE_TRY(SetMeta(fd, y, crel));  // same content, other metadata
+    } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {
+      AE_TRY(WriteFile(fd, y, crel));  // replaced atomically by rename
+    } else {
+      AE_TRY(Remove(fd, x.name, x.kind == Kind::kDir, crel));
+      AE_TRY(Create(fd, y, crel));
+    }
+  }
+  return {};
+}
+
+// Opens the directory holding tree-relative `path`, component by component.
+Result<UniqueFd> OpenParent(int root_fd, const std::string& path, std::string* name) {
+  UniqueFd cur(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
+  if (!cur) return FailErrno(".", errno);
+  size_t i = 0;
+  for (size_t slash; (slash = path.find('/', i)) != std::string::npos; i = slash + 1) {
+    AE_ASSIGN(cur, OpenDirAt(cur.get(), path.substr(i, slash - i), path.substr(0, slash)));
+  }
+  *name = path.substr(i);
+  return cur;
+}
+
+// The entry at tree-relative `path` of tree `root`.
+Result<Entry> EntryAt(const store::Store& s, store::ObjectId tree, const std::string& path) {
+  size_t i = 0;
+  for (;;) {
+    size_t slash = path.find('/', i);
+    std::string name = path.substr(i, slash == std::string::npos ? std::string::npos : slash - i);
+    AE_ASSIGN(Tree t, LoadTree(s, tree));
+    auto it = std::find_if(t.begin(), t.end(), [&](const Entry& e) { return e.name == name; });
+    if (it == t.end()) return Fail(ErrorCode::kNotFound, path + ": not in tree");
+    if (slash == std::string::npos) return *it;
+    tree = it->id;
+    i = slash + 1;
+  }
+}
+
+Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
+                            const std::pair<std::string, std::string>& link) {
+  const auto& [path, first] = link;
+  std::string name, first_name;
+  AE_ASSIGN(UniqueFd dir, OpenParent(root_fd, path, &name));
+  AE_ASSIGN(UniqueFd first_dir, OpenParent(root_fd, first, &first_name));
+  struct stat a, b;
+  if (::fstatat(first_dir.get(), first_name.c_str(), &b, AT_SYMLINK_NOFOLLOW) != 0)
+    return FailErrno(first, errno);
+  bool exists = ::fstatat(dir.get(), name.c_str(), &a, AT_SYMLINK_NOFOLLOW) == 0;
+  if (exists && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return {};
+  if (exists) AE_TRY(Remove(dir.get(), name, S_ISDIR(a.st_mode), path));
+  if (::linkat(first_dir.get(), first_name.c_str(), dir.get(), name.c_str(), 0) != 0)
+    return FailErrno(path, errno);
+  // The link changed its directory's mtime: put it back.
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ApplyMeta(root_fd, ".", to_root, false, opt_.privileged, ".");
+  std::string parent = path.substr(0, slash), pname;
+  AE_ASSIGN(Entry pe, EntryAt(s_, to_tree, parent));
+  AE_ASSIGN(UniqueFd pdir, OpenParent(root_fd, parent, &pname));
+  return SetMeta(pdir.get(), pe, parent);
+}
+
+}  // namespace
+
+Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store::ObjectId& from,
+                                 const store::ObjectId& to, const Meta& to_root,
+                                 std::span<const std::pair<std::string, std::string>> to_links,
+                                 const RestoreOptions& opt) {
+  Restorer r(s, opt);
+  if (!opt.privileged) {
+    struct stat st;
+    if (::fstat(root_fd, &st) != 0) return FailErrno(".", errno);
+    if ((st.st_mode & 0700) != 0700 && ::fchmod(root_fd, st.st_mode | 0700) != 0) return FailErrno(".", errno);
+  }
+  AE_TRY(r.Apply(root_fd, "", from, to));
+  for (const auto& link : to_links) AE_TRY(r.Link(root_fd, to, to_root, link));
+  Result<void> m = ApplyMeta(root_fd, ".", to_root, false, opt.privileged, ".");
+  if (!m) return Unexpected<Error>(m.error());
+  return std::move(r.stats);
+}
+
+}  // namespace agentenv::snap

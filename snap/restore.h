@@ -1,0 +1,43 @@
+// snap/restore: rewrites a live tree from one tree object to another,
+// touching only what differs.
+//
+// Every path is reached from the tree's root fd one component at a time
+// with O_NOFOLLOW/AT_SYMLINK_NOFOLLOW, so a symlink planted in the tree can
+// never redirect a write outside it. Files are written to a temporary name
+// and renamed into place; directory metadata (mtimes) is set after their
+// contents, deepest first; hardlinks are joined at the end.
+#pragma once
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "snap/scan.h"
+#include "snap/tree.h"
+#include "store/store.h"
+
+namespace agentenv::snap {
+
+struct RestoreOptions {
+  bool reflink = false;     // try FICLONERANGE from the store's packs first
+  bool privileged = false;  // may chown and create device nodes
+};
+
+struct RestoreStats {
+  uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
+  uint64_t removed = 0, created = 0, meta_updated = 0;
+  std::vector<std::string> warnings;  // what could not be restored, path first
+};
+
+// Changes the tree at `root_fd`, which currently matches tree `from`, into
+// tree `to` with root metadata `to_root` and hardlinks `to_links`.
+// Errors: the first failing operation, path first; the tree is then
+// partly restored (restoring again finishes the job).
+Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store::ObjectId& from,
+                                 const store::ObjectId& to, const Meta& to_root,
+                                 std::span<const std::pair<std::string, std::string>> to_links,
+                                 const RestoreOptions& opt);
+
+}  // namespace agentenv::snap

@@ -1,0 +1,395 @@
+#include "snap/scan.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "snap/fsops.h"
+
+namespace agentenv::snap {
+namespace {
+
+// A file whose ctime is this close to the scan start may still be changing
+// within the same timestamp tick (the kernel's coarse clock): its hash is
+// used now but not cached, so the next scan reads it again.
+constexpr int64_t kRacyWindowNs = 50'000'000;
+
+struct ScanDir {
+  std::string rel;
+  Tree entries;
+  std::vector<std::pair<size_t, std::unique_ptr<ScanDir>>> subdirs;  // entry index, dir
+};
+
+// Component-wise path order: the order of a walk with sorted entries.
+bool WalkOrder(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    size_t ie = a.find('/', i), je = b.find('/', j);
+    if (ie == std::string::npos) ie = a.size();
+    if (je == std::string::npos) je = b.size();
+    int c = a.compare(i, ie - i, b, j, je - j);
+    if (c != 0) return c < 0;
+    i = ie + 1;
+    j = je + 1;
+  }
+  return a.size() - std::min(a.size(), i) < b.size() - std::min(b.size(), j);
+}
+
+// State shared by the workers of one scan.
+class Scanner {
+ public:
+  explicit Scanner(const ScanContext& ctx) : ctx_(ctx) {}
+
+  // Builds the entry for `name` (already lstat'ed) in `dirfd`. Regular files
+  // are looked up in the stat cache or stored. A path that vanished
+  // meanwhile fails with errno_value ENOENT.
+  Result<void> ReadEntry(int dirfd, const std::string& name, const std::string& rel,
+                         const struct stat& st, const MetaDb::StatReader& cache, Entry* e);
+  // Walks directory `fd` (tree-relative `rel`) and everything below it.
+  Result<std::unique_ptr<ScanDir>> Walk(UniqueFd fd, const std::string& rel);
+  // Turns all but the first path of each hardlink group into kHardlink
+  // entries and returns (path, first path) pairs.
+  std::vector<std::pair<std::string, std::string>> FixHardlinks();
+  // Stores the trees of `d` bottom-up; returns its tree id.
+  Result<store::ObjectId> PutTrees(ScanDir& d);
+
+  ScanOutput out;
+  std::mutex mu;  // guards out, links_
+
+ private:
+  Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
+                       std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs);
+
+  const ScanContext& ctx_;
+  // Regular files with more than one link, by (dev, ino): where they are.
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<ScanDir*, size_t>>> links_;
+
+ public:
+  bool has_links() const { return !links_.empty(); }
+};
+
+Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::string& rel,
+                                const struct stat& st, const MetaDb::StatReader& cache, Entry* e) {
+  e->name = name;
+  e->meta.mode = st.st_mode & 07777;
+  e->meta.uid = st.st_uid;
+  e->meta.gid = st.st_gid;
+  e->meta.mtime_ns = ToNs(st.st_mtim);
+  switch (st.st_mode & S_IFMT) {
+    case S_IFREG: {
+      e->kind = Kind::kFile;
+      StatEntry now{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+                    ToNs(st.st_mtim),    ToNs(st.st_ctim),    st.st_mode,
+                    st.st_uid,           st.st_gid,           {},
+                    {}};
+      auto cached = cache.Get(rel);
+      if (cached && cached->dev == now.dev && cached->ino == now.ino && cached->size == now.size &&
+          cached->mtime_ns == now.mtime_ns && cached->ctime_ns == now.ctime_ns &&
+          cached->mode == now.mode && cached->uid == now.uid && cached->gid == now.gid) {
+        e->meta.xattrs = cached->xattrs;
+        e->id = cached->ref.id;
+        e->content = cached->ref.type;
+        e->size = cached->ref.size;
+        break;
+      }
+      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+      if (!fd) return FailErrno(rel, errno);
+      AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
+      AE_ASSIGN(store::FileRef ref, ctx_.batch.PutFile(fd.get(), rel));
+      e->id = ref.id;
+      e->content = ref.type;
+      e->size = ref.size;
+      std::lock_guard lock(mu);
+      out.hashed_files++;
+      out.hashed_bytes += ref.size;
+      if (now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
+        now.xattrs = e->meta.xattrs;
+        now.ref = ref;
+        out.stat_updates.emplace_back(rel, std::move(now));
+      }
+      return {};
+    }
+    case S_IFDIR: e->kind = Kind::kDir; break;
+    case S_IFLNK: {
+      e->kind = Kind::kSymlink;
+      std::string buf(std::max<size_t>(st.st_size, 255) + 1, '\0');
+      ssize_t n = ::readlinkat(dirfd, name.c_str(), buf.data(), buf.size());
+      if (n < 0) return FailErrno(rel, errno);
+      buf.resize(n);
+      e->target = std::move(buf);
+      break;
+    }
+    case S_IFIFO: e->kind = Kind::kFifo; break;
+    case S_IFSOCK: e->kind = Kind::kSocket; break;
+    case S_IFCHR: e->kind = Kind::kChar; e->rdev = st.st_rdev; break;
+    case S_IFBLK: e->kind = Kind::kBlock; e->rdev = st.st_rdev; break;
+    default: return Fail(ErrorCode::kUnsupported, rel + ": unknown file type");
+  }
+  AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
+  return {};
+}
+
+Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
+                              std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs) {
+  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return FailErrno(d.rel, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
+  if (!dir) {
+    ::close(dup);
+    return FailErrno(d.rel, errno);
+  }
+  std::vector<std::string> names;
+  std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
+  errno = 0;
+  while (struct dirent* de = ::readdir(dir.get())) {
+    std::string_view n = de->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  if (errno != 0) return FailErrno(d.rel, errno);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    std::string rel = Join(d.rel, name);
+    struct stat st;
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // deleted while we scan
+      return FailErrno(rel, errno);
+    }
+    bool is_dir = S_ISDIR(st.st_mode);
+    if (ctx_.ignored && ctx_.ignored(rel, is_dir)) continue;
+    Entry e;
+    Result<void> r = ReadEntry(fd, name, rel, st, cache, &e);
+    if (!r && r.error().errno_value == ENOENT) continue;
+    AE_TRY(r);
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+      linked.push_back({d.entries.size(), {uint64_t(st.st_dev), uint64_t(st.st_ino)}});
+    d.entries.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < d.entries.size(); ++i) {
+    Entry& e = d.entries[i];
+    if (e.kind == Kind::kDir) {
+      std::string rel = Join(d.rel, e.name);
+      auto sub = std::make_unique<ScanDir>();
+      sub->rel = rel;
+      auto sfd = OpenDirAt(fd, e.name, rel);
+      if (!sfd) return Unexpected<Error>(sfd.error());
+      subdirs->emplace_back(sub.get(), std::move(*sfd));
+      d.subdirs.emplace_back(i, std::move(sub));
+    }
+  }
+  if (!linked.empty()) {
+    std::lock_guard lock(mu);
+    for (const auto& [i, inode] : linked) links_[inode].push_back({&d, i});
+  }
+  return {};
+}
+
+Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& rel) {
+  auto root = std::make_unique<ScanDir>();
+  root->rel = rel;
+  std::mutex qmu;
+  std::condition_variable cv;
+  std::vector<std::pair<ScanDir*, UniqueFd>> stack;
+  stack.emplace_back(root.get(), std::move(fd));
+  size_t busy = 0;
+  Result<void> failed;
+  auto worker = [&] {
+    auto cache = ctx_.meta.ReadStats();
+    for (;;) {
+      std::pair<ScanDir*, UniqueFd> task;
+      {
+        std::unique_lock lock(qmu);
+        cv.wait(lock, [&] { return !stack.empty() || busy == 0 || !failed; });
+        if (!failed || stack.empty()) return;
+        task = std::move(stack.back());
+        stack.pop_back();
+        ++busy;
+      }
+      std::vector<std::pair<ScanDir*, UniqueFd>> subdirs;
+      Result<void> r = cache ? ListDir(*task.first, task.second.get(), **cache, &subdirs)
+                             : Result<void>(Unexpected<Error>(cache.error()));
+      std::unique_lock lock(qmu);
+      --busy;
+      if (!r && failed) failed = r;
+      // Deepest first keeps the number of open directory fds small.
+      for (auto& s : subdirs) stack.push_back(std::move(s));
+      cv.notify_all();
+    }
+  };
+  unsigned n = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < n; ++i) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  AE_TRY(failed);
+  return root;
+}
+
+Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
+  for (auto& [i, sub] : d.subdirs) {
+    AE_ASSIGN(d.entries[i].id, PutTrees(*sub));
+  }
+  return ctx_.batch.Put(store::ObjectType::kTree, EncodeTree(d.entries));
+}
+
+std::vector<std::pair<std::string, std::string>> Scanner::FixHardlinks() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [inode, members] : links_) {
+    if (members.size() < 2) continue;  // other links are outside the tree
+    auto rel = [](const std::pair<ScanDir*, size_t>& m) {
+      return Join(m.first->rel, m.first->entries[m.second].name);
+    };
+    std::sort(members.begin(), members.end(),
+              [&](const auto& a, const auto& b) { return WalkOrder(rel(a), rel(b)); });
+    std::string first = rel(members[0]);
+    for (size_t k = 1; k < members.size(); ++k) {
+      Entry& e = members[k].first->entries[members[k].second];
+      std::string path = rel(members[k]);
+      Entry link;
+      link.name = e.name;
+      link.kind = Kind::kHardlink;
+      link.target = first;
+      e = std::move(link);
+      out.emplace_back(std::move(path), first);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Changed paths as a tree of names; `whole` marks a rescan of everything below.
+struct PathTrie {
+  std::map<std::string, PathTrie> kids;
+  bool whole = false;
+};
+
+bool Under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+// Rebuilds the tree `old_id` of directory `fd` along `trie`. Sets
+// *need_full when hardlinks make a partial rebuild unsafe.
+Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaDb::StatReader& cache,
+                                int fd, const std::string& rel, const store::ObjectId& old_id,
+                                const PathTrie& trie, bool* need_full) {
+  AE_ASSIGN(Tree entries, LoadTree(ctx.store, old_id));
+  for (const auto& [name, kid] : trie.kids) {
+    std::string crel = Join(rel, name);
+    auto it = std::lower_bound(entries.begin(), entries.end(), name,
+                               [](const Entry& e, const std::string& n) { return e.name < n; });
+    bool had = it != entries.end() && it->name == name;
+    struct stat st;
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT && errno != ENOTDIR) return FailErrno(crel, errno);
+      if (had) entries.erase(it);
+      continue;
+    }
+    if (ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode))) {
+      if (had) entries.erase(it);
+      continue;
+    }
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+      *need_full = true;
+      return store::ObjectId{};
+    }
+    Entry e;
+    AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
+    if (e.kind == Kind::kDir) {
+      AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, name, crel));
+      if (had && it->kind == Kind::kDir && !kid.whole) {
+        e.id = it->id;
+        if (!kid.kids.empty()) {
+          AE_ASSIGN(e.id, Rebuild(sc, ctx, cache, sub.get(), crel, it->id, kid, need_full));
+          if (*need_full) return store::ObjectId{};
+        }
+      } else {
+        AE_ASSIGN(auto dir, sc.Walk(std::move(sub), crel));
+        if (sc.has_links()) {
+          *need_full = true;
+          return store::ObjectId{};
+        }
+        AE_ASSIGN(e.id, sc.PutTrees(*dir));
+      }
+    }
+    if (had) *it = std::move(e);
+    else entries.insert(it, std::move(e));
+  }
+  return ctx.batch.Put(store::ObjectType::kTree, EncodeTree(entries));
+}
+
+Result<Meta> RootMeta(int root_fd) {
+  struct stat st;
+  if (::fstat(root_fd, &st) != 0) return FailErrno(".", errno);
+  return ReadMeta(root_fd, ".", st, ".");
+}
+
+}  // namespace
+
+Result<Meta> ReadMeta(int dirfd, const std::string& name, const struct stat& st,
+                      const std::string& rel) {
+  Meta m;
+  m.mode = st.st_mode & 07777;
+  m.uid = st.st_uid;
+  m.gid = st.st_gid;
+  m.mtime_ns = ToNs(st.st_mtim);
+  AE_ASSIGN(m.xattrs, ReadXattrs(dirfd, name, rel));
+  return m;
+}
+
+}  // namespace agentenv::snap
+
+namespace agentenv::snap {
+
+Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
+  Scanner sc(ctx);
+  AE_ASSIGN(sc.out.root, RootMeta(root_fd));
+  UniqueFd fd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
+  if (!fd) return FailErrno(".", errno);
+  AE_ASSIGN(auto root, sc.Walk(std::move(fd), ""));
+  sc.out.links = sc.FixHardlinks();
+  AE_ASSIGN(sc.out.tree, sc.PutTrees(*root));
+  return std::move(sc.out);
+}
+
+Result<std::optional<ScanOutput>> ScanPaths(
+    const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
+    std::span<const std::pair<std::string, std::string>> base_links,
+    std::span<const std::string> paths) {
+  PathTrie trie;
+  for (const std::string& p : paths) {
+    for (const auto& [path, first] : base_links) {
+      if (Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first)) return std::nullopt;
+    }
+    PathTrie* t = &trie;
+    size_t i = 0;
+    while (i < p.size() && !t->whole) {
+      size_t slash = p.find('/', i);
+      if (slash == std::string::npos) slash = p.size();
+      if (slash > i) t = &t->kids[p.substr(i, slash - i)];
+      i = slash + 1;
+    }
+    t->whole = true;
+    t->kids.clear();
+  }
+  Scanner sc(ctx);
+  if (trie.whole) {
+    AE_ASSIGN(auto full, ScanTree(ctx, root_fd));
+    if (!full.links.empty() || !base_links.empty()) return std::nullopt;
+    return std::optional<ScanOutput>(std::move(full));
+  }
+  AE_ASSIGN(sc.out.root, RootMeta(root_fd));
+  AE_ASSIGN(auto cache, ctx.meta.ReadStats());
+  bool need_full = false;
+  AE_ASSIGN(sc.out.tree, Rebuild(sc, ctx, *cache, root_fd, "", base_tree, trie, &need_full));
+  if (need_full) return std::nullopt;
+  return std::optional<ScanOutput>(std::move(sc.out));
+}
+
+}  // namespace agentenv::snap

@@ -1,0 +1,66 @@
+// snap/scan: reads the live tree into tree objects.
+//
+// A full scan walks the whole tree with parallel workers, one directory per
+// task, opening everything relative to its parent's fd without following
+// symlinks (so paths longer than PATH_MAX work and nothing outside the tree
+// is read). Regular files whose stat matches the stat cache are not read;
+// others are streamed into the batch. A path scan rebuilds only the trees
+// along a list of changed paths, starting from a base tree.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "snap/meta.h"
+#include "snap/tree.h"
+#include "store/store.h"
+
+namespace agentenv::snap {
+
+// Returns true for tree-relative paths that are not versioned.
+using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
+
+struct ScanContext {
+  const store::Store& store;
+  store::Batch& batch;
+  const MetaDb& meta;
+  PathFilter ignored;    // may be empty: nothing ignored
+  int64_t start_ns = 0;  // wall clock when the scan began (racy-clean rule)
+};
+
+struct ScanOutput {
+  store::ObjectId tree;
+  Meta root;
+  std::vector<std::pair<std::string, std::string>> links;  // hardlink path -> first path
+  uint64_t hashed_files = 0, hashed_bytes = 0;  // read this time (stat cache misses)
+  std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
+  std::vector<std::string> warnings;  // what could not be recorded, path first
+};
+
+// Scans the directory `root_fd` completely. Errors: the first I/O error,
+// path first (a file that vanishes while being scanned is not an error).
+Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd);
+
+// Rebuilds `base` (tree id + root metadata + hardlinks of the node it came
+// from) after changes under `paths` (tree-relative; a directory path means
+// its whole subtree). Returns nullopt when hardlinks are involved, so the
+// caller must scan fully. Cost: proportional to the paths and their depth.
+Result<std::optional<ScanOutput>> ScanPaths(
+    const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
+    std::span<const std::pair<std::string, std::string>> base_links,
+    std::span<const std::string> paths);
+
+// Metadata of what `name` in `dirfd` is (not following symlinks): mode
+// bits, owner, mtime and xattrs. Errors: I/O, path first.
+Result<Meta> ReadMeta(int dirfd, const std::string& name, const struct stat& st,
+                      const std::string& rel);
+
+}  // namespace agentenv::snap

@@ -1,0 +1,87 @@
+// Little byte codecs for snap/'s binary formats: LEB128 varints,
+// zigzag-signed varints, length-prefixed strings. Readers return false on
+// truncated or oversized input instead of reading past the end.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace agentenv::snap {
+
+class ByteWriter {
+ public:
+  void U8(uint8_t v) { b_.push_back(v); }
+  void Var(uint64_t v) {
+    while (v >= 0x80) {
+      b_.push_back(uint8_t(v) | 0x80);
+      v >>= 7;
+    }
+    b_.push_back(uint8_t(v));
+  }
+  void Signed(int64_t v) { Var((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
+  void Raw(const void* p, size_t n) {
+    auto* c = static_cast<const uint8_t*>(p);
+    b_.insert(b_.end(), c, c + n);
+  }
+  void Str(std::string_view s) {
+    Var(s.size());
+    Raw(s.data(), s.size());
+  }
+  std::vector<uint8_t> bytes() && { return std::move(b_); }
+
+ private:
+  std::vector<uint8_t> b_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const uint8_t> b) : b_(b) {}
+  bool U8(uint8_t* v) {
+    if (pos_ >= b_.size()) return false;
+    *v = b_[pos_++];
+    return true;
+  }
+  bool Var(uint64_t* v) {
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t c;
+      if (!U8(&c)) return false;
+      x |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80)) {
+        *v = x;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Signed(int64_t* v) {
+    uint64_t x;
+    if (!Var(&x)) return false;
+    *v = int64_t(x >> 1) ^ -int64_t(x & 1);
+    return true;
+  }
+  bool Raw(void* p, size_t n) {
+    if (b_.size() - pos_ < n) return false;
+    std::memcpy(p, b_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Str(std::string* s) {
+    uint64_t n;
+    if (!Var(&n) || n > b_.size() - pos_) return false;
+    s->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == b_.size(); }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+};
+
+}  // namespace agentenv::snap
