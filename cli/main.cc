@@ -1,1 +1,56 @@
-int main() { return 0; }
+// agentenv: the command table and dispatch. Each command lives in
+// cmd_<verb>.cc and is listed here once.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+
+namespace agentenv::cli {
+namespace {
+
+constexpr Command kCommands[] = {
+    {"init", "Create a repository from a directory or tarball", CmdInit},
+    {"snap", "Snapshot the live tree (alias: commit)", CmdSnap},
+    {"commit", "Alias of snap", CmdSnap},
+    {"restore", "Put the live tree back to a node (alias: checkout)", CmdRestore},
+    {"checkout", "Alias of restore", CmdRestore},
+    {"log", "Show history, newest first", CmdLog},
+    {"show", "Show one node", CmdShow},
+    {"diff", "Show what changed between two nodes or the live tree", CmdDiff},
+    {"tag", "List, set or delete tags", CmdTag},
+    {"head", "Show the current node", CmdHead},
+    {"branches", "Show the tips of all branches", CmdBranches},
+    {"status", "Show backend, HEAD, sizes and whether the tree is dirty", CmdStatus},
+    {"fsck", "Verify every stored object and the index", CmdFsck},
+};
+
+void Usage(std::FILE* out) {
+  std::fprintf(out, "usage: agentenv <command> [options]   (agentenv <command> --help)\n\n");
+  for (const Command& c : kCommands)
+    std::fprintf(out, "  %-10.*s %.*s\n", int(c.name.size()), c.name.data(), int(c.help.size()),
+                 c.help.data());
+  std::fprintf(out, "\nRepository: --root DIR or $AGENTENV_ROOT (default /agentfs).\n");
+}
+
+}  // namespace
+}  // namespace agentenv::cli
+
+int main(int argc, char** argv) {
+  using namespace agentenv::cli;
+  if (argc < 2) {
+    Usage(stderr);
+    return kExitUsage;
+  }
+  std::string_view verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    Usage(stdout);
+    return kExitOk;
+  }
+  for (const Command& c : kCommands)
+    if (c.name == verb) return c.fn(argc - 1, argv + 1);
+  std::fprintf(stderr, "agentenv: unknown command '%s' (see agentenv --help)\n", argv[1]);
+  return kExitUsage;
+}

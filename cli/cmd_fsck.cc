@@ -1,0 +1,77 @@
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "fsck/fsck.h"
+
+namespace agentenv::cli {
+
+int CmdFsck(int argc, char** argv) {
+  Globals g;
+  bool structure = false, repair = false;
+  double subset = 100;
+  CLI::App app{"Verify every stored object (re-hash) and the index against the packs; exit 4 on damage", "fsck"};
+  AddGlobals(app, g);
+  app.add_flag("--structure-only", structure, "Check index and record headers only (fast, no re-hash)");
+  app.add_option("--subset", subset, "Re-hash only this percentage of chunks (0-100)")->check(CLI::Range(0.0, 100.0));
+  app.add_flag("--repair", repair, "Rewrite damaged packs, dropping (and listing) unreadable objects");
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  auto repo = OpenRepo(g);
+  if (!repo) return ReportError(g, repo.error());
+  bool tty = !g.json && ::isatty(STDERR_FILENO);
+  nlohmann::json findings = nlohmann::json::array();
+  fsck::FsckCallbacks cb;
+  cb.finding = [&](const fsck::FsckFinding& f) {
+    nlohmann::json j = {{"kind", f.kind}, {"severity", f.severity == fsck::Severity::kError ? "error" : "warning"},
+                        {"message", f.message}};
+    if (f.id) j["id"] = f.id->Hex();
+    if (f.pack) j["pack"] = *f.pack;
+    if (f.offset) j["offset"] = *f.offset;
+    findings.push_back(j);
+    if (!g.json) std::fprintf(stderr, "%s%s: %s\n", tty ? "\r\033[K" : "",
+                              f.severity == fsck::Severity::kError ? "error" : "warning", f.message.c_str());
+  };
+  if (tty) {
+    cb.progress = [](const fsck::FsckProgress& p) {
+      std::fprintf(stderr, "\rchecking: %s of %s, %llu records", HumanBytes(p.bytes_done).c_str(),
+                   HumanBytes(p.bytes_total).c_str(), (unsigned long long)p.records);
+    };
+  }
+  fsck::FsckReport rep;
+  nlohmann::json lost = nlohmann::json::array();
+  if (repair) {
+    auto r = fsck::RepairStore((*repo)->store(), cb);
+    if (!r) return ReportError(g, r.error());
+    for (const auto& l : r->lost) lost.push_back(l.id.Hex());
+    auto again = fsck::CheckStore((*repo)->store(), {}, {});
+    if (!again) return ReportError(g, again.error());
+    rep = *again;
+  } else {
+    fsck::FsckOptions opt;
+    opt.verify_content = !structure;
+    opt.subset_percent = subset;
+    auto r = fsck::CheckStore((*repo)->store(), opt, cb);
+    if (!r) return ReportError(g, r.error());
+    rep = *r;
+  }
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  nlohmann::json j = {{"objects", rep.objects}, {"verified", rep.objects_verified},
+                      {"bytes_verified", rep.bytes_verified}, {"packs", rep.packs},
+                      {"errors", rep.errors}, {"warnings", rep.warnings}, {"findings", findings}};
+  if (repair) j["lost"] = lost;
+  std::string text = std::to_string(rep.objects) + " objects in " + std::to_string(rep.packs) + " packs; " +
+                     std::to_string(rep.objects_verified) + " re-hashed (" + HumanBytes(rep.bytes_verified) + "); " +
+                     std::to_string(rep.errors) + " errors, " + std::to_string(rep.warnings) + " warnings";
+  if (repair) text += "; repaired, " + std::to_string(lost.size()) + " objects lost";
+  if (!rep.ok()) {
+    j["ok"] = false;
+    if (g.json) std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    else std::fprintf(stderr, "agentenv: fsck: %s\n", text.c_str());
+    return kExitCorrupt;
+  }
+  return ReportOk(g, j, text);
+}
+
+}  // namespace agentenv::cli

@@ -1,0 +1,19 @@
+// One entry point per command; each is defined in cmd_<verb>.cc and takes
+// argv starting at the verb.
+#pragma once
+
+namespace agentenv::cli {
+
+int CmdInit(int argc, char** argv);
+int CmdSnap(int argc, char** argv);
+int CmdRestore(int argc, char** argv);
+int CmdLog(int argc, char** argv);
+int CmdShow(int argc, char** argv);
+int CmdDiff(int argc, char** argv);
+int CmdTag(int argc, char** argv);
+int CmdHead(int argc, char** argv);
+int CmdBranches(int argc, char** argv);
+int CmdStatus(int argc, char** argv);
+int CmdFsck(int argc, char** argv);
+
+}  // namespace agentenv::cli

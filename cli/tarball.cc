@@ -1,0 +1,128 @@
+#include "cli/tarball.h"
+
+#include "common/unique_fd.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+
+namespace agentenv::cli {
+namespace {
+
+using ReadArchive = std::unique_ptr<archive, decltype(&archive_read_free)>;
+using WriteDisk = std::unique_ptr<archive, decltype(&archive_write_free)>;
+
+// A path is safe when it is relative and no component is "..".
+bool SafeRelative(std::string_view p) {
+  if (p.empty() || p.front() == '/') return false;
+  size_t i = 0;
+  while (i <= p.size()) {
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    if (p.substr(i, j - i) == "..") return false;
+    i = j + 1;
+  }
+  return true;
+}
+
+// libarchive's secure-extraction checks work on relative paths from the
+// current directory, so extraction runs inside `dest` and returns after.
+class WorkingDirectory {
+ public:
+  static Result<WorkingDirectory> Enter(const std::string& dir) {
+    WorkingDirectory w;
+    w.old_.reset(::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!w.old_) return FailErrno("current directory", errno);
+    if (::chdir(dir.c_str()) != 0) return FailErrno(dir, errno);
+    return w;
+  }
+  WorkingDirectory(WorkingDirectory&&) = default;
+  ~WorkingDirectory() {
+    if (old_ && ::fchdir(old_.get()) != 0) std::abort();
+  }
+
+ private:
+  WorkingDirectory() = default;
+  UniqueFd old_;
+};
+
+std::string Strip(std::string_view p) {
+  while (p.starts_with("./")) p.remove_prefix(2);
+  return std::string(p);
+}
+
+}  // namespace
+
+Result<void> ExtractTarball(const std::string& path, const std::string& dest,
+                            const std::function<void(const std::string&)>& warn) {
+  ReadArchive in(archive_read_new(), archive_read_free);
+  archive_read_support_format_all(in.get());
+  archive_read_support_filter_all(in.get());
+  if (archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
+    return Fail(ErrorCode::kInvalid, path + ": " + archive_error_string(in.get()));
+
+  const bool root = ::geteuid() == 0;
+  int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
+              ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+              ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE;
+  if (root) flags |= ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_NO_OVERWRITE;
+  WriteDisk out(archive_write_disk_new(), archive_write_free);
+  archive_write_disk_set_options(out.get(), flags);
+  archive_write_disk_set_standard_lookup(out.get());
+
+  AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
+  for (;;) {
+    archive_entry* e = nullptr;
+    int r = archive_read_next_header(in.get(), &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) return Fail(ErrorCode::kInvalid, path + ": " + archive_error_string(in.get()));
+    const char* raw = archive_entry_pathname(e);
+    std::string name = Strip(raw ? raw : "");
+    if (name.empty() || name == "." || name == "./") continue;  // the root itself
+    if (!SafeRelative(name))
+      return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
+                                           "' is absolute or contains '..'; refusing the archive");
+    if (const char* hl = archive_entry_hardlink(e)) {
+      std::string target = Strip(hl);
+      if (!SafeRelative(target))
+        return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
+                                             "' points outside the archive; refusing it");
+      archive_entry_set_hardlink(e, target.c_str());
+    }
+    mode_t type = archive_entry_filetype(e);
+    if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
+      warn(name + ": device node skipped (creating it needs privilege)");
+      continue;
+    }
+    archive_entry_set_pathname(e, name.c_str());
+    r = archive_write_header(out.get(), e);
+    if (r < ARCHIVE_WARN)
+      return Fail(ErrorCode::kInvalid, name + ": " + archive_error_string(out.get()));
+    if (r == ARCHIVE_WARN) warn(name + ": " + archive_error_string(out.get()));
+    if (archive_entry_size(e) > 0) {
+      const void* buf;
+      size_t len;
+      la_int64_t off;
+      while ((r = archive_read_data_block(in.get(), &buf, &len, &off)) == ARCHIVE_OK) {
+        if (archive_write_data_block(out.get(), buf, len, off) < ARCHIVE_OK)
+          return Fail(name + ": " + archive_error_string(out.get()));
+      }
+      if (r != ARCHIVE_EOF)
+        return Fail(ErrorCode::kInvalid, path + ": " + archive_error_string(in.get()));
+    }
+    if (archive_write_finish_entry(out.get()) < ARCHIVE_WARN)
+      return Fail(name + ": " + archive_error_string(out.get()));
+  }
+  // Directory modes and mtimes are applied here, after their contents.
+  if (archive_write_close(out.get()) < ARCHIVE_WARN)
+    return Fail(dest + ": " + archive_error_string(out.get()));
+  return {};
+}
+
+}  // namespace agentenv::cli
