@@ -64,11 +64,15 @@ std::string FormatTime(int64_t ns);
 #include <memory>
 
 #include "snap/repo.h"
+#include "watch/ignore.h"
 
 namespace agentenv::cli {
 
-// The repository's ignore rules: built-in defaults plus <root>/ignore
-// (gitignore syntax). Errors: the file's path and line on a bad pattern.
+// Built-in defaults plus <root>/ignore (gitignore syntax). Errors: the
+// file's path and line on a bad pattern.
+Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root);
+
+// The same rules as a filter for snap/.
 Result<snap::PathFilter> LoadIgnoreRules(const std::string& root);
 
 // Opens the repository at g.root with its ignore rules.

@@ -15,5 +15,8 @@ int CmdHead(int argc, char** argv);
 int CmdBranches(int argc, char** argv);
 int CmdStatus(int argc, char** argv);
 int CmdFsck(int argc, char** argv);
+int CmdDaemon(int argc, char** argv);
+int CmdCtl(int argc, char** argv);
+int CmdMcp(int argc, char** argv);
 
 }  // namespace agentenv::cli

@@ -1,15 +1,14 @@
-// LoadIgnoreRules (cli.h): defaults plus the repository's ignore file.
+// The repository's ignore rules (cli.h): defaults plus <root>/ignore.
 #include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "cli/cli.h"
-#include "watch/ignore.h"
 
 namespace agentenv::cli {
 
-Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
-  auto rules = std::make_shared<watch::IgnoreRules>(watch::IgnoreRules::Defaults());
+Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root) {
+  watch::IgnoreRules rules = watch::IgnoreRules::Defaults();
   std::string path = root + "/ignore";
   std::ifstream in(path);
   if (in) {
@@ -17,9 +16,15 @@ Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
     text << in.rdbuf();
     auto extra = watch::IgnoreRules::Parse(text.str());
     if (!extra) return Fail(ErrorCode::kInvalid, path + ": " + extra.error().message);
-    rules->Add(*extra);
+    rules.Add(*extra);
   }
-  return snap::PathFilter([rules](std::string_view rel, bool is_dir) { return rules->Ignored(rel, is_dir); });
+  return rules;
+}
+
+Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
+  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
+  auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
+  return snap::PathFilter([shared](std::string_view rel, bool is_dir) { return shared->Ignored(rel, is_dir); });
 }
 
 }  // namespace agentenv::cli

@@ -25,6 +25,9 @@ constexpr Command kCommands[] = {
     {"branches", "Show the tips of all branches", CmdBranches},
     {"status", "Show backend, HEAD, sizes and whether the tree is dirty", CmdStatus},
     {"fsck", "Verify every stored object and the index", CmdFsck},
+    {"daemon", "Capture changes automatically and serve the control socket", CmdDaemon},
+    {"ctl", "Send an operation to a running daemon", CmdCtl},
+    {"mcp", "Serve snapshot/rollback tools to a model over MCP (stdio)", CmdMcp},
 };
 
 void Usage(std::FILE* out) {

@@ -123,7 +123,14 @@ ChangeSummary Summarize(std::span<const Change> all) {
   return s;
 }
 
-std::string SummaryLabel(std::span<const Change> all) {
+std::string SummaryLabel(std::span<const Change> changes) {
+  // Directories mostly change because their entries did (mtime, new
+  // parents of new files): leave them out unless nothing else changed.
+  std::vector<Change> files;
+  for (const Change& c : changes) {
+    if (!c.is_dir) files.push_back(c);
+  }
+  std::span<const Change> all = files.empty() ? changes : std::span<const Change>(files);
   if (all.empty()) return "";
   // Group by (op, directory); while there are too many groups, move every
   // group up one directory level so related changes merge.
