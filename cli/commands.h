@@ -18,5 +18,8 @@ int CmdFsck(int argc, char** argv);
 int CmdDaemon(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
 int CmdMcp(int argc, char** argv);
+int CmdExport(int argc, char** argv);
+int CmdImport(int argc, char** argv);
+int CmdExec(int argc, char** argv);
 
 }  // namespace agentenv::cli

@@ -139,11 +139,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
-  UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!src) return FailErrno(dir, errno);
-  Scanned sc;
-  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt));
-  sc.out.stat_updates.clear();  // they describe the source, not the live tree
+  AE_ASSIGN(Scanned sc, ScanForeign(dir));
   AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(UniqueFd work, OpenWork());
   RestoreOptions ro;
@@ -159,6 +155,29 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   return res;
 }
 
+Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
+  UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!src) return FailErrno(dir, errno);
+  Scanned sc;
+  AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
+  if (sc.head) {
+    AE_ASSIGN(Node n, LoadNode(*store_, *sc.head));
+    sc.head_node = std::move(n);
+  }
+  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt));
+  sc.out.stat_updates.clear();  // they describe `dir`, not the live tree
+  return sc;
+}
+
+Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(Scanned sc, ScanForeign(dir));
+  SnapOptions opt;
+  opt.message = message;
+  opt.allow_empty = true;
+  return Commit(sc, opt, false);
+}
+
 Result<store::ObjectId> Repo::LiveTree() {
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
@@ -168,7 +187,7 @@ Result<store::ObjectId> Repo::LiveTree() {
   return sc.out.tree;
 }
 
-Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt) {
+Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_head) {
   SnapResult res;
   res.hashed_files = sc.out.hashed_files;
   res.hashed_bytes = sc.out.hashed_bytes;
@@ -212,7 +231,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt) {
     AE_TRY(txn->DeleteRef("tip/" + n.parent->Hex()));
   }
   AE_TRY(txn->SetRef("tip/" + id.Hex(), id));
-  AE_TRY(txn->SetRef("HEAD", id));
+  if (move_head) AE_TRY(txn->SetRef("HEAD", id));
   AE_TRY(txn->Commit());
   res.node = id;
   res.changes = n.changes;

@@ -80,6 +80,9 @@ class Repo {
   // first node and materializes it into the empty live tree. Takes the
   // lock. Errors: kExists (history exists), I/O.
   Result<SnapResult> Seed(const std::string& dir, const std::string& message);
+  // Records the tree at `dir` as a new child of HEAD without touching the
+  // live tree or moving HEAD (restore it to use it). Takes the lock.
+  Result<SnapResult> Import(const std::string& dir, const std::string& message);
   // Records the live tree as a new node (child of HEAD), unless nothing
   // changed. Takes the lock. Errors: kBusy, I/O, kCorrupt.
   Result<SnapResult> Snapshot(const SnapOptions& opt);
@@ -120,7 +123,9 @@ class Repo {
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
                             const std::optional<std::vector<std::string>>& paths);
   // With the lock held: makes a node from a scan unless nothing changed.
-  Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt);
+  Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
+  // With the lock held: scans a directory other than the live tree.
+  Result<Scanned> ScanForeign(const std::string& dir);
   Result<UniqueFd> Lock();
   Result<UniqueFd> OpenWork() const;
 

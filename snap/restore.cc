@@ -24,6 +24,11 @@ class Restorer {
   Result<void> Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
                     const std::pair<std::string, std::string>& link);
 
+  // Sets the root directory's metadata.
+  Result<void> SetRootMeta(int root_fd, const Meta& m);
+  // Adds the warning about owners that could not be restored, if any.
+  void ReportOwners();
+
   RestoreStats stats;
 
  private:
@@ -32,12 +37,17 @@ class Restorer {
   Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
   Result<void> RemoveContents(int fd, const std::string& rel);
   Result<void> SetMeta(int fd, const Entry& e, const std::string& rel);
+  // Unprivileged: chowns `e` where allowed (a group we are in) and counts
+  // the paths whose owner cannot be restored.
+  void TryOwner(int fd, const Entry& e, const std::string& rel);
   // Opens subdirectory `name` and makes sure we may change its entries.
   Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
 
   const store::Store& s_;
   const RestoreOptions& opt_;
   std::atomic<uint64_t> tmp_counter_{0};
+  uint64_t unowned_ = 0;
+  std::string first_unowned_;
 };
 
 Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::string& rel) {
@@ -51,8 +61,33 @@ Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::
   return sub;
 }
 
+void Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
+  struct stat st;
+  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // ApplyMeta reports it
+  if (st.st_uid == e.meta.uid && st.st_gid == e.meta.gid) return;
+  if (::fchownat(fd, e.name.c_str(), e.meta.uid, e.meta.gid, AT_SYMLINK_NOFOLLOW) == 0) return;
+  if (unowned_++ == 0)
+    first_unowned_ = rel + ": owner " + std::to_string(e.meta.uid) + ":" + std::to_string(e.meta.gid);
+}
+
+void Restorer::ReportOwners() {
+  if (unowned_ == 0) return;
+  // One line, not one per path: a rootfs restored rootless has thousands.
+  stats.warnings.push_back(first_unowned_ + " not restored (needs root); " + std::to_string(unowned_) +
+                           " path(s) keep the restoring user as owner");
+}
+
+Result<void> Restorer::SetRootMeta(int root_fd, const Meta& m) {
+  Entry root;
+  root.name = ".";
+  root.kind = Kind::kDir;
+  root.meta = m;
+  return SetMeta(root_fd, root, ".");
+}
+
 Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
   ++stats.meta_updated;
+  if (!opt_.privileged) TryOwner(fd, e, rel);
   Result<void> r = ApplyMeta(fd, e.name, e.meta, e.kind == Kind::kSymlink, opt_.privileged, rel);
   if (!r && !opt_.privileged && r.error().errno_value == EPERM) {
     // e.g. security.* xattrs need privilege: report, do not stop.
@@ -245,7 +280,7 @@ Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const M
     return FailErrno(path, errno);
   // The link changed its directory's mtime: put it back.
   size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ApplyMeta(root_fd, ".", to_root, false, opt_.privileged, ".");
+  if (slash == std::string::npos) return SetRootMeta(root_fd, to_root);
   std::string parent = path.substr(0, slash), pname;
   AE_ASSIGN(Entry pe, EntryAt(s_, to_tree, parent));
   AE_ASSIGN(UniqueFd pdir, OpenParent(root_fd, parent, &pname));
@@ -266,8 +301,8 @@ Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store
   }
   AE_TRY(r.Apply(root_fd, "", from, to));
   for (const auto& link : to_links) AE_TRY(r.Link(root_fd, to, to_root, link));
-  Result<void> m = ApplyMeta(root_fd, ".", to_root, false, opt.privileged, ".");
-  if (!m) return Unexpected<Error>(m.error());
+  AE_TRY(r.SetRootMeta(root_fd, to_root));
+  r.ReportOwners();
   return std::move(r.stats);
 }
 

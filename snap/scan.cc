@@ -76,8 +76,69 @@ class Scanner {
   bool has_links() const { return !links_.empty(); }
 };
 
+// Unprivileged, reading our own file or directory whose mode denies us
+// (e.g. 0000) needs a moment of owner access: chmod leaves mtime alone and
+// the mode is put back on destruction.
+class OwnerAccess {
+ public:
+  OwnerAccess(int dirfd, const std::string& name, const struct stat& st) {
+    mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
+    if (need == 0 || (st.st_mode & need) == need || ::geteuid() == 0 || st.st_uid != ::geteuid())
+      return;
+    if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, 0) != 0) return;
+    dirfd_ = dirfd;
+    name_ = name;
+    mode_ = st.st_mode & 07777;
+  }
+  ~OwnerAccess() {
+    if (dirfd_ >= 0) ::fchmodat(dirfd_, name_.c_str(), mode_, 0);
+  }
+  OwnerAccess(const OwnerAccess&) = delete;
+  OwnerAccess& operator=(const OwnerAccess&) = delete;
+
+ private:
+  int dirfd_ = -1;
+  std::string name_;
+  mode_t mode_ = 0;
+};
+
+// Lookups in our own directory that denies us (e.g. 0000) work after
+// granting the owner rwx on the open fd until destruction.
+class DirAccess {
+ public:
+  explicit DirAccess(int fd) {
+    struct stat st;
+    if (::geteuid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() ||
+        (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
+      return;
+    fd_ = fd;
+    mode_ = st.st_mode & 07777;
+  }
+  ~DirAccess() {
+    if (fd_ >= 0) ::fchmod(fd_, mode_);
+  }
+  DirAccess(const DirAccess&) = delete;
+  DirAccess& operator=(const DirAccess&) = delete;
+
+ private:
+  int fd_ = -1;
+  mode_t mode_ = 0;
+};
+
+// OpenDirAt; our own directory that denies us is opened with OwnerAccess.
+Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel) {
+  auto sub = OpenDirAt(fd, name, rel);
+  struct stat st;
+  if (sub || sub.error().errno_value != EACCES ||
+      ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return sub;
+  OwnerAccess access(fd, name, st);
+  return OpenDirAt(fd, name, rel);
+}
+
 Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::string& rel,
                                 const struct stat& st, const MetaDb::StatReader& cache, Entry* e) {
+  OwnerAccess access(dirfd, name, st);
   e->name = name;
   e->meta.mode = st.st_mode & 07777;
   e->meta.uid = st.st_uid;
@@ -139,6 +200,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 
 Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
                               std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs) {
+  DirAccess access(fd);
   int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (dup < 0) return FailErrno(d.rel, errno);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
@@ -178,7 +240,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
       std::string rel = Join(d.rel, e.name);
       auto sub = std::make_unique<ScanDir>();
       sub->rel = rel;
-      auto sfd = OpenDirAt(fd, e.name, rel);
+      auto sfd = OpenScanDir(fd, e.name, rel);
       if (!sfd) return Unexpected<Error>(sfd.error());
       subdirs->emplace_back(sub.get(), std::move(*sfd));
       d.subdirs.emplace_back(i, std::move(sub));
@@ -280,6 +342,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
                                 int fd, const std::string& rel, const store::ObjectId& old_id,
                                 const PathTrie& trie, bool* need_full) {
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, old_id));
+  DirAccess access(fd);
   for (const auto& [name, kid] : trie.kids) {
     std::string crel = Join(rel, name);
     auto it = std::lower_bound(entries.begin(), entries.end(), name,
@@ -302,7 +365,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
     Entry e;
     AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
     if (e.kind == Kind::kDir) {
-      AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, name, crel));
+      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel));
       if (had && it->kind == Kind::kDir && !kid.whole) {
         e.id = it->id;
         if (!kid.kids.empty()) {
