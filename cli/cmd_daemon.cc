@@ -28,7 +28,15 @@ void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
   }
   auto r = repo.Snapshot(opt);
   if (!r) return Log("snapshot failed: " + r.error().message);
-  if (r->node) Log("node " + Short(*r->node) + ": " + r->label);
+  if (!r->node) return;
+  Log("node " + Short(*r->node) + ": " + r->label);
+  // Thin history now and then; nodes are cheap to keep for a while.
+  static int since_retain = 0;
+  if (++since_retain < 64) return;
+  since_retain = 0;
+  auto kept = repo.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
+  if (!kept) return Log("retention failed: " + kept.error().message);
+  if (!kept->dropped.empty()) Log("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
 }
 
 }  // namespace

@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"branches", "Show the tips of all branches", CmdBranches},
     {"status", "Show backend, HEAD, sizes and whether the tree is dirty", CmdStatus},
     {"fsck", "Verify every stored object and the index", CmdFsck},
+    {"retain", "Thin old history (DVR retention); --dry-run shows what would go", CmdRetain},
+    {"gc", "Free the space of unreachable objects", CmdGc},
     {"exec", "Run a command inside the environment, then snapshot", CmdExec},
     {"export", "Write a node as a tarball (or a layer with --diff-from)", CmdExport},
     {"import", "Record a tarball as a new node", CmdImport},

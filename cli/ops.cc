@@ -2,6 +2,7 @@
 
 #include "cli/cli.h"
 #include "snap/diff.h"
+#include "snap/fsops.h"
 
 namespace agentenv::cli {
 namespace {
@@ -156,6 +157,13 @@ Result<json> Status(snap::Repo& repo, const json&) {
   return j;
 }
 
+Result<json> Gc(snap::Repo& repo, const json&) {
+  AE_ASSIGN(snap::RetentionResult kept, repo.Retain(snap::RetentionPolicy{}, false, snap::NowNs()));
+  AE_ASSIGN(snap::GcResult r, repo.Gc());
+  return json{{"nodes_dropped", kept.dropped.size()}, {"objects_dropped", r.dropped_objects},
+              {"bytes_freed", r.bytes_freed}};
+}
+
 using OpFn = Result<json> (*)(snap::Repo&, const json&);
 
 struct OpEntry {
@@ -201,6 +209,9 @@ const std::vector<OpEntry>& Table() {
       {{"tag", "Name a node so it is easy to return to (`name`, optional `ref`, default HEAD); with no name, list tags; with delete=true, remove the tag.",
         Obj({{"name", kStr}, {"ref", kRef}, {"delete", kBool}}), Obj({{"name", kStr}, {"id", kStr}, {"tags", {{"type", "array"}}}}), true},
        Tag},
+      {{"gc", "Thin old history with the retention policy, then free the storage nothing reaches any more. Recent nodes, tags, HEAD and branch tips always stay.",
+        Obj({}), Obj({{"nodes_dropped", kInt}, {"objects_dropped", kInt}, {"bytes_freed", kInt}}), true},
+       Gc},
       {{"status", "Whether the live filesystem has changes not yet in a node, which paths, plus HEAD, node count and storage use.",
         Obj({}), Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", {{"type", "array"}}}, {"head", kNode}})},
        Status},

@@ -79,7 +79,8 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
     if (it == have.end() && ::lsetxattr(p.c_str(), k.c_str(), v.data(), v.size(), 0) != 0)
       return FailErrno(rel + ": xattr " + k, errno);
   }
-  if (!is_symlink && ::fchmodat(dirfd, name.c_str(), m.mode & 07777, 0) != 0)
+  // NOFOLLOW: a symlink swapped in after the scan must not redirect the chmod.
+  if (!is_symlink && ::fchmodat(dirfd, name.c_str(), m.mode & 07777, AT_SYMLINK_NOFOLLOW) != 0)
     return FailErrno(rel, errno);
   struct timespec ts[2];
   ts[0].tv_sec = 0;

@@ -269,6 +269,41 @@ Result<uint64_t> MetaDb::NodeCount() const {
   return uint64_t(st.ms_entries);
 }
 
+Result<void> MetaDb::ForEachStat(const std::function<void(const StatEntry&)>& fn) const {
+  READ_TXN(t);
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, stat_, &c));
+  MDB_val k, v;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    if (auto e = DecodeStat(Span(v))) fn(*e);
+  }
+  mdb_cursor_close(c);
+  return {};
+}
+
+Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
+  READ_TXN(t);
+  std::vector<NodeRecord> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
+  MDB_val k, v;
+  Result<void> err;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    store::ObjectId id = IdOf(v);
+    MDB_val nk = Val(id), nv;
+    if (mdb_get(t.txn, nodes_, &nk, &nv) != 0) continue;
+    auto r = DecodeRecord(id, Span(nv));
+    if (!r) {
+      err = Fail(ErrorCode::kCorrupt, dir_ + ": bad node record " + id.Hex());
+      break;
+    }
+    out.push_back(std::move(*r));
+  }
+  mdb_cursor_close(c);
+  AE_TRY(err);
+  return out;
+}
+
 MetaDb::StatReader::~StatReader() {
   if (txn_) mdb_txn_abort(txn_);
 }
@@ -326,6 +361,27 @@ Result<void> MetaDb::Txn::AddChild(const store::ObjectId& parent, const store::O
   MDB_val k = Val(parent), v = Val(child);
   int rc = mdb_put(txn_, db_->children_, &k, &v, MDB_NODUPDATA);
   if (rc != MDB_KEYEXIST) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::RemoveChild(const store::ObjectId& parent, const store::ObjectId& child) {
+  MDB_val k = Val(parent), v = Val(child);
+  int rc = mdb_del(txn_, db_->children_, &k, &v);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeleteNode(const NodeRecord& r) {
+  MDB_val k = Val(r.id);
+  int rc = mdb_del(txn_, db_->nodes_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  rc = mdb_del(txn_, db_->children_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  uint8_t key[8];
+  BigEndian(r.seq, key);
+  MDB_val sk = Val(key, 8);
+  rc = mdb_del(txn_, db_->seq_, &sk, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
   return {};
 }
 

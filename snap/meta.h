@@ -13,6 +13,7 @@
 #include <lmdb.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,10 @@ class MetaDb {
   // Node ids starting with the hex prefix, at most `limit`.
   Result<std::vector<store::ObjectId>> FindPrefix(const std::string& hex, size_t limit) const;
   Result<uint64_t> NodeCount() const;
+  // Calls fn with every stat cache entry (gc keeps their content).
+  Result<void> ForEachStat(const std::function<void(const StatEntry&)>& fn) const;
+  // Every node record in creation order (retention, gc).
+  Result<std::vector<NodeRecord>> AllNodes() const;
 
   // A read view of the stat cache for one thread (holds a read transaction).
   class StatReader {
@@ -83,6 +88,9 @@ class MetaDb {
     Result<uint64_t> NextSeq();
     Result<void> PutNode(const NodeRecord& r);
     Result<void> AddChild(const store::ObjectId& parent, const store::ObjectId& child);
+    Result<void> RemoveChild(const store::ObjectId& parent, const store::ObjectId& child);
+    // Removes the node's record, its seq entry and its children list.
+    Result<void> DeleteNode(const NodeRecord& r);
     Result<void> SetRef(const std::string& name, const store::ObjectId& id);
     Result<void> DeleteRef(const std::string& name);
     Result<void> PutStat(std::string_view path, const StatEntry& e);

@@ -8,6 +8,7 @@
 // committed snapshot intact (at worst some unreferenced objects).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,35 @@ struct RepoStatus {
   uint64_t changed = 0;
 };
 
+// DVR-style retention: the recent past dense, older past thinned by age
+// buckets. Slots are absolute time windows, and the oldest node of a slot
+// is the one kept, so thinning is stable as nodes age into coarser buckets.
+struct RetentionPolicy {
+  uint64_t keep_last = 50;                       // newest nodes, always kept
+  std::chrono::seconds keep_within{600};         // younger nodes, always kept
+  struct Bucket {
+    std::chrono::seconds width;                  // one node per window of this size...
+    std::chrono::seconds until;                  // ...for nodes younger than this
+  };
+  std::vector<Bucket> buckets = {{std::chrono::seconds(60), std::chrono::hours(1)},
+                                 {std::chrono::minutes(10), std::chrono::hours(24)},
+                                 {std::chrono::hours(1), std::chrono::hours(24 * 7)},
+                                 {std::chrono::hours(24), std::chrono::hours(24 * 365 * 100)}};
+};
+
+struct RetentionResult {
+  std::vector<NodeRecord> dropped;
+  uint64_t kept = 0;
+  uint64_t reparented = 0;  // surviving nodes that got a new parent
+};
+
+struct GcResult {
+  uint64_t live_objects = 0;
+  uint64_t dropped_objects = 0, dropped_bytes = 0;  // stored bytes of dropped objects
+  uint64_t bytes_freed = 0;                         // by pack compaction
+  uint32_t packs_rewritten = 0;
+};
+
 class Repo {
  public:
   // Creates an empty repository at root (the directory may exist but must
@@ -104,6 +134,15 @@ class Repo {
   Result<std::vector<NodeRecord>> Log(size_t limit) const;
   // Nodes without children (tips of history), newest first.
   Result<std::vector<NodeRecord>> Branches() const;
+  // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged
+  // or pinned nodes, branch points or tips. Children of dropped nodes are
+  // reparented to their nearest kept ancestor, with their change summary
+  // recomputed against it. dry_run: plan only. Takes the lock.
+  Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
+  // Removes every stored object that no node (and no stat cache entry)
+  // reaches, then compacts packs so the disk space is returned. Holds the
+  // lock while marking and dropping; compaction runs after. Errors: I/O.
+  Result<GcResult> Gc();
   // Scans the live tree (storing new content, making no node).
   Result<RepoStatus> Status();
   // The tree id of the live tree as it is now (content is stored, no node

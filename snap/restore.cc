@@ -51,7 +51,14 @@ class Restorer {
 };
 
 Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::string& rel) {
-  AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, name, rel));
+  auto opened = OpenDirAt(fd, name, rel);
+  // Unprivileged, our own 0000 directory cannot even be opened: grant the
+  // owner access first (never following a symlink).
+  if (!opened && opened.error().errno_value == EACCES && !opt_.privileged &&
+      ::fchmodat(fd, name.c_str(), 0700, AT_SYMLINK_NOFOLLOW) == 0)
+    opened = OpenDirAt(fd, name, rel);
+  if (!opened) return Unexpected<Error>(opened.error());
+  UniqueFd sub = std::move(*opened);
   struct stat st;
   if (::fstat(sub.get(), &st) != 0) return FailErrno(rel, errno);
   // Unprivileged, a 0500 or 0000 directory refuses new entries; its final

@@ -85,13 +85,13 @@ class OwnerAccess {
     mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
     if (need == 0 || (st.st_mode & need) == need || ::geteuid() == 0 || st.st_uid != ::geteuid())
       return;
-    if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, 0) != 0) return;
+    if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) != 0) return;
     dirfd_ = dirfd;
     name_ = name;
     mode_ = st.st_mode & 07777;
   }
   ~OwnerAccess() {
-    if (dirfd_ >= 0) ::fchmodat(dirfd_, name_.c_str(), mode_, 0);
+    if (dirfd_ >= 0) ::fchmodat(dirfd_, name_.c_str(), mode_, AT_SYMLINK_NOFOLLOW);
   }
   OwnerAccess(const OwnerAccess&) = delete;
   OwnerAccess& operator=(const OwnerAccess&) = delete;

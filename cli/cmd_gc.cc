@@ -1,0 +1,54 @@
+// retain and gc: keep huge histories bounded.
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "snap/fsops.h"
+
+namespace agentenv::cli {
+
+int CmdRetain(int argc, char** argv) {
+  Globals g;
+  bool dry_run = false;
+  snap::RetentionPolicy policy;
+  int64_t within_s = policy.keep_within.count();
+  CLI::App app{"Thin history: keep the newest nodes and everything recent, then one node per minute for an hour, "
+               "per 10 minutes for a day, per hour for a week, per day beyond; HEAD, roots, tags, branch points "
+               "and tips always stay. Run gc afterwards to free the space", "retain"};
+  AddGlobals(app, g);
+  app.add_flag("--dry-run,-n", dry_run, "Only show what would be dropped");
+  app.add_option("--keep-last", policy.keep_last, "Always keep this many newest nodes (default 50)");
+  app.add_option("--keep-within", within_s, "Always keep nodes younger than this many seconds (default 600)");
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  policy.keep_within = std::chrono::seconds(within_s);
+  auto repo = OpenRepo(g);
+  if (!repo) return ReportError(g, repo.error());
+  auto res = (*repo)->Retain(policy, dry_run, snap::NowNs());
+  if (!res) return ReportError(g, res.error());
+  nlohmann::json dropped = nlohmann::json::array();
+  std::string text;
+  for (const auto& r : res->dropped) {
+    dropped.push_back(NodeJson(r));
+    if (dry_run) text += "would drop " + NodeLine(r) + "\n";
+  }
+  text += (dry_run ? "would drop " : "dropped ") + std::to_string(res->dropped.size()) + " nodes, keeping " +
+          std::to_string(res->kept) + (dry_run ? "" : "; run `agentenv gc` to free their space");
+  return ReportOk(g, {{"dry_run", dry_run}, {"dropped", dropped}, {"kept", res->kept}, {"reparented", res->reparented}}, text);
+}
+
+int CmdGc(int argc, char** argv) {
+  Globals g;
+  CLI::App app{"Free the storage of objects no node reaches (shared chunks stay) and compact packs", "gc"};
+  AddGlobals(app, g);
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  auto repo = OpenRepo(g);
+  if (!repo) return ReportError(g, repo.error());
+  auto res = (*repo)->Gc();
+  if (!res) return ReportError(g, res.error());
+  return ReportOk(g, {{"live_objects", res->live_objects}, {"dropped_objects", res->dropped_objects},
+                      {"dropped_bytes", res->dropped_bytes}, {"bytes_freed", res->bytes_freed},
+                      {"packs_rewritten", res->packs_rewritten}},
+                  "dropped " + std::to_string(res->dropped_objects) + " unreachable objects (" + HumanBytes(res->dropped_bytes) +
+                      "); freed " + HumanBytes(res->bytes_freed) + " on disk by rewriting " +
+                      std::to_string(res->packs_rewritten) + " packs; " + std::to_string(res->live_objects) + " objects live");
+}
+
+}  // namespace agentenv::cli
