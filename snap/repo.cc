@@ -205,7 +205,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   n.tree = sc.out.tree;
   n.root = sc.out.root;
   n.parent = sc.head;
-  n.time_ns = NowNs();
+  n.time_ns = opt.time_ns ? opt.time_ns : NowNs();
   n.message = opt.message;
   n.label = opt.label.empty() ? SummaryLabel(delta.changes) : opt.label;
   if (head && !(head->root == sc.out.root) && n.label.empty()) n.label = "M .";

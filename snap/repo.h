@@ -30,6 +30,7 @@ struct SnapOptions {
   // Changed paths (from a change journal); absent: scan the whole tree.
   std::optional<std::vector<std::string>> paths;
   bool allow_empty = false;  // make a node even when nothing changed
+  int64_t time_ns = 0;       // the node's time; 0: now (others: imports, simulations)
 };
 
 struct SnapResult {
