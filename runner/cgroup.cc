@@ -1,11 +1,13 @@
 #include "runner/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cmath>
 #include <fstream>
@@ -85,6 +87,19 @@ int WriteString(const std::string& path, const std::string& data) {
   return 0;
 }
 
+// Removes empty cgroups left by supervisors that died without cleaning up
+// (agentenv-<pid>-<n> whose pid is gone); busy ones fail rmdir and stay.
+void SweepStale(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  for (dirent* e; (e = readdir(d));) {
+    int pid = 0;
+    if (sscanf(e->d_name, "agentenv-%d-", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) rmdir((dir + "/" + e->d_name).c_str());
+  }
+  closedir(d);
+}
+
 std::string Name() {
   static std::atomic<unsigned> counter{0};
   return "agentenv-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
@@ -120,6 +135,7 @@ Result<CgroupSet> CgroupSet::Create(const Limits& limits) {
     for (size_t i = 0; i < set.dirs_.size(); ++i)
       if (set.dirs_[i].path == h.dir + "/" + name) return int(i);
     std::string path = h.dir + "/" + name;
+    SweepStale(h.dir);
     if (mkdir(path.c_str(), 0755) != 0) return -errno;
     set.dirs_.push_back({path, h.v2, {}, UniqueFd(open((path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC))});
     if (!set.dirs_.back().procs) return -errno;  // removed with the set
@@ -231,8 +247,10 @@ void CgroupSet::Remove() {
   Kill();
   // Members leave the cgroup as they exit; wait briefly for the last ones.
   for (const Dir& d : dirs_) {
-    for (int i = 0; i < 200 && rmdir(d.path.c_str()) != 0 && errno == EBUSY; ++i)
+    for (int i = 0; i < 200 && rmdir(d.path.c_str()) != 0 && errno == EBUSY; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (i % 20 == 19) Kill();
+    }
   }
   dirs_.clear();
 }

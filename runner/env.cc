@@ -3,11 +3,9 @@
 // orphans, and reports pid 2's wait status over a pipe when it ends (its own
 // exit then tears down the pid namespace, killing everything left).
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,44 +23,6 @@ namespace {
 volatile pid_t g_main_pid = 0;
 void Forward(int sig) { if (g_main_pid > 0) kill(g_main_pid, sig); }
 
-[[noreturn]] void Die(int fd, int step) {
-  ChildError ce{step, errno};
-  (void)!write(fd, &ce, sizeof ce);
-  _exit(127);
-}
-
-void DupStdio(const StdioFds& s, int err_fd) {
-  if ((s.in >= 0 && dup2(s.in, 0) < 0) || (s.out >= 0 && dup2(s.out, 1) < 0) ||
-      (s.err >= 0 && dup2(s.err, 2) < 0))
-    Die(err_fd, kStepStdio);
-}
-
-// Reads ChildError records until every writer has exec'd or exited.
-// Returns the first error, if any; kStepPid records set *pid.
-std::optional<ChildError> ReadReports(int fd, pid_t* pid) {
-  std::optional<ChildError> err;
-  ChildError ce;
-  for (;;) {
-    ssize_t r = read(fd, &ce, sizeof ce);
-    if (r < 0 && errno == EINTR) continue;
-    if (r != sizeof ce) return err;
-    if (ce.step == kStepPid) { if (pid) *pid = ce.err; }
-    else if (!err) err = ce;
-  }
-}
-
-
-struct Argv {
-  std::vector<std::string> env;
-  std::vector<char*> argv_p, env_p;
-  Argv(const std::vector<std::string>& argv, std::vector<std::string> e) : env(std::move(e)) {
-    for (const auto& a : argv) argv_p.push_back(const_cast<char*>(a.c_str()));
-    argv_p.push_back(nullptr);
-    for (const auto& x : env) env_p.push_back(const_cast<char*>(x.c_str()));
-    env_p.push_back(nullptr);
-  }
-};
-
 }  // namespace
 
 Env::Env(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -77,7 +37,7 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   auto st = std::make_unique<State>();
   AE_ASSIGN(st->cgroups, CgroupSet::Create(spec.limits));
   const std::vector<Step> plan = Plan(spec);
-  const Argv a(spec.argv, BuildEnv(spec.pass_env, spec.set_env));
+  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env));
 
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
@@ -99,14 +59,14 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
     char c;
     if (read(sync_r.get(), &c, 1) != 1) _exit(127);  // the parent failed to map ids
     for (size_t i = 0; i < plan.size(); ++i)
-      if (Execute(plan[i]) != 0 && !plan[i].optional) Die(err_w.get(), int(i));
+      if (Execute(plan[i]) != 0 && !plan[i].optional) ChildFail(err_w.get(), int(i));
     prctl(PR_SET_NAME, "agentenv-init");
     pid_t m = fork();
-    if (m < 0) Die(err_w.get(), kStepFork);
+    if (m < 0) ChildFail(err_w.get(), kStepFork);
     if (m == 0) {
       DupStdio(stdio, err_w.get());
       execvpe(a.argv_p[0], a.argv_p.data(), a.env_p.data());
-      Die(err_w.get(), kStepExec);
+      ChildFail(err_w.get(), kStepExec);
     }
     g_main_pid = m;
     struct sigaction fwd {};

@@ -58,7 +58,7 @@ struct Process::State {
   std::optional<ExitStatus> done;
   ~State() {
     if (helper > 0 && !done) {
-      kill(helper, SIGKILL);
+      kill(helper, SIGTERM);  // it kills the command and reaps it (see spawn.cc)
       while (waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {}
     }
   }

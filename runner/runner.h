@@ -106,7 +106,8 @@ class Process {
   Result<ExitStatus> Wait();
   // The status if the command has ended, else nullopt; never blocks.
   Result<std::optional<ExitStatus>> TryWait();
-  // SIGKILL to this command (not its children; Env::KillAll ends those).
+  // SIGKILLs this command (not its children; Env::KillAll ends those);
+  // Wait() then reports SIGKILL.
   void Kill();
 
   struct State;
@@ -147,9 +148,9 @@ class Env {
   void KillAll();
   // The env's live processes, found by their pid namespace in /proc.
   Result<std::vector<ProcessInfo>> Processes() const;
-  // Runs cmd inside this env: a helper joins the env's cgroups and
-  // namespaces (user first) and forks the command there; the helper waits
-  // for it and passes its status on. Errors as for Start; kInvalid once the
+  // Runs cmd inside this env: a helper joins the env's namespaces (user
+  // first) and forks the command there, which joins the env's cgroups; the
+  // helper waits for it and passes its status on. Errors as for Start; kInvalid once the
   // env has ended.
   Result<Process> Spawn(const Command& cmd, StdioFds stdio = {});
 

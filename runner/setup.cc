@@ -163,6 +163,13 @@ std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
   return env;
 }
 
+ExecArgs::ExecArgs(const std::vector<std::string>& argv, std::vector<std::string> envp) : env(std::move(envp)) {
+  for (const auto& a : argv) argv_p.push_back(const_cast<char*>(a.c_str()));
+  argv_p.push_back(nullptr);
+  for (const auto& x : env) env_p.push_back(const_cast<char*>(x.c_str()));
+  env_p.push_back(nullptr);
+}
+
 namespace {
 Result<void> WriteFile(const std::string& path, const std::string& data) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -191,6 +198,30 @@ void ResetProcessState() {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // supervisor fds never leak in
+}
+
+void ChildFail(int fd, int step) {
+  ChildError ce{step, errno};
+  (void)!write(fd, &ce, sizeof ce);
+  _exit(127);
+}
+
+void DupStdio(const StdioFds& s, int report_fd) {
+  if ((s.in >= 0 && dup2(s.in, 0) < 0) || (s.out >= 0 && dup2(s.out, 1) < 0) ||
+      (s.err >= 0 && dup2(s.err, 2) < 0))
+    ChildFail(report_fd, kStepStdio);
+}
+
+std::optional<ChildError> ReadReports(int fd, pid_t* pid) {
+  std::optional<ChildError> err;
+  ChildError ce;
+  for (;;) {
+    ssize_t r = read(fd, &ce, sizeof ce);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != sizeof ce) return err;
+    if (ce.step == kStepPid) { if (pid) *pid = ce.err; }
+    else if (!err) err = ce;
+  }
 }
 
 Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Step>& plan,

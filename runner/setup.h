@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,13 @@ int Execute(const Step& step);
 std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
                                   const std::vector<std::string>& set_env);
 
+// argv and envp as execvpe wants them, built before fork.
+struct ExecArgs {
+  std::vector<std::string> env;
+  std::vector<char*> argv_p, env_p;
+  ExecArgs(const std::vector<std::string>& argv, std::vector<std::string> envp);
+};
+
 // Maps the caller to 0 inside the user namespace of pid; root keeps all ids.
 Result<void> WriteIdMaps(pid_t pid);
 
@@ -54,6 +62,15 @@ Result<void> WriteIdMaps(pid_t pid);
 // (the supervisor may ignore SIGPIPE or block signals for a signalfd), and
 // every inherited fd >= 3 close-on-exec. Async-signal-safe.
 void ResetProcessState();
+
+// In a child: reports {step, errno} on fd and exits 127. Async-signal-safe.
+[[noreturn]] void ChildFail(int fd, int step);
+// In a child: installs the non-negative fds as 0/1/2, or ChildFail(kStepStdio).
+void DupStdio(const StdioFds& stdio, int report_fd);
+
+// Reads ChildError records from fd until every writer has exec'd or
+// exited; returns the first error, if any. kStepPid records set *pid.
+std::optional<ChildError> ReadReports(int fd, pid_t* pid);
 
 // Describes a ChildError as "<step>: <errno text>".
 Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Step>& plan,

@@ -1,12 +1,15 @@
 // Env::Spawn and Env::Processes: reaching into a running env from outside.
 //
-// Spawn forks a helper that joins the env's cgroups, then its namespaces
-// (user first: it grants the capabilities the other setns calls need), and
-// forks the command, which lands in the env's pid namespace. The helper
-// stays outside the namespace and waits for the command, so it is reaped
-// promptly even when the env dies (the env's init cannot finish exiting
-// while a zombie from outside is unreaped), and exits with the command's
-// status. The command gets PR_SET_PDEATHSIG so killing the helper kills it.
+// Spawn forks a helper that joins the env's namespaces (user first: it
+// grants the capabilities the other setns calls need) and forks the
+// command, which lands in the env's pid namespace and joins the env's
+// cgroups. The helper stays outside both and waits for the command, so the
+// command is reaped at once even when the env dies: the env's init cannot
+// finish exiting while a zombie from outside its namespace is unreaped, and
+// an orphan would wait for the host's init to reap it (seconds, measured).
+// For the same reason the helper is never killed on purpose: Process::Kill
+// sends it SIGTERM, it SIGKILLs the command, reaps it and exits with its
+// status. PR_SET_PDEATHSIG covers a helper killed by anyone else.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -31,8 +34,7 @@ Process::Process(Process&&) noexcept = default;
 Process& Process::operator=(Process&&) noexcept = default;
 Process::~Process() = default;
 pid_t Process::pid() const { return s_->pid; }
-void Process::Kill() { if (!s_->done) kill(s_->helper, SIGKILL); }
-
+void Process::Kill() { if (!s_->done) kill(s_->helper, SIGTERM); }
 
 Result<ExitStatus> Process::Wait() {
   if (!s_->done) {
@@ -55,34 +57,32 @@ Result<std::optional<ExitStatus>> Process::TryWait() {
   return std::optional<ExitStatus>(*s_->done);
 }
 
-}  // namespace agentenv::runner
-
-namespace agentenv::runner {
 namespace {
+
+// The helper's command; its SIGTERM handler (Process::Kill) kills it.
+volatile pid_t g_command = 0;
+void KillCommand(int) { if (g_command > 0) kill(g_command, SIGKILL); }
 
 // The helper's half of Spawn, after fork. Raw syscalls only.
 [[noreturn]] void RunHelper(const std::vector<int>& procs, const std::vector<std::pair<int, int>>& ns,
                             const char* cwd, char* const* argv, char* const* envp, StdioFds stdio, int report) {
-  auto die = [&](int step) {
-    ChildError ce{step, errno};
-    (void)!write(report, &ce, sizeof ce);
-    _exit(127);
-  };
   ResetProcessState();
-  // cgroups first, while our credentials are still the supervisor's.
-  for (int fd : procs) if (write(fd, "0", 1) != 1) die(kStepCgroup);
-  for (auto [kind, fd] : ns) if (setns(fd, kind) != 0) die(kStepSetns);
+  for (auto [kind, fd] : ns) if (setns(fd, kind) != 0) ChildFail(report, kStepSetns);
   pid_t c = fork();  // lands in the env's pid namespace
-  if (c < 0) die(kStepFork);
+  if (c < 0) ChildFail(report, kStepFork);
   if (c == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (chdir(cwd) != 0) die(kStepChdir);
-    if ((stdio.in >= 0 && dup2(stdio.in, 0) < 0) || (stdio.out >= 0 && dup2(stdio.out, 1) < 0) ||
-        (stdio.err >= 0 && dup2(stdio.err, 2) < 0))
-      die(kStepStdio);
+    // The files were opened by the supervisor: the kernel checks its credentials.
+    for (int fd : procs) if (write(fd, "0", 1) != 1) ChildFail(report, kStepCgroup);
+    if (chdir(cwd) != 0) ChildFail(report, kStepChdir);
+    DupStdio(stdio, report);
     execvpe(argv[0], argv, envp);
-    die(kStepExec);
+    ChildFail(report, kStepExec);
   }
+  g_command = c;
+  struct sigaction term {};
+  term.sa_handler = KillCommand;
+  sigaction(SIGTERM, &term, nullptr);
   ChildError pid{kStepPid, c};
   (void)!write(report, &pid, sizeof pid);
   close(report);
@@ -110,12 +110,7 @@ std::string ReadFile(const std::string& path) {
 Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
   if (cmd.argv.empty()) return Fail(ErrorCode::kInvalid, "spawn: empty argv");
   if (s_->done) return Fail(ErrorCode::kInvalid, "spawn: the env has ended");
-  std::vector<std::string> env = BuildEnv(cmd.pass_env, cmd.set_env);
-  std::vector<char*> argv_p, env_p;
-  for (const auto& a : cmd.argv) argv_p.push_back(const_cast<char*>(a.c_str()));
-  argv_p.push_back(nullptr);
-  for (const auto& e : env) env_p.push_back(const_cast<char*>(e.c_str()));
-  env_p.push_back(nullptr);
+  const ExecArgs a(cmd.argv, BuildEnv(cmd.pass_env, cmd.set_env));
   std::vector<std::pair<int, int>> ns;
   for (const auto& [kind, fd] : s_->ns) ns.emplace_back(kind, fd.get());
   const std::vector<int> procs = s_->cgroups.ProcsFds();
@@ -127,19 +122,11 @@ Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
   st->helper = fork();
   if (st->helper < 0) return FailErrno("fork", errno);
   if (st->helper == 0)
-    RunHelper(procs, ns, cmd.cwd.c_str(), argv_p.data(), env_p.data(), stdio, report_w.get());
+    RunHelper(procs, ns, cmd.cwd.c_str(), a.argv_p.data(), a.env_p.data(), stdio, report_w.get());
   report_w.reset();
   pid_t pid = -1;
-  ChildError ce;
-  bool failed = false;
-  for (;;) {
-    ssize_t r = read(report_r.get(), &ce, sizeof ce);
-    if (r < 0 && errno == EINTR) continue;
-    if (r != sizeof ce) break;
-    if (ce.step == kStepPid) pid = ce.err;
-    else if (!failed) failed = true;
-  }
-  if (failed) return DescribeChildError(ce, {}, cmd.argv[0]);  // ~State reaps the helper
+  if (auto ce = ReadReports(report_r.get(), &pid))
+    return DescribeChildError(*ce, {}, cmd.argv[0]);  // ~State reaps the helper
   st->pid = pid;
   return Process(std::move(st));
 }

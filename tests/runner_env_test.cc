@@ -25,18 +25,25 @@ bool Eventually(const std::function<bool()>& pred) {
   return false;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
 int CountIn(const std::vector<ProcessInfo>& ps, const std::string& cmdline) {
   return int(std::count_if(ps.begin(), ps.end(), [&](const ProcessInfo& p) { return p.cmdline == cmdline; }));
 }
 
 // The supervisor's view of one env: start, spawn, list, kill everything.
+// m: a marker number no other test uses (its sleeps are m, m+1, m+2).
 // Returns "" on success, else what went wrong.
-std::string EnvLifecycle(const fs::path& root) {
+std::string EnvLifecycle(const fs::path& root, int m) {
+  const std::string daemon = std::to_string(m), main = std::to_string(m + 1), spawned = std::to_string(m + 2);
   // A daemon that double-forks into its own session, then the main command.
-  EnvSpec s = Spec(root, "(setsid sleep 982 &); echo ready > /dev/shm/ready; sleep 983");
+  EnvSpec s = Spec(root, "(setsid sleep " + daemon + " &); echo ready > /dev/shm/ready; sleep " + main);
   auto env = Env::Start(s);
   if (!env) return "start: " + env.error().message;
-  if (!Eventually([&] { auto ps = env->Processes(); return ps && CountIn(*ps, "sleep 982") == 1; }))
+  if (!Eventually([&] { auto ps = env->Processes(); return ps && CountIn(*ps, "sleep " + daemon) == 1; }))
     return "daemon never listed";
   auto ps = env->Processes();
   if (!ps) return ps.error().message;
@@ -62,14 +69,17 @@ std::string EnvLifecycle(const fs::path& root) {
     return "spawn of a missing binary: " + (bad ? std::string("succeeded") : bad.error().message);
 
   // A spawned command that keeps running dies with the env.
-  auto lingering = env->Spawn({{"sleep", "984"}});
+  auto lingering = env->Spawn({{"sleep", spawned}});
   if (!lingering) return "spawn: " + lingering.error().message;
-  if (!Eventually([&] { return CountProcesses({"sleep", "984"}) == 1; })) return "spawned sleep not seen";
+  if (!Eventually([&] { return CountProcesses({"sleep", spawned}) == 1; })) return "spawned sleep not seen";
+  if (ReadFile("/proc/" + std::to_string(lingering->pid()) + "/cgroup") !=
+      ReadFile("/proc/" + std::to_string(env->pid()) + "/cgroup"))
+    return "spawned command is not in the env's cgroups";
   if (env->TryWait().value().has_value()) return "env ended early";
 
   env->KillAll();
-  for (const char* marker : {"982", "983", "984"})
-    if (CountProcesses({"sleep", marker}) != 0) return std::string("survivor: sleep ") + marker;
+  for (const std::string& marker : {daemon, main, spawned})
+    if (CountProcesses({"sleep", marker}) != 0) return "survivor: sleep " + marker;
   auto end = env->Wait();
   if (!end || end->signal != SIGKILL) return "env status after KillAll";
   auto lst = lingering->Wait();
@@ -85,7 +95,7 @@ TEST_CASE("runner env: spawn, list and KillAll as root") {
   TempDir td;
   fs::path root = td / "root";
   MakeTree(root, 0);
-  CHECK(EnvLifecycle(root) == "");
+  CHECK(EnvLifecycle(root, 971) == "");
 }
 
 TEST_CASE("runner env: spawn, list and KillAll as nobody") {
@@ -95,7 +105,7 @@ TEST_CASE("runner env: spawn, list and KillAll as nobody") {
   fs::path root = td / "root";
   MakeTree(root, 65534);
   CHECK(AsNobody([&] {
-          std::string e = EnvLifecycle(root);
+          std::string e = EnvLifecycle(root, 974);
           if (!e.empty()) fprintf(stderr, "nobody: %s\n", e.c_str());
           return e.empty();
         }) == 0);
@@ -153,6 +163,19 @@ TEST_CASE("runner limits: memory limit OOM-kills, pids limit stops forks, cpu qu
   CHECK(r->out == "1\n2\n");
   CHECK(r->err.find("can't fork") != std::string::npos);
   CHECK(!r->timed_out);
+
+  // A command spawned into a limited env lands in the same (v1) cgroups.
+  s = Spec(root, "sleep 988");
+  s.limits.pids = 16;
+  auto env = Env::Start(s);
+  REQUIRE(env);
+  auto p = env->Spawn({{"sleep", "989"}});
+  REQUIRE(p);
+  std::string cg = ReadFile("/proc/" + std::to_string(p->pid()) + "/cgroup");
+  CHECK(cg.find(":pids:/agentenv-") != std::string::npos);
+  CHECK(cg == ReadFile("/proc/" + std::to_string(env->pid()) + "/cgroup"));
+  env->KillAll();
+  CHECK(p->Wait().value().signal == SIGKILL);
 
   s = Spec(root, "cat /proc/self/cgroup");
   s.limits.cpus = 0.25;
@@ -219,7 +242,6 @@ TEST_CASE("runner limits: unprivileged limits fail with kUnsupported, never a si
           s.limits.memory_bytes = 64 << 20;
           auto r = Run(s);
           if (r) return access("/sys/fs/cgroup/memory", W_OK) == 0;  // delegated: fine
-          fprintf(stderr, "nobody: %s\n", r.error().message.c_str());
           return r.error().code == ErrorCode::kUnsupported && r.error().message.rfind("memory limit: ", 0) == 0 &&
                  r.error().message.find("not delegated") != std::string::npos;
         }) == 0);
