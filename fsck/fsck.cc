@@ -2,10 +2,8 @@
 
 #include <fcntl.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <set>
 #include <span>
@@ -243,8 +241,9 @@ void Checker::ResolveUnseen() {
   for (auto& [id, e] : entries_) {
     if (e.state != State::kUnseen) continue;
     if (vanished_.count(e.info.pack)) {
-      bool ok = opts_.verify_content ? s_.Get(id).has_value() : s_.Stat(id).has_value();
-      if (ok) {
+      auto now = s_.Stat(id);
+      bool dropped_since = !now && now.error().code == ErrorCode::kNotFound;
+      if (dropped_since || (now && (!opts_.verify_content || s_.Get(id)))) {
         e.state = State::kFound;
         continue;
       }

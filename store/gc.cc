@@ -86,6 +86,7 @@ std::string VerifyRecord(const RecordHeader& h, std::span<const uint8_t> payload
 }
 
 struct GroupResult {
+  uint32_t packs_rewritten = 0;
   uint64_t objects_moved = 0;
   uint64_t bytes_freed = 0;
   std::vector<LostObject> lost;
@@ -196,6 +197,7 @@ Result<GroupResult> RewriteGroup(StoreImpl& s, const std::vector<uint32_t>& grou
     ::unlink(path.c_str());
   }
   AE_TRY(FsyncDir(s.dir() + "/packs"));
+  res.packs_rewritten = uint32_t(u.removed_packs.size());
   res.objects_moved = copied.size();
   uint64_t written = out.created() ? out.info().committed : 0;
   res.bytes_freed = old_bytes > written ? old_bytes - written : 0;
@@ -238,7 +240,7 @@ Result<CompactResult> StoreImpl::Compact(
     AE_ASSIGN(GroupResult r, RewriteGroup(*this, g, false, [&](uint64_t b) {
       prog.bytes_copied += b;
     }));
-    res.packs_rewritten += g.size();
+    res.packs_rewritten += r.packs_rewritten;
     res.objects_moved += r.objects_moved;
     res.bytes_freed += r.bytes_freed;
     prog.packs_done += g.size();
@@ -252,7 +254,7 @@ Result<SalvageResult> SalvagePacks(Store& store, const std::vector<uint32_t>& pa
   AE_ASSIGN(UniqueFd lock, s.LockWriters());
   AE_ASSIGN(GroupResult r, RewriteGroup(s, packs, true, {}));
   SalvageResult out;
-  out.packs_rewritten = uint32_t(packs.size());
+  out.packs_rewritten = r.packs_rewritten;
   out.objects_kept = r.objects_moved;
   out.lost = std::move(r.lost);
   return out;

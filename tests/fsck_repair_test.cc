@@ -123,6 +123,21 @@ TEST_CASE("fsck repair: a damaged record header") {
   d.RepairAndCheck({d.ids[9]});
 }
 
+TEST_CASE("fsck repair: a deleted pack file loses its objects, not the store") {
+  Damaged d;
+  WriteFile(d.t.str() + "/later", RandomBytes(70000, 77));
+  REQUIRE(::unlink(d.PackOf(d.ids[0]).c_str()) == 0);
+  auto f = Fsck(*d.s);
+  CHECK(Has(f, "pack-missing"));
+  d.RepairAndCheck({d.ids.begin(), d.ids.end()});
+  // The store takes new objects afterwards.
+  auto b = *d.s->BeginBatch();
+  auto later = PutPath(*b, d.t.str() + "/later");
+  CommitOk(*b);
+  CHECK(ReadBack(*d.s, later) == RandomBytes(70000, 77));
+  CHECK(Fsck(*d.s).empty());
+}
+
 TEST_CASE("fsck repair: a file whose chunk is lost is dropped with it") {
   Damaged d;
   WriteFile(d.t.str() + "/big", RandomBytes(3 << 20, 5));
