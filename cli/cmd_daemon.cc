@@ -3,44 +3,13 @@
 
 #include <cstdio>
 
+#include "cli/capture.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/control_socket.h"
 #include "cli/ops.h"
-#include "snap/fsops.h"
-#include "watch/debounce.h"
 
 namespace agentenv::cli {
-namespace {
-
-void Log(const std::string& line) {
-  std::fprintf(stderr, "%s agentenv daemon: %s\n", FormatTime(snap::NowNs()).c_str(), line.c_str());
-}
-
-// Turns one debounced change set into a snapshot (no node if nothing
-// really changed: the stat cache and tree ids decide).
-void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
-  snap::SnapOptions opt;
-  if (!cs.rescan_all) {
-    std::vector<std::string> paths;
-    for (const auto& [path, scope] : cs.paths) paths.push_back(path);
-    opt.paths = std::move(paths);
-  }
-  auto r = repo.Snapshot(opt);
-  if (!r) return Log("snapshot failed: " + r.error().message);
-  if (!r->node) return;
-  Log("node " + Short(*r->node) + ": " + r->label);
-  // Thin history now and then; nodes are cheap to keep for a while.
-  static int since_retain = 0;
-  if (++since_retain < 64) return;
-  since_retain = 0;
-  auto kept = repo.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
-  if (!kept) return Log("retention failed: " + kept.error().message);
-  if (!kept->dropped.empty()) Log("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
-}
-
-}  // namespace
-
 int CmdDaemon(int argc, char** argv) {
   Globals g;
   int quiet_ms = 300, max_delay_ms = 3000;
@@ -54,8 +23,6 @@ int CmdDaemon(int argc, char** argv) {
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = OpenRepo(g);
   if (!repo) return ReportError(g, repo.error());
-  auto rules = RepoIgnoreRules(g.root);
-  if (!rules) return ReportError(g, rules.error());
 
   // Signals are taken synchronously by this thread; block them before any
   // other thread starts so that none of those receives them.
@@ -72,21 +39,14 @@ int CmdDaemon(int argc, char** argv) {
   if (!server) return ReportError(g, server.error());
   std::unique_ptr<watch::Watcher> watcher;
   if (!no_capture) {
-    watch::WatcherOptions wo;
-    wo.timing.quiet = std::chrono::milliseconds(quiet_ms);
-    wo.timing.max_delay = std::chrono::milliseconds(max_delay_ms);
-    wo.journal.ignore = *rules;
-    wo.journal.on_warning = [](const std::string& w) { Log("warning: " + w); };
-    // The watch starts before the baseline scan, so nothing falls between.
-    auto w = watch::Watcher::Start(r.work_dir(), wo, [&r](watch::ChangeSet cs) { Capture(r, cs); });
+    auto w = StartCapture(r, {quiet_ms, max_delay_ms});
     if (!w) return ReportError(g, w.error());
     watcher = std::move(*w);
-    Capture(r, watch::ChangeSet{{}, true});
   }
-  Log("serving " + SocketPath(g.root) + (no_capture ? "" : ", capturing " + r.work_dir()));
+  DaemonLog("serving " + SocketPath(g.root) + (no_capture ? "" : ", capturing " + r.work_dir()));
   int sig = 0;
   sigwait(&sigs, &sig);
-  Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+  DaemonLog(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
   if (watcher) watcher->Stop(true);  // the last changes still become a node
   (*server)->Stop();
   return kExitOk;

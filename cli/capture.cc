@@ -1,0 +1,51 @@
+#include "cli/capture.h"
+
+#include <cstdio>
+
+#include "snap/fsops.h"
+
+namespace agentenv::cli {
+namespace {
+
+// Turns one debounced change set into a snapshot (no node if nothing
+// really changed: the stat cache and tree ids decide).
+void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
+  snap::SnapOptions opt;
+  if (!cs.rescan_all) {
+    std::vector<std::string> paths;
+    for (const auto& [path, scope] : cs.paths) paths.push_back(path);
+    opt.paths = std::move(paths);
+  }
+  auto r = repo.Snapshot(opt);
+  if (!r) return DaemonLog("snapshot failed: " + r.error().message);
+  if (!r->node) return;
+  DaemonLog("node " + Short(*r->node) + ": " + r->label);
+  // Thin history now and then; nodes are cheap to keep for a while.
+  static int since_retain = 0;
+  if (++since_retain < 64) return;
+  since_retain = 0;
+  auto kept = repo.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
+  if (!kept) return DaemonLog("retention failed: " + kept.error().message);
+  if (!kept->dropped.empty()) DaemonLog("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
+}
+
+}  // namespace
+
+void DaemonLog(const std::string& line) {
+  std::fprintf(stderr, "%s agentenv: %s\n", FormatTime(snap::NowNs()).c_str(), line.c_str());
+}
+
+Result<std::unique_ptr<watch::Watcher>> StartCapture(snap::Repo& repo, const CaptureOptions& opt) {
+  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(repo.root()));
+  watch::WatcherOptions wo;
+  wo.timing.quiet = std::chrono::milliseconds(opt.quiet_ms);
+  wo.timing.max_delay = std::chrono::milliseconds(opt.max_delay_ms);
+  wo.journal.ignore = std::move(rules);
+  wo.journal.on_warning = [](const std::string& w) { DaemonLog("warning: " + w); };
+  // The watch starts before the baseline scan, so nothing falls between.
+  AE_ASSIGN(auto w, watch::Watcher::Start(repo.work_dir(), wo, [&repo](watch::ChangeSet cs) { Capture(repo, cs); }));
+  Capture(repo, watch::ChangeSet{{}, true});
+  return w;
+}
+
+}  // namespace agentenv::cli
