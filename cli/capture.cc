@@ -17,6 +17,13 @@ void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
     opt.paths = std::move(paths);
   }
   auto r = repo.Snapshot(opt);
+  if (!r && opt.paths) {
+    // The change set would be lost with this snapshot: fall back to a full
+    // (stat-cached) scan, which sees everything.
+    DaemonLog("snapshot of changed paths failed (" + r.error().message + "); rescanning");
+    opt.paths.reset();
+    r = repo.Snapshot(opt);
+  }
   if (!r) return DaemonLog("snapshot failed: " + r.error().message);
   if (!r->node) return;
   DaemonLog("node " + Short(*r->node) + ": " + r->label);

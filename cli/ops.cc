@@ -18,7 +18,8 @@ json Obj(std::initializer_list<std::pair<const std::string, json>> props, std::v
 const json kStr = {{"type", "string"}};
 const json kInt = {{"type", "integer"}};
 const json kBool = {{"type", "boolean"}};
-const json kNode = {{"type", "object"}, {"description", "id, short, seq, time, parent, title, changes"}};
+const json kNode = {{"type", {"object", "null"}}, {"description", "id, short, seq, time, parent, title, changes"}};
+const json kOptStr = {{"type", {"string", "null"}}};
 const json kRef = {{"type", "string"}, {"description", "Node: short id (12 hex digits), tag name, HEAD, or HEAD~N"}};
 
 Result<std::string> Str(const json& args, const char* key, const std::string& def, bool required = false) {
@@ -186,7 +187,7 @@ const std::vector<OpEntry>& Table() {
         "and pick the newest node from before the change that broke things (read titles and change "
         "counts). Uncommitted changes are saved as a node first, so a rollback can itself be undone. "
         "Running processes are not restarted: re-run what you need afterwards.",
-        Obj({{"ref", kRef}}, {"ref"}), Obj({{"node", kNode}, {"saved", kStr}, {"files_written", kInt}}), true},
+        Obj({{"ref", kRef}}, {"ref"}), Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}}), true},
        Checkout},
       {{"log", "List recent nodes, newest first: id, time, title (message or automatic change summary), change count, head flag.",
         Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}}}),
@@ -235,7 +236,13 @@ Result<nlohmann::json> RunOp(snap::Repo& repo, const std::string& op, const nloh
   // Aliases used by the CLI verbs.
   std::string name = op == "commit" || op == "snap" ? "snapshot" : op == "checkout" || op == "restore" ? "rollback" : op;
   for (const auto& e : Table()) {
-    if (e.spec.name == name) return e.fn(repo, args);
+    if (e.spec.name != name) continue;
+    try {
+      return e.fn(repo, args);
+    } catch (const nlohmann::json::exception& x) {
+      // A wrongly typed argument: the request is bad, the server is fine.
+      return Fail(ErrorCode::kInvalid, op + ": bad arguments (" + x.what() + ")");
+    }
   }
   std::string known;
   for (const auto& e : Table()) known += (known.empty() ? "" : ", ") + e.spec.name;

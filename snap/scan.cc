@@ -159,7 +159,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
         e->id = cached->ref.id;
         e->content = cached->ref.type;
         e->size = cached->ref.size;
-        break;
+        return {};  // an xattr change would have changed ctime
       }
       UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
       if (!fd) return FailErrno(rel, errno);
@@ -241,6 +241,12 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
       auto sub = std::make_unique<ScanDir>();
       sub->rel = rel;
       auto sfd = OpenScanDir(fd, e.name, rel);
+      if (!sfd && (sfd.error().errno_value == ENOENT || sfd.error().errno_value == ENOTDIR)) {
+        // Deleted while we scan: record it empty; the deletion's own
+        // change event brings the next snapshot up to date.
+        e.id = EmptyTreeId();
+        continue;
+      }
       if (!sfd) return Unexpected<Error>(sfd.error());
       subdirs->emplace_back(sub.get(), std::move(*sfd));
       d.subdirs.emplace_back(i, std::move(sub));
@@ -365,7 +371,13 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
     Entry e;
     AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
     if (e.kind == Kind::kDir) {
-      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel));
+      auto opened = OpenScanDir(fd, name, crel);
+      if (!opened && (opened.error().errno_value == ENOENT || opened.error().errno_value == ENOTDIR)) {
+        if (had) entries.erase(it);  // deleted while we scan
+        continue;
+      }
+      if (!opened) return Unexpected<Error>(opened.error());
+      UniqueFd sub = std::move(*opened);
       if (had && it->kind == Kind::kDir && !kid.whole) {
         e.id = it->id;
         if (!kid.kids.empty()) {
@@ -452,6 +464,8 @@ Result<std::optional<ScanOutput>> ScanPaths(
   bool need_full = false;
   AE_ASSIGN(sc.out.tree, Rebuild(sc, ctx, *cache, root_fd, "", base_tree, trie, &need_full));
   if (need_full) return std::nullopt;
+  // No changed path touches a hardlink group, so the groups are as before.
+  sc.out.links.assign(base_links.begin(), base_links.end());
   return std::optional<ScanOutput>(std::move(sc.out));
 }
 
