@@ -8,7 +8,9 @@
 namespace agentenv::cli {
 namespace {
 
-std::string_view CodeName(ErrorCode c) {
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode c) {
   switch (c) {
     case ErrorCode::kIo: return "io";
     case ErrorCode::kInvalid: return "invalid";
@@ -20,6 +22,8 @@ std::string_view CodeName(ErrorCode c) {
   }
   return "io";
 }
+
+namespace {
 
 int ExitFor(ErrorCode c) {
   switch (c) {
@@ -59,7 +63,7 @@ int Parse(CLI::App& app, int argc, char** argv, const Globals& g) {
 int ReportError(const Globals& g, const Error& e) {
   if (g.json) {
     nlohmann::json j = {{"ok", false},
-                        {"error", {{"code", CodeName(e.code)}, {"message", e.message}}}};
+                        {"error", {{"code", ErrorCodeName(e.code)}, {"message", e.message}}}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     std::cerr << "agentenv: " << e.message << '\n';

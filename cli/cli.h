@@ -52,6 +52,9 @@ int ReportError(const Globals& g, const Error& e);
 // Prints a success object: with --json `j` plus "ok":true, else `text`.
 int ReportOk(const Globals& g, nlohmann::json j, std::string_view text);
 
+// "not_found", "busy", ...: the error code as JSON output names it.
+std::string_view ErrorCodeName(ErrorCode c);
+
 // Human-readable byte count ("12.3 MiB").
 std::string HumanBytes(uint64_t n);
 

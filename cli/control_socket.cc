@@ -1,5 +1,7 @@
 #include "cli/control_socket.h"
 
+#include "cli/cli.h"
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,19 +13,6 @@
 
 namespace agentenv::cli {
 namespace {
-
-std::string_view CodeName(ErrorCode c) {
-  switch (c) {
-    case ErrorCode::kIo: return "io";
-    case ErrorCode::kInvalid: return "invalid";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kExists: return "exists";
-    case ErrorCode::kBusy: return "busy";
-    case ErrorCode::kCorrupt: return "corrupt";
-    case ErrorCode::kUnsupported: return "unsupported";
-  }
-  return "io";
-}
 
 Result<sockaddr_un> Address(const std::string& path) {
   sockaddr_un a{};
@@ -61,7 +50,7 @@ bool WriteAll(int fd, const std::string& s) {
 
 std::string SocketPath(const std::string& root) { return root + "/agentenv.sock"; }
 
-nlohmann::json ErrorJson(const Error& e) { return {{"code", CodeName(e.code)}, {"message", e.message}}; }
+nlohmann::json ErrorJson(const Error& e) { return {{"code", ErrorCodeName(e.code)}, {"message", e.message}}; }
 
 Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& path, RequestHandler handler) {
   if (Connect(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");

@@ -193,7 +193,10 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
 Result<FileRef> BatchImpl::PutFile(int fd, std::string_view path) {
   const StoreParams& prm = s_.params();
   const size_t max = prm.chunker.max_size;
-  std::vector<uint8_t> buf(std::max<size_t>(prm.small_file_max + 1, 4 * max));
+  // Uninitialized: zero-filling 1 MiB per file was ~6% of an ingest.
+  const size_t buf_size = std::max<size_t>(prm.small_file_max + 1, 4 * max);
+  std::unique_ptr<uint8_t[]> storage(new uint8_t[buf_size]);
+  std::span<uint8_t> buf(storage.get(), buf_size);
   AE_ASSIGN(size_t avail, ReadFull(fd, buf.data(), prm.small_file_max + 1, path));
   if (avail <= prm.small_file_max) {
     AE_ASSIGN(ObjectId id, Put(ObjectType::kChunk, std::span(buf.data(), avail)));
@@ -231,7 +234,7 @@ Result<FileRef> BatchImpl::PutFile(int fd, std::string_view path) {
     }
     if (pos == avail) break;
     size_t cut = cdc_.NextCut(buf.data() + pos, avail - pos, eof);
-    auto data = std::make_shared<std::vector<uint8_t>>(buf.begin() + pos, buf.begin() + pos + cut);
+    auto data = std::make_shared<std::vector<uint8_t>>(buf.data() + pos, buf.data() + pos + cut);
     pos += cut;
     total += cut;
     auto task = std::make_shared<std::packaged_task<Result<ObjectId>()>>([this, data] {

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Builds the benchmark rootfs (Debian bookworm minbase + build-essential +
+# python3, tens of thousands of files) once and reuses it afterwards.
+# Usage: bench/make_rootfs.sh [dir]   (default /var/tmp/agentenv-bench/rootfs)
+# Prints the rootfs path on stdout. Needs root (debootstrap).
+set -euo pipefail
+
+dir=${1:-/var/tmp/agentenv-bench/rootfs}
+mirror=http://deb.debian.org/debian
+
+# A completed build leaves this marker; a half-built tree (interrupted
+# debootstrap) is rebuilt from scratch.
+if [[ -f "$dir/.agentenv-bench-complete" ]]; then
+  echo "$dir"
+  exit 0
+fi
+if [[ $EUID -ne 0 ]]; then
+  echo "make_rootfs: $dir: debootstrap needs root" >&2
+  exit 1
+fi
+
+rm -rf "$dir"
+mkdir -p "$(dirname "$dir")"
+debootstrap --variant=minbase --include=build-essential,python3 bookworm "$dir" "$mirror" >&2
+# The apt archive cache is download debris, not part of a rootfs an agent uses.
+rm -f "$dir"/var/cache/apt/archives/*.deb
+touch "$dir/.agentenv-bench-complete"
+echo "$dir"
