@@ -244,13 +244,45 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
   return {};
 }
 
+// Directories whose modes deny their unprivileged owner (e.g. 0000, set
+// when their contents were done) get owner rwx while hardlinks are made
+// through them; the modes are put back on destruction.
+class GrantedDirs {
+ public:
+  explicit GrantedDirs(bool privileged) : privileged_(privileged) {}
+  ~GrantedDirs() {
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) ::fchmod(it->first.get(), it->second);
+  }
+  GrantedDirs(const GrantedDirs&) = delete;
+  GrantedDirs& operator=(const GrantedDirs&) = delete;
+
+  // OpenDirAt, granting access first when unprivileged.
+  Result<UniqueFd> Open(int fd, const std::string& name, const std::string& rel) {
+    struct stat st;
+    if (!privileged_ && ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+        (st.st_mode & 0700) != 0700 &&
+        ::fchmodat(fd, name.c_str(), (st.st_mode & 07777) | 0700, AT_SYMLINK_NOFOLLOW) == 0) {
+      AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, name, rel));
+      UniqueFd keep(::fcntl(sub.get(), F_DUPFD_CLOEXEC, 0));
+      if (!keep) return FailErrno(rel, errno);
+      dirs_.emplace_back(std::move(keep), st.st_mode & 07777);
+      return sub;
+    }
+    return OpenDirAt(fd, name, rel);
+  }
+
+ private:
+  bool privileged_;
+  std::vector<std::pair<UniqueFd, mode_t>> dirs_;
+};
+
 // Opens the directory holding tree-relative `path`, component by component.
-Result<UniqueFd> OpenParent(int root_fd, const std::string& path, std::string* name) {
+Result<UniqueFd> OpenParent(int root_fd, const std::string& path, std::string* name, GrantedDirs& g) {
   UniqueFd cur(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
   if (!cur) return FailErrno(".", errno);
   size_t i = 0;
   for (size_t slash; (slash = path.find('/', i)) != std::string::npos; i = slash + 1) {
-    AE_ASSIGN(cur, OpenDirAt(cur.get(), path.substr(i, slash - i), path.substr(0, slash)));
+    AE_ASSIGN(cur, g.Open(cur.get(), path.substr(i, slash - i), path.substr(0, slash)));
   }
   *name = path.substr(i);
   return cur;
@@ -275,8 +307,9 @@ Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const M
                             const std::pair<std::string, std::string>& link) {
   const auto& [path, first] = link;
   std::string name, first_name;
-  AE_ASSIGN(UniqueFd dir, OpenParent(root_fd, path, &name));
-  AE_ASSIGN(UniqueFd first_dir, OpenParent(root_fd, first, &first_name));
+  std::optional<GrantedDirs> granted(opt_.privileged);
+  AE_ASSIGN(UniqueFd dir, OpenParent(root_fd, path, &name, *granted));
+  AE_ASSIGN(UniqueFd first_dir, OpenParent(root_fd, first, &first_name, *granted));
   struct stat a, b;
   if (::fstatat(first_dir.get(), first_name.c_str(), &b, AT_SYMLINK_NOFOLLOW) != 0)
     return FailErrno(first, errno);
@@ -285,12 +318,14 @@ Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const M
   if (exists) AE_TRY(Remove(dir.get(), name, S_ISDIR(a.st_mode), path));
   if (::linkat(first_dir.get(), first_name.c_str(), dir.get(), name.c_str(), 0) != 0)
     return FailErrno(path, errno);
+  granted.reset();  // modes back before the parent's metadata is set again
   // The link changed its directory's mtime: put it back.
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return SetRootMeta(root_fd, to_root);
   std::string parent = path.substr(0, slash), pname;
   AE_ASSIGN(Entry pe, EntryAt(s_, to_tree, parent));
-  AE_ASSIGN(UniqueFd pdir, OpenParent(root_fd, parent, &pname));
+  GrantedDirs on_the_way(opt_.privileged);
+  AE_ASSIGN(UniqueFd pdir, OpenParent(root_fd, parent, &pname, on_the_way));
   return SetMeta(pdir.get(), pe, parent);
 }
 

@@ -1,0 +1,56 @@
+// snap/ on a reflink filesystem: restore clones file content from the
+// store's packs instead of copying (loopback XFS image, root only).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "snap/repo.h"
+#include "snap_testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+using snap::Repo;
+
+TEST_CASE("restore clones large files on XFS with reflink", "[snap][root][reflink]") {
+  if (!IsRoot()) {
+    WARN("needs root for a loopback XFS mount: skipped");
+    return;
+  }
+  TempDir t;
+  XfsMount xfs(t.str());
+  if (!xfs.ok()) {
+    WARN("cannot make a loopback XFS with reflink here: skipped");
+    return;
+  }
+  ::unsetenv("AGENTENV_BACKEND");
+  auto r = Repo::Create(xfs.dir() + "/repo");
+  REQUIRE(r);
+  Repo& repo = **r;
+  auto backend = repo.Backend();
+  REQUIRE(backend);
+  CHECK(*backend == "reflink");
+
+  const std::string w = repo.work_dir();
+  // Incompressible and > 256 KiB: stored raw, so it can be cloned.
+  const std::string big = RandomString(3 * 1024 * 1024 + 4096, 99);
+  REQUIRE(WriteFileAt(w + "/big", big));
+  REQUIRE(WriteFileAt(w + "/small", "small\n"));
+  Manifest want = Capture(w);
+  auto s1 = repo.Snapshot({});
+  REQUIRE(s1);
+  REQUIRE(s1->node);
+  REQUIRE(::unlink((w + "/big").c_str()) == 0);
+  REQUIRE(WriteFileAt(w + "/small", "changed\n"));
+  REQUIRE(repo.Snapshot({}));
+
+  auto res = repo.Restore(s1->node->Hex());
+  REQUIRE(res);
+  CHECK(res->stats.files_cloned > 0);
+  CHECK(ReadFileAt(w + "/big") == big);
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+}
+
+}  // namespace
+}  // namespace agentenv::test
