@@ -161,8 +161,14 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
         e->size = cached->ref.size;
         return {};  // an xattr change would have changed ctime
       }
-      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+      // O_NONBLOCK: if a fifo was swapped in since the stat, opening it
+      // must not hang; the fstat below then sees it is not our file.
+      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
       if (!fd) return FailErrno(rel, errno);
+      struct stat opened;
+      if (::fstat(fd.get(), &opened) != 0) return FailErrno(rel, errno);
+      if (!S_ISREG(opened.st_mode) || opened.st_ino != st.st_ino)
+        return Fail(rel + ": replaced while scanning", ENOENT);  // like a vanished path
       AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
       AE_ASSIGN(store::FileRef ref, ctx_.batch.PutFile(fd.get(), rel));
       e->id = ref.id;
