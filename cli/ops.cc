@@ -99,7 +99,7 @@ Result<json> Checkout(snap::Repo& repo, const json& args) {
   json j = {{"files_written", r.stats.files_written}, {"removed", r.stats.removed},
             {"created", r.stats.created}, {"warnings", r.stats.warnings}};
   AE_ASSIGN(j["node"], NodeOf(repo, r.node));
-  j["saved"] = r.saved ? json(r.saved->Hex().substr(0, 12)) : json(nullptr);
+  j["saved"] = r.saved ? json(r.saved->Hex()) : json(nullptr);
   return j;
 }
 

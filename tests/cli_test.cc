@@ -1,0 +1,747 @@
+// End-to-end tests of the agentenv binary: every command through its real
+// argv, exit code, text and --json output, on real directories.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <set>
+
+#include "tests/cli_testutil.h"
+#include "tests/testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+fs::path Work(const fs::path& root) { return root / "work" / "current"; }
+
+// A small tree with the usual kinds of entries.
+void MakeSource(const fs::path& src) {
+  fs::create_directories(src / "sub/deep");
+  fs::create_directories(src / "empty");
+  WriteFile(src / "a.txt", "alpha\n");
+  auto bytes = RandomBytes(100000, 7);
+  WriteFile(src / "sub/b.bin", std::string(bytes.begin(), bytes.end()));
+  WriteFile(src / "sub/deep/c.txt", "gamma\n");
+  WriteFile(src / "run.sh", "#!/bin/sh\necho hi\n");
+  fs::permissions(src / "run.sh", fs::perms(0755));
+  fs::create_symlink("a.txt", src / "link");
+}
+
+// A repository at tmp/repo seeded from a MakeSource tree.
+fs::path InitRepo(const TempDir& tmp) {
+  MakeSource(tmp / "src");
+  fs::path root = tmp / "repo";
+  CmdResult r = Agentenv(root, {"init", "--from", (tmp / "src").string()});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  return root;
+}
+
+json Snap(const fs::path& root, const std::string& msg) {
+  int code = -1;
+  json j = AgentenvJson(root, {"snap", "-m", msg}, &code);
+  REQUIRE(code == 0);
+  REQUIRE(j.value("created", false));
+  return j["node"];
+}
+
+// ---- a minimal ustar writer, so that tests can build archives GNU tar refuses to write ----
+
+struct TarEntry {
+  std::string name;
+  char type = '0';  // '0' file, '1' hardlink, '2' symlink, '5' directory
+  std::string link;
+  std::string data;
+  unsigned mode = 0644;
+};
+
+void Octal(char* field, size_t width, uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llo", int(width - 1), (unsigned long long)v);
+  std::memcpy(field, buf, width - 1);  // the last byte stays NUL
+}
+
+void WriteTar(const fs::path& path, const std::vector<TarEntry>& entries) {
+  std::string out;
+  for (const auto& e : entries) {
+    char h[512] = {};
+    REQUIRE(e.name.size() < 100);
+    REQUIRE(e.link.size() < 100);
+    std::memcpy(h, e.name.data(), e.name.size());
+    Octal(h + 100, 8, e.mode);
+    Octal(h + 108, 8, 0);
+    Octal(h + 116, 8, 0);
+    Octal(h + 124, 12, e.data.size());
+    Octal(h + 136, 12, 1700000000);
+    h[156] = e.type;
+    std::memcpy(h + 157, e.link.data(), e.link.size());
+    std::memcpy(h + 257, "ustar", 6);
+    std::memcpy(h + 263, "00", 2);
+    std::memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (unsigned char c : h) sum += c;
+    std::snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    out.append(h, 512);
+    out += e.data;
+    out.append((512 - e.data.size() % 512) % 512, '\0');
+  }
+  out.append(1024, '\0');
+  WriteFile(path, out);
+}
+
+}  // namespace
+
+TEST_CASE("cli: init --from copies the tree and takes the root snapshot", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  CHECK(ManifestDiff(TreeManifest(tmp / "src"), TreeManifest(Work(root))) == "");
+  json log = AgentenvJson(root, {"log"});
+  REQUIRE(log["nodes"].size() == 1);
+  CHECK(log["nodes"][0]["parent"].is_null());
+  CHECK(log["nodes"][0].value("head", false));
+  // The live tree equals its snapshot.
+  json st = AgentenvJson(root, {"status"});
+  CHECK_FALSE(st.value("dirty", true));
+  CHECK(st["head"].value("id", "") == log["nodes"][0].value("id", ""));
+}
+
+TEST_CASE("cli: init refuses an initialized repository and changes nothing", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  std::string head = HeadId(root);
+  Manifest before = TreeManifest(Work(root));
+  fs::create_directories(tmp / "other");
+  WriteFile(tmp / "other/x.txt", "x");
+
+  CmdResult r = Agentenv(root, {"init", "--from", (tmp / "other").string()});
+  INFO(r.Describe());
+  CHECK(r.code == 6);
+  CHECK(r.err.find("agentenv:") != std::string::npos);
+
+  int code = -1;
+  json j = AgentenvJson(root, {"init", "--from", (tmp / "other").string()}, &code);
+  CHECK(code == 6);
+  CHECK(j.value("ok", true) == false);
+  CHECK(j["error"].value("code", "") == "exists");
+
+  WriteTar(tmp / "t.tar", {{"y.txt", '0', "", "y"}});
+  CHECK(Agentenv(root, {"init", "--tarball", (tmp / "t.tar").string()}).code == 6);
+
+  CHECK(ManifestDiff(before, TreeManifest(Work(root))) == "");
+  CHECK(HeadId(root) == head);
+  CHECK(AgentenvJson(root, {"log"})["nodes"].size() == 1);
+}
+
+TEST_CASE("cli: init --tarball unpacks tar.gz and tar.zst made by GNU tar", "[cli]") {
+  TempDir tmp;
+  MakeSource(tmp / "src");
+  Manifest want = TreeManifest(tmp / "src");
+  for (std::string ext : {"gz", "zst"}) {
+    SECTION(ext) {
+      fs::path archive = tmp / ("rootfs.tar." + ext);
+      CmdResult t = RunCmd({"/usr/bin/tar", ext == "gz" ? "--gzip" : "--zstd", "-cf", archive.string(), "-C",
+                            (tmp / "src").string(), "."});
+      INFO(t.Describe());
+      REQUIRE(t.code == 0);
+      fs::path root = tmp / ("repo-" + ext);
+      int code = -1;
+      json j = AgentenvJson(root, {"init", "--tarball", archive.string()}, &code);
+      REQUIRE(code == 0);
+      CHECK(j.value("ok", false));
+      CHECK(j["node"].value("id", "").size() == 64);
+      CHECK(ManifestDiff(want, TreeManifest(Work(root))) == "");
+      CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
+    }
+  }
+}
+
+TEST_CASE("cli: init --tarball refuses hostile archives and writes nothing outside", "[cli]") {
+  TempDir tmp;
+  fs::path outside = tmp / "outside";
+  fs::create_directories(outside);
+  WriteFile(outside / "secret", "original\n");
+  fs::path root = tmp / "repo";
+  const std::string out = outside.string();
+
+  struct Case {
+    const char* what;
+    std::vector<TarEntry> entries;
+  };
+  std::vector<Case> cases = {
+      {"dot-dot entry", {{"ok.txt", '0', "", "ok"}, {"../../../outside/dotdot", '0', "", "evil"}}},
+      {"absolute entry", {{out + "/absolute", '0', "", "evil"}}},
+      {"write through an absolute symlink", {{"a", '2', out}, {"a/through-symlink", '0', "", "evil"}}},
+      {"write through a relative symlink", {{"b", '2', "../../../outside"}, {"b/through-relative", '0', "", "evil"}}},
+      {"hardlink with ..", {{"h", '1', "../../../outside/secret", "PWNED\n"}}},
+      {"absolute hardlink", {{"h", '1', out + "/secret", "PWNED\n"}}},
+      {"hardlink through a symlink", {{"a", '2', out}, {"h", '1', "a/secret", "PWNED\n"}}},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.what) {
+      fs::path archive = tmp / "hostile.tar";
+      WriteTar(archive, c.entries);
+      CmdResult r = Agentenv(root, {"init", "--tarball", archive.string()});
+      INFO(c.what << "\n" << r.Describe());
+      CHECK(r.code != 0);
+      CHECK(r.err.find("agentenv: ") != std::string::npos);
+      // Nothing escaped: the outside directory is as it was.
+      Manifest m = TreeManifest(outside);
+      CHECK(m.size() == 1);
+      CHECK(ReadFile(outside / "secret") == "original\n");
+      struct stat st;
+      REQUIRE(::stat((outside / "secret").c_str(), &st) == 0);
+      CHECK(st.st_nlink == 1);
+      for (const char* p : {"dotdot", "absolute", "through-relative"}) CHECK_FALSE(fs::exists(tmp / p));
+      CHECK_FALSE(fs::exists(tmp / "repo/dotdot"));
+      CHECK_FALSE(fs::exists(tmp / "repo/work/dotdot"));
+      // A refused archive leaves no repository behind: init works afterwards.
+      MakeSource(tmp / "src");
+      CmdResult again = Agentenv(root, {"init", "--from", (tmp / "src").string()});
+      INFO(again.Describe());
+      CHECK(again.code == 0);
+    }
+  }
+}
+
+TEST_CASE("cli: snap makes a node only when something changed", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  std::string head = HeadId(root);
+  int code = -1;
+  json j = AgentenvJson(root, {"snap"}, &code);
+  CHECK(code == 0);
+  CHECK(j.value("ok", false));
+  CHECK(j.value("created", true) == false);
+  CHECK(j["node"].is_null());
+  CHECK(HeadId(root) == head);
+
+  WriteFile(Work(root) / "new.txt", "new\n");
+  json node = Snap(root, "added new.txt");
+  CHECK(node.value("title", "") == "added new.txt");
+  CHECK(node.value("parent", "") == head);
+  CHECK(HeadId(root) == node.value("id", ""));
+  CHECK(AgentenvJson(root, {"commit", "-m", "again"}).value("created", true) == false);
+
+  // Text form.
+  CmdResult t = Agentenv(root, {"snap"});
+  CHECK(t.code == 0);
+  CHECK(t.out.find("nothing changed") != std::string::npos);
+}
+
+TEST_CASE("cli: log, show and diff", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  WriteFile(Work(root) / "one.txt", "1\n");
+  json n1 = Snap(root, "first");
+  WriteFile(Work(root) / "a.txt", "changed\n");
+  fs::remove(Work(root) / "sub/deep/c.txt");
+  json n2 = Snap(root, "second");
+
+  json log = AgentenvJson(root, {"log"});
+  REQUIRE(log["nodes"].size() == 3);
+  CHECK(log["nodes"][0].value("id", "") == n2.value("id", ""));
+  CHECK(log["nodes"][1].value("id", "") == n1.value("id", ""));
+  CHECK(log["nodes"][0].value("head", false));
+  CHECK_FALSE(log["nodes"][1].value("head", true));
+  CHECK_FALSE(log["nodes"][2].value("head", true));
+  CHECK(log["nodes"][0].value("parent", "") == n1.value("id", ""));
+  CHECK(log["nodes"][0].value("seq", 0) > log["nodes"][1].value("seq", 0));
+  CHECK(AgentenvJson(root, {"log", "-n", "1"})["nodes"].size() == 1);
+  CmdResult text = Agentenv(root, {"log"});
+  CHECK(text.out.rfind("* " + n2.value("short", ""), 0) == 0);
+
+  json show = AgentenvJson(root, {"show", n1.value("short", "")})["node"];
+  CHECK(show.value("message", "") == "first");
+  CHECK(show.value("id", "") == n1.value("id", ""));
+  CHECK(show["changes"].value("added", 0) == 1);
+  REQUIRE(show["changes"]["sample"].size() == 1);
+  CHECK(show["changes"]["sample"][0].value("path", "") == "one.txt");
+  CHECK(show["changes"]["sample"][0].value("op", "") == "+");
+  CHECK(Agentenv(root, {"show"}).out.find("second") != std::string::npos);
+
+  // Between two nodes.
+  json d = AgentenvJson(root, {"diff", n1.value("id", ""), n2.value("id", "")});
+  std::set<std::string> got;
+  for (const auto& c : d["changes"]) got.insert(c.value("op", "") + " " + c.value("path", ""));
+  CHECK(got.count("M a.txt"));
+  CHECK(got.count("- sub/deep/c.txt"));
+  CHECK_FALSE(got.count("+ one.txt"));
+  CHECK(d.value("total", size_t(0)) == d["changes"].size());
+  // Against the live tree (default: HEAD).
+  CHECK(AgentenvJson(root, {"diff"}).value("total", 99) == 0);
+  CHECK(Agentenv(root, {"diff"}).out.find("no differences") != std::string::npos);
+  WriteFile(Work(root) / "live.txt", "live\n");
+  json live = AgentenvJson(root, {"diff"});
+  REQUIRE(live.value("total", 0) == 1);
+  CHECK(live["changes"][0].value("path", "") == "live.txt");
+  CHECK(live["changes"][0].value("op", "") == "+");
+  json live1 = AgentenvJson(root, {"diff", "HEAD~1"});
+  CHECK(live1.value("total", 0) >= 3);
+}
+
+TEST_CASE("cli: tags can be set, listed, used and deleted", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  std::string first = HeadId(root);
+  WriteFile(Work(root) / "x.txt", "x");
+  Snap(root, "x");
+  json t = AgentenvJson(root, {"tag", "base", "HEAD~1"});
+  CHECK(t.value("ok", false));
+  CHECK(t.value("id", "") == first);
+  json list = AgentenvJson(root, {"tag"});
+  REQUIRE(list["tags"].size() == 1);
+  CHECK(list["tags"][0].value("name", "") == "base");
+  CHECK(list["tags"][0].value("id", "") == first);
+  CHECK(Agentenv(root, {"log"}).out.find("[base]") != std::string::npos);
+  CHECK(AgentenvJson(root, {"show", "base"})["node"].value("id", "") == first);
+
+  json d = AgentenvJson(root, {"tag", "-d", "base"});
+  CHECK(d.value("deleted", "") == "base");
+  CHECK(AgentenvJson(root, {"tag"})["tags"].empty());
+  CHECK(Agentenv(root, {"show", "base"}).code == 3);
+  CHECK(Agentenv(root, {"tag", "-d", "base"}).code == 3);
+  CHECK(Agentenv(root, {"tag", "t2", "nosuchnode"}).code == 3);
+}
+
+TEST_CASE("cli: restore by tag, prefix and HEAD~1; uncommitted changes are saved", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  fs::path w = Work(root);
+  Manifest m0 = TreeManifest(w);
+  std::string n0 = HeadId(root);
+  REQUIRE(Agentenv(root, {"tag", "start"}).code == 0);
+
+  WriteFile(w / "a.txt", "second version\n");
+  fs::remove_all(w / "sub");
+  fs::create_directories(w / "newdir");
+  WriteFile(w / "newdir/n.txt", "n");
+  fs::permissions(w / "run.sh", fs::perms(0700));
+  std::string n1 = Snap(root, "one").value("id", "");
+  Manifest m1 = TreeManifest(w);
+
+  // HEAD~1.
+  int code = -1;
+  json r = AgentenvJson(root, {"restore", "HEAD~1"}, &code);
+  REQUIRE(code == 0);
+  CHECK(r["saved"].is_null());
+  CHECK(r["node"].value("id", "") == n0);
+  CHECK(ManifestDiff(m0, TreeManifest(w)) == "");
+  CHECK(HeadId(root) == n0);
+  CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
+
+  // A short prefix.
+  r = AgentenvJson(root, {"checkout", n1.substr(0, 8)}, &code);
+  REQUIRE(code == 0);
+  CHECK(ManifestDiff(m1, TreeManifest(w)) == "");
+  CHECK(HeadId(root) == n1);
+
+  // A tag, with uncommitted changes: they are saved first and restorable.
+  WriteFile(w / "a.txt", "dirty\n");
+  WriteFile(w / "dirty.txt", "unsaved work\n");
+  Manifest dirty = TreeManifest(w);
+  r = AgentenvJson(root, {"restore", "start"}, &code);
+  REQUIRE(code == 0);
+  REQUIRE(r["saved"].is_string());
+  std::string saved = r["saved"].get<std::string>();
+  CHECK(ManifestDiff(m0, TreeManifest(w)) == "");
+  json show = AgentenvJson(root, {"show", saved})["node"];
+  CHECK(show.value("parent", "") == n1);
+  r = AgentenvJson(root, {"restore", saved}, &code);
+  REQUIRE(code == 0);
+  CHECK(r["saved"].is_null());
+  CHECK(ManifestDiff(dirty, TreeManifest(w)) == "");
+  CHECK(ReadFile(w / "dirty.txt") == "unsaved work\n");
+
+  // Both lines of history are branch tips now? The saved node is HEAD and a tip.
+  json br = AgentenvJson(root, {"branches"});
+  bool found = false;
+  for (const auto& b : br["branches"]) found |= b.value("id", "") == saved;
+  CHECK(found);
+}
+
+TEST_CASE("cli: errors: unknown ref, bad flag, JSON error shape", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Manifest before = TreeManifest(Work(root));
+
+  CmdResult r = Agentenv(root, {"restore", "nosuchref"});
+  INFO(r.Describe());
+  CHECK(r.code == 3);
+  CHECK(r.err.find("nosuchref") != std::string::npos);
+  CHECK(r.out.empty());
+
+  int code = -1;
+  json j = AgentenvJson(root, {"restore", "nosuchref"}, &code);
+  CHECK(code == 3);
+  REQUIRE(j.is_object());
+  CHECK(j.size() == 2);
+  CHECK(j["ok"] == false);
+  REQUIRE(j["error"].is_object());
+  CHECK(j["error"].size() == 2);
+  CHECK(j["error"]["code"] == "not_found");
+  CHECK(j["error"]["message"].get<std::string>().find("nosuchref") != std::string::npos);
+
+  CHECK(Agentenv(root, {"show", "HEAD~5"}).code == 3);
+  CHECK(Agentenv(root, {"diff", "deadbeefdead"}).code == 3);
+
+  r = Agentenv(root, {"snap", "--bogus-flag"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("bogus") != std::string::npos);
+  j = AgentenvJson(root, {"snap", "--bogus-flag"}, &code);
+  CHECK(code == 2);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"]["code"] == "invalid");
+  CHECK(RunCmd({AGENTENV_BIN, "frobnicate"}).code == 2);
+  CHECK(RunCmd({AGENTENV_BIN}).code == 2);
+  CHECK(Agentenv(root, {"restore"}).code == 2);  // missing ref
+
+  // Not a repository.
+  j = AgentenvJson(tmp / "nothing", {"log"}, &code);
+  CHECK(code == 3);
+  CHECK(j["error"]["code"] == "not_found");
+
+  CHECK(ManifestDiff(before, TreeManifest(Work(root))) == "");
+  CHECK(AgentenvJson(root, {"log"})["nodes"].size() == 1);
+}
+
+TEST_CASE("cli: status reports a dirty tree", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  json st = AgentenvJson(root, {"status"});
+  CHECK(st.value("dirty", true) == false);
+  CHECK(st.value("changed", 99) == 0);
+  CHECK(st.value("nodes", 0) == 1);
+  CHECK(Agentenv(root, {"status"}).out.find("clean") != std::string::npos);
+
+  WriteFile(Work(root) / "a.txt", "modified\n");
+  WriteFile(Work(root) / "b.txt", "added\n");
+  st = AgentenvJson(root, {"status"});
+  CHECK(st.value("dirty", false));
+  CHECK(st.value("changed", 0) == 2);
+  std::set<std::string> got;
+  for (const auto& c : st["changes"]) got.insert(c.value("op", "") + " " + c.value("path", ""));
+  CHECK(got == std::set<std::string>{"M a.txt", "+ b.txt"});
+  // status does not make a node.
+  CHECK(AgentenvJson(root, {"log"})["nodes"].size() == 1);
+  Snap(root, "x");
+  CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
+}
+
+TEST_CASE("cli: fsck is clean, then finds a flipped byte in a pack", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  auto big = RandomBytes(1 << 20, 99);  // incompressible: the pack is mostly this payload
+  WriteFile(Work(root) / "big.bin", std::string(big.begin(), big.end()));
+  Snap(root, "big");
+
+  int code = -1;
+  json j = AgentenvJson(root, {"fsck"}, &code);
+  CHECK(code == 0);
+  CHECK(j.value("errors", 99) == 0);
+  CHECK(j.value("objects", 0) > 0);
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
+
+  fs::path biggest;
+  uintmax_t size = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root / "store/packs"))
+    if (e.is_regular_file() && e.file_size() > size) size = e.file_size(), biggest = e.path();
+  REQUIRE(size > (1 << 19));
+  {
+    int fd = ::open(biggest.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    off_t off = off_t(size / 2);
+    unsigned char c;
+    REQUIRE(::pread(fd, &c, 1, off) == 1);
+    c ^= 0x5a;
+    REQUIRE(::pwrite(fd, &c, 1, off) == 1);
+    ::close(fd);
+  }
+  CmdResult r = Agentenv(root, {"fsck"});
+  INFO(r.Describe());
+  CHECK(r.code == 4);
+  CHECK(r.err.find("error") != std::string::npos);
+  j = AgentenvJson(root, {"fsck"}, &code);
+  CHECK(code == 4);
+  CHECK(j.value("ok", true) == false);
+  CHECK(j.value("errors", 0) >= 1);
+  CHECK_FALSE(j["findings"].empty());
+}
+
+TEST_CASE("cli daemon: captures automatically, serves the socket, stops on SIGTERM", "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  fs::path sock = root / "agentenv.sock";
+  Daemon d(root, {"--quiet-ms", "100", "--max-delay-ms", "500"});
+  REQUIRE(d.WaitReady());
+  INFO("daemon log:\n" << d.Log());
+  struct stat st;
+  REQUIRE(::stat(sock.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  // A second daemon on the same repository is refused.
+  CmdResult second = Agentenv(root, {"daemon", "--quiet-ms", "100"}, 10000);
+  CHECK(second.code == 5);
+
+  WriteFile(Work(root) / "hello-auto.txt", "hello\n");
+  json log;
+  bool captured = WaitFor([&] {
+    log = Ctl(root, "log");
+    return log.is_object() && !log["nodes"].empty() &&
+           log["nodes"][0].value("title", "").find("hello-auto.txt") != std::string::npos;
+  }, 10000);
+  INFO(log.dump());
+  CHECK(captured);
+  CHECK(log["nodes"].size() == 2);
+  CHECK(log["nodes"][0].value("head", false));
+
+  // ctl reports daemon errors with the CLI's exit codes.
+  CHECK(Agentenv(root, {"ctl", "show", "ref=nosuchref"}).code == 3);
+  CHECK(Agentenv(root, {"ctl", "frobnicate"}).code == 2);
+  json snap = Ctl(root, "snapshot", {"message=by ctl"});
+  CHECK(snap.value("created", true) == false);
+
+  // A malformed line gets an error; the connection stays usable.
+  SocketClient c;
+  REQUIRE(c.Connect(sock));
+  json e = c.Call("this is not json");
+  REQUIRE(e.is_object());
+  CHECK(e.value("ok", true) == false);
+  CHECK(e["error"].value("code", "") == "invalid");
+  e = c.Call(R"({"id":1,"args":{}})");
+  CHECK(e.value("ok", true) == false);
+  json h = c.Call(R"({"id":7,"op":"head"})");
+  CHECK(h.value("ok", false));
+  CHECK(h["id"] == 7);
+  CHECK(h["result"]["node"].value("id", "") == log["nodes"][0].value("id", ""));
+
+  // Two clients at once: the second is answered while the first stays connected.
+  SocketClient c2;
+  REQUIRE(c2.Connect(sock));
+  REQUIRE(c.Send(R"({"id":"a","op":"log","args":{"limit":1}})"));
+  REQUIRE(c2.Send(R"({"id":"b","op":"status"})"));
+  json rb = c2.Receive();
+  json ra = c.Receive();
+  CHECK(ra["id"] == "a");
+  CHECK(ra.value("ok", false));
+  CHECK(rb["id"] == "b");
+  CHECK(rb.value("ok", false));
+  CHECK(rb["result"].value("dirty", true) == false);
+  // And several ctl processes in parallel.
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 5; ++k) ok += Ctl(root, k % 2 ? "log" : "head").value("ok", false) ? 1 : 0;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ok == 20);
+
+  // SIGTERM: the last changes become a node, the socket goes away, exit 0.
+  WriteFile(Work(root) / "last.txt", "last\n");
+  int rc = d.Stop();
+  CHECK(rc == 0);
+  CHECK_FALSE(fs::exists(sock));
+  CHECK(AgentenvJson(root, {"snap"}).value("created", true) == false);
+  CHECK(Agentenv(root, {"ctl", "head"}).code == 3);  // no daemon
+}
+
+TEST_CASE("cli daemon: a request with wrongly typed arguments gets an error and the daemon survives",
+          "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Daemon d(root, {"--no-capture"});
+  REQUIRE(d.WaitReady());
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  for (const char* req : {R"({"id":1,"op":"tag","args":{"name":"x","delete":"yes"}})",
+                          R"({"id":2,"op":"log","args":{"limit":-1}})",
+                          R"({"id":3,"op":"rollback","args":{"ref":5}})",
+                          R"({"id":4,"op":"head","args":"notanobject"})"}) {
+    json r = c.Call(req, 5000);
+    INFO(req << " -> " << r.dump() << "\ndaemon log:\n" << d.Log());
+    REQUIRE(r.is_object());
+    CHECK(r.value("ok", true) == false);
+    CHECK(r["error"].value("code", "") == "invalid");
+  }
+  SocketClient c2;
+  CHECK(c2.Connect(root / "agentenv.sock"));
+  CHECK(c2.Call(R"({"op":"head"})", 5000).value("ok", false));
+  CHECK(d.Stop() == 0);
+}
+
+namespace {
+
+// An `agentenv mcp` process spoken to line by line.
+class Mcp {
+ public:
+  explicit Mcp(const fs::path& root) {
+    child_.Start({AGENTENV_BIN, "mcp", "--root", root.string()}, true, true,
+                 (root.parent_path() / "mcp.log").string());
+  }
+  ~Mcp() {
+    child_.CloseIn();
+    if (child_.Wait(5000) < 0) child_.Kill();
+  }
+  json Request(const std::string& method, const json& params) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    if (!child_.WriteAll(msg.dump() + "\n")) return json();
+    std::string line;
+    if (!child_.ReadLine(&line, 20000)) return json();
+    json r = json::parse(line, nullptr, false);
+    if (r.is_discarded() || r.value("id", -1) != id_) return json();
+    return r;
+  }
+  void Notify(const std::string& method) {
+    child_.WriteAll(json{{"jsonrpc", "2.0"}, {"method", method}}.dump() + "\n");
+  }
+  json Call(const std::string& tool, const json& args) {
+    return Request("tools/call", {{"name", tool}, {"arguments", args}});
+  }
+  Child& child() { return child_; }
+
+ private:
+  Child child_;
+  int id_ = 0;
+};
+
+// Whether `v` has the JSON type named by `type` (null is no type's value).
+bool HasType(const json& v, const std::string& type) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "integer") return v.is_number_integer();
+  if (type == "number") return v.is_number();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "null") return v.is_null();
+  return false;
+}
+
+// The first way `v` violates `schema` (types of declared properties and
+// required keys, one level deep), or "".
+std::string SchemaViolation(const json& v, const json& schema) {
+  if (schema.contains("type")) {
+    const json& t = schema["type"];
+    bool ok = t.is_string() ? HasType(v, t.get<std::string>()) : false;
+    if (t.is_array())
+      for (const auto& x : t) ok |= HasType(v, x.get<std::string>());
+    if (!ok) return "value " + v.dump().substr(0, 80) + " is not of type " + t.dump();
+  }
+  if (v.is_object() && schema.contains("required"))
+    for (const auto& k : schema["required"])
+      if (!v.contains(k.get<std::string>())) return "missing required '" + k.get<std::string>() + "'";
+  if (v.is_object() && schema.contains("properties"))
+    for (const auto& [k, s] : schema["properties"].items())
+      if (v.contains(k)) {
+        std::string inner = SchemaViolation(v[k], s);
+        if (!inner.empty()) return "property '" + k + "': " + inner;
+      }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("cli mcp: initialize, tools, snapshot/log/rollback and errors", "[cli][mcp]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Mcp m(root);
+  json init = m.Request("initialize", {{"protocolVersion", "2025-11-25"},
+                                       {"capabilities", json::object()},
+                                       {"clientInfo", {{"name", "cli_test"}, {"version", "1"}}}});
+  REQUIRE(init.contains("result"));
+  CHECK(init["result"].value("protocolVersion", "") == "2025-11-25");
+  CHECK(init["result"]["capabilities"].contains("tools"));
+  CHECK(init["result"]["serverInfo"].value("name", "") == "agentenv");
+  m.Notify("notifications/initialized");
+
+  json list = m.Request("tools/list", json::object());
+  REQUIRE(list["result"]["tools"].is_array());
+  std::map<std::string, json> tools;
+  for (const auto& t : list["result"]["tools"]) {
+    INFO(t.dump());
+    CHECK(t["inputSchema"].value("type", "") == "object");
+    CHECK(t["outputSchema"].value("type", "") == "object");
+    CHECK_FALSE(t.value("description", "").empty());
+    tools[t.value("name", "")] = t;
+  }
+  for (const char* name : {"snapshot", "rollback", "log", "diff", "show", "status"}) CHECK(tools.count(name));
+
+  WriteFile(Work(root) / "model-wrote.txt", "by the model\n");
+  json snap = m.Call("snapshot", {{"message", "before risky step"}});
+  REQUIRE(snap.contains("result"));
+  CHECK(snap["result"].value("isError", true) == false);
+  CHECK(snap["result"]["structuredContent"].value("created", false));
+  CHECK(snap["result"]["content"][0].value("type", "") == "text");
+
+  json log = m.Call("log", {{"limit", 5}});
+  REQUIRE(log["result"]["structuredContent"]["nodes"].size() == 2);
+  CHECK(log["result"]["structuredContent"]["nodes"][0].value("title", "") == "before risky step");
+
+  json rb = m.Call("rollback", {{"ref", "HEAD~1"}});
+  CHECK(rb["result"].value("isError", true) == false);
+  CHECK_FALSE(fs::exists(Work(root) / "model-wrote.txt"));
+
+  json bad = m.Call("rollback", {{"ref", "no-such-node"}});
+  REQUIRE(bad.contains("result"));
+  CHECK(bad["result"].value("isError", false));
+  std::string text = bad["result"]["content"][0].value("text", "");
+  CHECK(text.find("did not happen") != std::string::npos);
+  CHECK(text.find("no-such-node") != std::string::npos);
+
+  json unknown = m.Request("server/discover", json::object());
+  REQUIRE(unknown.contains("error"));
+  CHECK(unknown["error"].value("code", 0) == -32601);
+  CHECK(m.Request("ping", json::object()).contains("result"));
+  // Still serving after the errors.
+  CHECK(m.Call("head", json::object())["result"].value("isError", true) == false);
+}
+
+TEST_CASE("cli mcp: structuredContent conforms to each tool's outputSchema", "[cli][mcp]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Mcp m(root);
+  REQUIRE(m.Request("initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                                   {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
+              .contains("result"));
+  std::map<std::string, json> schema;
+  json list = m.Request("tools/list", json::object());
+  REQUIRE(list["result"]["tools"].is_array());
+  for (const auto& t : list["result"]["tools"]) schema[t.value("name", "")] = t["outputSchema"];
+  REQUIRE(schema.size() >= 9);
+
+  WriteFile(Work(root) / "f.txt", "f\n");
+  std::vector<std::pair<std::string, json>> calls = {
+      {"snapshot", {{"message", "m"}}},   // creates a node
+      {"snapshot", json::object()},       // nothing changed: no node
+      {"tag", {{"name", "t1"}}},
+      {"tag", json::object()},
+      {"log", json::object()},
+      {"diff", {{"from", "HEAD~1"}, {"to", "HEAD"}}},
+      {"show", {{"ref", "HEAD"}}},
+      {"head", json::object()},
+      {"branches", json::object()},
+      {"status", json::object()},
+      {"rollback", {{"ref", "HEAD~1"}}},  // clean tree: nothing saved
+  };
+  for (const auto& [tool, args] : calls) {
+    json r = m.Call(tool, args);
+    INFO(tool << " " << args.dump() << " -> " << r.dump().substr(0, 600));
+    REQUIRE(r.contains("result"));
+    CHECK(r["result"].value("isError", true) == false);
+    CHECK(SchemaViolation(r["result"]["structuredContent"], schema[tool]) == "");
+  }
+}
+
+TEST_CASE("cli mcp: a tool call with wrongly typed arguments is an error result, not a crash", "[cli][mcp]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Mcp m(root);
+  for (const json& args : {json{{"name", "x"}, {"delete", "yes"}}, json{{"name", 3}}}) {
+    json r = m.Call("tag", args);
+    INFO(args.dump() << " -> " << r.dump());
+    REQUIRE(r.contains("result"));
+    CHECK(r["result"].value("isError", false));
+  }
+  CHECK(m.Call("head", json::object())["result"].value("isError", true) == false);
+}
+
+}  // namespace agentenv::test
