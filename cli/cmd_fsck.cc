@@ -57,6 +57,13 @@ int CmdFsck(int argc, char** argv) {
     rep = *r;
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
+  // Above the store: every node's trees and contents exist, refs resolve.
+  auto history = (*repo)->CheckHistory([&](const snap::HistoryFinding& f) {
+    findings.push_back({{"kind", f.kind}, {"severity", "error"}, {"message", f.message}});
+    if (!g.json) std::fprintf(stderr, "error: %s\n", f.message.c_str());
+  });
+  if (!history) return ReportError(g, history.error());
+  rep.errors += *history;
   nlohmann::json j = {{"objects", rep.objects}, {"verified", rep.objects_verified},
                       {"bytes_verified", rep.bytes_verified}, {"packs", rep.packs},
                       {"errors", rep.errors}, {"warnings", rep.warnings}, {"findings", findings}};

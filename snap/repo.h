@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +89,12 @@ struct GcResult {
   uint32_t packs_rewritten = 0;
 };
 
+// One problem found by Repo::CheckHistory.
+struct HistoryFinding {
+  std::string kind;     // "missing-object", "bad-tree", "bad-node", "dangling-ref"
+  std::string message;  // names the node, path or ref and the object id
+};
+
 class Repo {
  public:
   // Creates an empty repository at root (the directory may exist but must
@@ -144,6 +151,11 @@ class Repo {
   // reaches, then compacts packs so the disk space is returned. Holds the
   // lock while marking and dropping; compaction runs after. Errors: I/O.
   Result<GcResult> Gc();
+  // Checks that every node, the trees it reaches, their file contents
+  // (and manifests' chunks) exist and decode, and that refs name existing
+  // nodes. Each unique tree is visited once. Errors: I/O only; problems go
+  // to `finding`. Returns the number of findings.
+  Result<uint64_t> CheckHistory(const std::function<void(const HistoryFinding&)>& finding);
   // Scans the live tree (storing new content, making no node).
   Result<RepoStatus> Status();
   // The tree id of the live tree as it is now (content is stored, no node

@@ -133,6 +133,23 @@ TEST_CASE("retention: a simulated week stays bounded with an exponential tail; g
   CHECK(Read(w + "/log") == std::string(expect.begin(), expect.end()));
   REQUIRE(repo->Restore(branch_tip.node->Hex()));
   CHECK(Read(w + "/branch-file") == "on a branch");
+
+  // History check: clean after gc; a lost tree object is named.
+  auto clean = repo->CheckHistory({});
+  REQUIRE(clean);
+  CHECK(*clean == 0);
+  auto tag_rec = *repo->Record(*tagged);
+  {
+    auto b = *repo->store().BeginBatch();
+    REQUIRE(b->Drop(tag_rec.tree));
+    REQUIRE(b->Commit());
+  }
+  std::vector<std::string> found;
+  auto broken = repo->CheckHistory([&](const snap::HistoryFinding& f) { found.push_back(f.kind + ": " + f.message); });
+  REQUIRE(broken);
+  CHECK(*broken >= 1);
+  REQUIRE(!found.empty());
+  CHECK(found[0].find(tag_rec.tree.Hex()) != std::string::npos);
 }
 
 }  // namespace
