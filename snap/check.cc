@@ -8,14 +8,6 @@
 namespace agentenv::snap {
 namespace {
 
-struct IdHash {
-  size_t operator()(const store::ObjectId& id) const {
-    size_t h;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
-
 class HistoryChecker {
  public:
   HistoryChecker(const store::Store& s, const std::function<void(const HistoryFinding&)>& fn) : s_(s), fn_(fn) {}
@@ -64,7 +56,7 @@ class HistoryChecker {
  private:
   const store::Store& s_;
   const std::function<void(const HistoryFinding&)>& fn_;
-  std::unordered_set<store::ObjectId, IdHash> seen_;
+  std::unordered_set<store::ObjectId, store::ObjectIdHash> seen_;
 };
 
 }  // namespace
@@ -72,7 +64,7 @@ class HistoryChecker {
 Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFinding&)>& finding) {
   HistoryChecker c(*store_, finding);
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
-  std::unordered_set<store::ObjectId, IdHash> known;
+  std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
   for (const NodeRecord& r : nodes) known.insert(r.id);
   for (const NodeRecord& r : nodes) {
     std::string name = "node " + r.id.Hex().substr(0, 12);

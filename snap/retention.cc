@@ -11,14 +11,7 @@
 namespace agentenv::snap {
 namespace {
 
-struct IdHash {
-  size_t operator()(const store::ObjectId& id) const {
-    size_t h;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
-using IdSet = std::unordered_set<store::ObjectId, IdHash>;
+using IdSet = std::unordered_set<store::ObjectId, store::ObjectIdHash>;
 
 // Adds tree `id` and everything it reaches to `live`; shared subtrees are
 // walked once.
@@ -44,7 +37,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   AE_ASSIGN(auto tags, meta_->ListRefs("tag/"));
-  std::unordered_map<store::ObjectId, size_t, IdHash> index, children;
+  std::unordered_map<store::ObjectId, size_t, store::ObjectIdHash> index, children;
   for (size_t i = 0; i < nodes.size(); ++i) {
     index[nodes[i].id] = i;
     if (nodes[i].parent) children[*nodes[i].parent]++;

@@ -14,16 +14,6 @@
 #include "store/store_impl.h"
 
 namespace agentenv::store {
-namespace {
-
-struct IdHash {
-  size_t operator()(const ObjectId& id) const {
-    size_t h;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
-
 Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const std::string& path) {
   while (n > 0) {
     ssize_t r = ::pwrite(fd, p, n, off);
@@ -35,6 +25,8 @@ Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const 
   }
   return {};
 }
+
+namespace {
 
 // Reads up to n bytes (less only at EOF).
 Result<size_t> ReadFull(int fd, uint8_t* p, size_t n, std::string_view path) {
@@ -80,8 +72,8 @@ class BatchImpl final : public Batch {
   std::mutex mu_;
   Result<void> failed_;  // first write error; the batch cannot commit after it
   bool committed_ = false;
-  std::unordered_map<ObjectId, ObjectInfo, IdHash> pending_;
-  std::unordered_map<ObjectId, ObjectInfo, IdHash> drops_;  // committed objects to remove
+  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> pending_;
+  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> drops_;  // committed objects to remove
   std::map<uint32_t, PackInfo> packs_;  // every pack known, with this batch's additions
   std::map<uint32_t, OpenPack> open_;   // packs written by this batch
   uint32_t cur_ = 0;

@@ -17,26 +17,6 @@
 namespace agentenv::store {
 namespace {
 
-struct IdHash {
-  size_t operator()(const ObjectId& id) const {
-    size_t h;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
-
-Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const std::string& path) {
-  while (n > 0) {
-    ssize_t r = ::pwrite(fd, p, n, off);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return FailErrno(path, errno);
-    p += r;
-    n -= r;
-    off += r;
-  }
-  return {};
-}
-
 // Appends copied records to a new pack file, created on the first record.
 // Until Commit the file is unknown to the index: removed here when
 // abandoned, else by the next writer's clean-up.
@@ -105,8 +85,8 @@ Result<GroupResult> RewriteGroup(StoreImpl& s, const std::vector<uint32_t>& grou
   AE_ASSIGN(uint32_t out_n, s.NextPackNumber());
   PackAppender out(s.dir(), out_n);
   const std::set<uint32_t> in_group(group.begin(), group.end());
-  std::unordered_set<ObjectId, IdHash> copied;
-  std::unordered_map<ObjectId, std::string, IdHash> bad;  // salvage: why a copy was refused
+  std::unordered_set<ObjectId, ObjectIdHash> copied;
+  std::unordered_map<ObjectId, std::string, ObjectIdHash> bad;  // salvage: why a copy was refused
   Index::Update u;
   GroupResult res;
   uint64_t old_bytes = 0;

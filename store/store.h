@@ -14,6 +14,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -32,6 +33,15 @@ struct ObjectId {
   static Result<ObjectId> FromHex(std::string_view hex);
   static ObjectId Of(std::span<const uint8_t> data);  // SHA-256 of data
   auto operator<=>(const ObjectId&) const = default;
+};
+
+// For unordered containers of ids: the id is already uniformly random.
+struct ObjectIdHash {
+  size_t operator()(const ObjectId& id) const {
+    size_t h;
+    std::memcpy(&h, id.bytes.data(), sizeof h);
+    return h;
+  }
 };
 
 enum class ObjectType : uint8_t {

@@ -84,6 +84,9 @@ class StoreImpl final : public Store {
   std::unique_ptr<WorkerPool> pool_;
 };
 
+// pwrite of all n bytes at off (retrying short writes). Errors: path + errno.
+Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const std::string& path);
+
 // Starts a batch owning the already-locked `lock_fd`.
 Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd);
 
