@@ -303,7 +303,7 @@ TEST_CASE("cli: tags can be set, listed, used and deleted", "[cli]") {
   CHECK(Agentenv(root, {"tag", "t2", "nosuchnode"}).code == 3);
 }
 
-TEST_CASE("cli: restore by tag, prefix and HEAD~1; uncommitted changes are saved", "[cli]") {
+TEST_CASE("cli: restore by tag, prefix and HEAD~1, uncommitted changes are saved first", "[cli]") {
   TempDir tmp;
   fs::path root = InitRepo(tmp);
   fs::path w = Work(root);

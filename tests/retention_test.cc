@@ -35,7 +35,7 @@ uint64_t DiskBytes(const std::string& dir) {
   return n;
 }
 
-TEST_CASE("retention: a simulated week stays bounded with an exponential tail; gc frees and keeps") {
+TEST_CASE("retention: a simulated week stays bounded with an exponential tail, gc frees and keeps") {
   // Thousands of durable commits: on tmpfs, fsync costs nothing.
   ::setenv("TMPDIR", "/dev/shm", 1);
   TempDir t;
