@@ -157,7 +157,7 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
         return Unexpected<Error>(r.error());
       }
     }
-    uint64_t header = RecordSlot(cur_end_, enc.codec);
+    uint64_t header = RecordSlot(cur_end_, enc.codec, payload.size());
     cur_end_ = header + kRecordHeaderSize + payload.size();
     info.pack = cur_;
     info.offset = header;

@@ -39,20 +39,22 @@ Encoded Encode(std::span<const uint8_t> data, int level) {
   Encoded e;
   if (data.size() < 64) return e;
   ZSTD_CCtx* cctx = ThreadCctx();
+  // One scratch buffer per thread, grown once: a fresh compressBound-sized
+  // vector per object would be zero-filled on every call.
+  thread_local std::vector<uint8_t> scratch;
+  size_t bound = ZSTD_compressBound(data.size());
+  if (scratch.size() < bound) scratch.resize(bound);
   // Cheap test first: a middle sample of a large input that does not
   // compress means media or already-compressed data; skip the full pass.
   if (data.size() >= 4 * kSample) {
     auto sample = data.subspan(data.size() / 2 - kSample / 2, kSample);
-    std::vector<uint8_t> tmp(ZSTD_compressBound(kSample));
-    size_t r = ZSTD_compressCCtx(cctx, tmp.data(), tmp.size(), sample.data(), sample.size(), level);
+    size_t r = ZSTD_compressCCtx(cctx, scratch.data(), scratch.size(), sample.data(), sample.size(), level);
     if (ZSTD_isError(r) || !Worthwhile(kSample, r)) return e;
   }
-  std::vector<uint8_t> out(ZSTD_compressBound(data.size()));
-  size_t r = ZSTD_compressCCtx(cctx, out.data(), out.size(), data.data(), data.size(), level);
+  size_t r = ZSTD_compressCCtx(cctx, scratch.data(), scratch.size(), data.data(), data.size(), level);
   if (ZSTD_isError(r) || !Worthwhile(data.size(), r)) return e;
-  out.resize(r);
   e.codec = Codec::kZstd;
-  e.bytes = std::move(out);
+  e.bytes.assign(scratch.begin(), scratch.begin() + r);
   return e;
 }
 

@@ -32,7 +32,7 @@ class PackAppender {
       fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (!fd_) return FailErrno(path_, errno);
     }
-    uint64_t at = RecordSlot(info_.committed, h.codec);
+    uint64_t at = RecordSlot(info_.committed, h.codec, h.stored_size);
     auto hb = EncodeRecordHeader(h);
     AE_TRY(PwriteFull(fd_.get(), hb.data(), hb.size(), at, path_));
     AE_TRY(PwriteFull(fd_.get(), payload.data(), payload.size(), at + hb.size(), path_));

@@ -7,7 +7,8 @@
 //   7  u8 0                 8 u64 size (uncompressed)    16 u64 stored size
 //   24 32-byte object id    56 u32 0           60 u32 FNV-1a of bytes 0..59
 // all little-endian. Headers start at 8-byte aligned offsets; raw payloads
-// start at 4 KiB aligned offsets (so they can be reflinked). Gaps between
+// of 4 KiB or more start at 4 KiB aligned offsets (so they can be
+// reflinked). Gaps between
 // records are zero bytes.
 #pragma once
 

@@ -94,9 +94,11 @@ Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd);
 Result<void> FsyncDir(const std::string& path);
 
 // Where a record goes when appended at `end`: headers 8-byte aligned, raw
-// payloads 4 KiB aligned (reflinkable). Returns the header offset.
-inline uint64_t RecordSlot(uint64_t end, Codec codec) {
-  if (codec == Codec::kRaw) {
+// payloads of at least one block 4 KiB aligned (reflinkable). A smaller raw
+// payload would share a whole block for less than a block of data, so it
+// is copied on restore and packed tight. Returns the header offset.
+inline uint64_t RecordSlot(uint64_t end, Codec codec, uint64_t stored_size) {
+  if (codec == Codec::kRaw && stored_size >= kRawAlign) {
     return ((end + kRecordHeaderSize + kRawAlign - 1) & ~(kRawAlign - 1)) - kRecordHeaderSize;
   }
   return (end + 7) & ~uint64_t{7};

@@ -9,6 +9,7 @@
 namespace agentenv::test {
 namespace {
 
+using store::Codec;
 using store::ObjectId;
 using store::ObjectType;
 using store::Store;
@@ -113,6 +114,29 @@ TEST_CASE("store: the same content twice is stored once") {
   CommitOk(*b);
   CHECK(StoredBytes(*s) == after_one);
   CHECK(after_one < data.size() + 64 * 1024);
+}
+
+TEST_CASE("store: small raw objects are packed tight, block-sized ones are block aligned") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto b = *s->BeginBatch();
+  // Random bytes do not compress, so every object is stored raw.
+  std::vector<ObjectId> big;
+  for (int i = 0; i < 200; ++i) REQUIRE(b->Put(ObjectType::kChunk, RandomBytes(1000, 100 + i)));
+  for (int i = 0; i < 4; ++i) big.push_back(*b->Put(ObjectType::kChunk, RandomBytes(5000, 500 + i)));
+  CommitOk(*b);
+  auto st = s->Stats();
+  REQUIRE(st);
+  CHECK(st->stored_bytes == 200 * 1000 + 4 * 5000);
+  // Headers (64 bytes) and 8-byte alignment for the small ones; at most a
+  // block of padding before each block-sized one.
+  CHECK(st->pack_bytes <= st->stored_bytes + 204 * (64 + 8) + 4 * 4096);
+  for (const auto& id : big) {
+    auto info = s->Stat(id);
+    REQUIRE(info);
+    CHECK(info->codec == Codec::kRaw);
+    CHECK((info->offset + 64) % 4096 == 0);
+  }
 }
 
 TEST_CASE("store: a one-byte edit in a large file adds about one chunk") {
