@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "store/le.h"
+
 namespace agentenv::store {
 namespace {
 
@@ -16,15 +18,6 @@ constexpr size_t kForEachPage = 4096;
 
 Unexpected<Error> MdbFail(const std::string& what, int rc) {
   return Fail(what + ": " + mdb_strerror(rc), rc > 0 ? rc : 0);
-}
-
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint64_t Get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
 }
 
 void EncodeInfo(const ObjectInfo& o, uint8_t* b) {

@@ -2,20 +2,13 @@
 
 #include <cstring>
 
+#include "store/le.h"
+
 namespace agentenv::store {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'A', 'E', 'M', 'F'};
 constexpr size_t kHead = 24, kEntry = 40;
-
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint64_t Get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
 
 }  // namespace
 

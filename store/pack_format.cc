@@ -9,6 +9,7 @@
 
 #include "common/unique_fd.h"
 #include "store/inspect.h"
+#include "store/le.h"
 
 namespace agentenv::store {
 namespace {
@@ -16,22 +17,6 @@ namespace {
 constexpr uint32_t kMagic = 0x424f4541;  // "AEOB" little-endian
 constexpr uint8_t kVersion = 1;
 
-void Put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-uint32_t Get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
-uint64_t Get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
 uint32_t Fnv1a(const uint8_t* p, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
