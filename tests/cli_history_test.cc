@@ -474,3 +474,90 @@ TEST_CASE("cli history: import refuses hostile archives and changes nothing", "[
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli history: fsck --repair marks damaged nodes, fsck then passes, restore refuses them", "[cli][fsck]") {
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src);
+  WriteFile(src / "keep", "keep\n");
+  fs::path root = tmp / "repo";
+  REQUIRE(Agentenv(root, {"init", "--from", src.string()}).code == 0);
+  std::string a = HeadId(root);
+  auto big = RandomBytes(1 << 20, 5);  // incompressible: most of the pack is this file
+  WriteFile(Work(root) / "big.bin", std::string(big.begin(), big.end()));
+  REQUIRE(Agentenv(root, {"snap", "-m", "big"}).code == 0);
+  std::string b = HeadId(root);
+  fs::remove(Work(root) / "big.bin");
+  REQUIRE(Agentenv(root, {"snap", "-m", "without big"}).code == 0);
+  std::string c = HeadId(root);
+
+  int code = -1;
+  json j = AgentenvJson(root, {"fsck"}, &code);
+  CHECK(code == 0);
+  CHECK(j["live"].value("dirty", true) == false);
+  CHECK(j.value("damaged", 99) == 0);
+
+  fs::path biggest;
+  uintmax_t size = 0;
+  for (const auto& e : fs::directory_iterator(root / "store/packs"))
+    if (e.file_size() > size) size = e.file_size(), biggest = e.path();
+  REQUIRE(size > (1 << 19));
+  {
+    UniqueFd fd(::open(biggest.c_str(), O_RDWR));
+    REQUIRE(fd);
+    unsigned char x;
+    REQUIRE(::pread(fd.get(), &x, 1, off_t(size / 2)) == 1);
+    x ^= 0x5a;
+    REQUIRE(::pwrite(fd.get(), &x, 1, off_t(size / 2)) == 1);
+  }
+  j = AgentenvJson(root, {"fsck"}, &code);
+  CHECK(code == 4);
+
+  j = AgentenvJson(root, {"fsck", "--repair"}, &code);
+  CHECK(code == 0);
+  CHECK_FALSE(j["lost"].empty());
+  REQUIRE(j["marked"].size() == 1);
+  CHECK(j["marked"][0].value("id", "") == b);
+  CHECK(j["marked"][0].value("damaged", false));
+  CHECK(j.value("damaged", 0) == 1);
+
+  // Afterwards fsck passes: the damage is known, reported as a warning.
+  CmdResult r = Agentenv(root, {"fsck"});
+  INFO(r.Describe());
+  CHECK(r.code == 0);
+  CHECK(r.err.find("warning: node " + b.substr(0, 12) + " (marked damaged)") != std::string::npos);
+  CHECK(r.out.find("1 nodes known damaged") != std::string::npos);
+  CHECK(r.out.find("live tree clean") != std::string::npos);
+
+  // log, show and JSON say so; no node was deleted.
+  json log = AgentenvJson(root, {"log"});
+  REQUIRE(log["nodes"].size() == 3);
+  for (const auto& n : log["nodes"]) {
+    CHECK(n.value("damaged", true) == (n.value("id", "") == b));
+    if (n.value("id", "") == b) CHECK(n.value("damage", "").find("missing") != std::string::npos);
+  }
+  CHECK(Agentenv(root, {"log"}).out.find("[damaged] big") != std::string::npos);
+  CHECK(Agentenv(root, {"show", b}).out.find("DAMAGED  file big.bin") != std::string::npos);
+  CHECK(AgentenvJson(root, {"show", b})["node"].value("damaged", false));
+
+  // Restore refuses it, naming what is missing, and changes nothing.
+  Manifest before = TreeManifest(Work(root));
+  r = Agentenv(root, {"restore", b});
+  INFO(r.Describe());
+  CHECK(r.code == 4);
+  CHECK(r.err.find("is damaged and cannot be restored: file big.bin") != std::string::npos);
+  CHECK(HeadId(root) == c);
+  CHECK(ManifestDiff(before, TreeManifest(Work(root))) == "");
+  CHECK(Agentenv(root, {"restore", a}).code == 0);
+
+  // The live tree is information, never an error.
+  WriteFile(Work(root) / "keep", "changed\n");
+  j = AgentenvJson(root, {"fsck"}, &code);
+  CHECK(code == 0);
+  CHECK(j["live"].value("dirty", false));
+  CHECK(j["live"].value("changed", 0) == 1);
+}
+
+}  // namespace agentenv::test
