@@ -7,8 +7,9 @@
 #   2. retention drops 9k of 10k nodes, then `agentenv gc`: wall, CPU, peak RSS
 #      (targets <= 10 s, <= 200 MB) and store size before/after; then, on
 #      PEER_STATES states (the same generator, so the same tree states), the
-#      same thinning (keep the newest 10%) and space reclaim by agentenv gc,
-#      `restic forget --prune` and `ostree prune`
+#      same thinning (keep the newest 10%) and space reclaim by agentenv gc
+#      (default, then --compact-above 10), `restic forget --prune` and
+#      `ostree prune`
 #   3. `agentenv fsck` data verify throughput in GB/s of logical data (>= 1)
 #   4. `agentenv export` throughput vs `tar -c` of the materialized tree
 #
@@ -132,6 +133,9 @@ run "$AE" retain --keep-last "$PK" --keep-within 0
 a_before=$(du_b "$WORK/pa/store")
 read -r a_rss a_wall a_cpu < <(timev "$AE" gc)
 a_after=$(du_b "$WORK/pa/store")
+# The same, then compacting packs that are at least 10% dead (default 50%).
+read -r a10_rss a10_wall a10_cpu < <(timev "$AE" gc --compact-above 10)
+a10_after=$(du_b "$WORK/pa/store")
 rm -rf "$WORK/pa"
 
 D=$WORK/states; mkdir -p "$D"
@@ -155,6 +159,7 @@ echo
 echo "| tool | wall s | CPU s | peak RSS MB | repo MB before -> after |"
 echo "|---|---|---|---|---|"
 echo "| agentenv retain + gc (gc timed) | $a_wall | $a_cpu | $(( a_rss / 1024 )) | $(( a_before / 1000000 )) -> $(( a_after / 1000000 )) |"
+echo "| then agentenv gc --compact-above 10 | $a10_wall | $a10_cpu | $(( a10_rss / 1024 )) | $(( a_after / 1000000 )) -> $(( a10_after / 1000000 )) |"
 echo "| restic 0.14 forget --prune | $r_wall | $r_cpu | $(( r_rss / 1024 )) | $(( r_before / 1000000 )) -> $(( r_after / 1000000 )) |"
 echo "| ostree prune --refs-only --depth | $o_wall | $o_cpu | $(( o_rss / 1024 )) | $(( o_before / 1000000 )) -> $(( o_after / 1000000 )) |"
 awk -v a="$a_wall" -v r="$r_wall" -v o="$o_wall" -v ar="$a_rss" -v rr="$r_rss" -v or="$o_rss" 'BEGIN{

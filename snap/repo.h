@@ -159,9 +159,10 @@ class Repo {
   // recomputed against it. dry_run: plan only. Takes the lock.
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
   // Removes every stored object that no node (and no stat cache entry)
-  // reaches, then compacts packs so the disk space is returned. Holds the
-  // lock while marking and dropping; compaction runs after. Errors: I/O.
-  Result<GcResult> Gc();
+  // reaches, then compacts packs so the disk space is returned (packs at
+  // least `compact.min_dead_fraction` dead are rewritten). Holds the lock
+  // while marking and dropping; compaction runs after. Errors: I/O.
+  Result<GcResult> Gc(const store::CompactOptions& compact = {});
   // Checks that every node, the trees it reaches, their file contents
   // (and manifests' chunks) exist and decode, and that refs and parents
   // name nodes in history. One finding per affected node, naming the first

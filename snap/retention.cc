@@ -110,7 +110,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   return res;
 }
 
-Result<GcResult> Repo::Gc() {
+Result<GcResult> Repo::Gc(const store::CompactOptions& compact) {
   GcResult res;
   {
     // Marking and dropping must not interleave with a snapshot: it could
@@ -145,7 +145,7 @@ Result<GcResult> Repo::Gc() {
     }));
     AE_TRY(batch->Commit());
   }
-  AE_ASSIGN(store::CompactResult c, store_->Compact({}));
+  AE_ASSIGN(store::CompactResult c, store_->Compact(compact));
   res.bytes_freed = c.bytes_freed;
   res.packs_rewritten = c.packs_rewritten;
   return res;

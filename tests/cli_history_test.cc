@@ -561,3 +561,60 @@ TEST_CASE("cli history: fsck --repair marks damaged nodes, fsck then passes, res
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+namespace {
+
+uintmax_t PackBytes(const fs::path& root) {
+  uintmax_t n = 0;
+  for (const auto& e : fs::directory_iterator(root / "store/packs")) {
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) == 0) n += uintmax_t(st.st_blocks) * 512;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli history: retain then gc returns the space of dropped nodes, shared content stays", "[cli][gc]") {
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src);
+  auto shared = RandomBytes(2 << 20, 21);  // in every node
+  WriteFile(src / "shared", std::string(shared.begin(), shared.end()));
+  fs::path root = tmp / "repo";
+  REQUIRE(Agentenv(root, {"init", "--from", src.string()}).code == 0);
+  for (int i = 0; i < 10; ++i) {  // each node has one file of its own
+    auto own = RandomBytes(64 << 10, 100 + i);
+    if (i) fs::remove(Work(root) / ("own" + std::to_string(i - 1)));
+    WriteFile(Work(root) / ("own" + std::to_string(i)), std::string(own.begin(), own.end()));
+    REQUIRE(Agentenv(root, {"snap", "-m", "n" + std::to_string(i)}).code == 0);
+  }
+  int code = -1;
+  json r = AgentenvJson(root, {"retain", "--keep-last", "2", "--keep-within", "0"}, &code);
+  REQUIRE(code == 0);
+  REQUIRE(AgentenvJson(root, {"log", "-n", "100"})["nodes"].size() < 6);
+  uintmax_t before = PackBytes(root);
+
+  // The dropped nodes' files are ~20% of the pack: below the default threshold
+  // they are only marked dead; a lower threshold rewrites the pack.
+  json g = AgentenvJson(root, {"gc"}, &code);
+  REQUIRE(code == 0);
+  CHECK(g.value("dropped_objects", 0) >= 6);
+  CHECK(g.value("packs_rewritten", 99) == 0);
+  g = AgentenvJson(root, {"gc", "--compact-above", "10"}, &code);
+  REQUIRE(code == 0);
+  CHECK(g.value("packs_rewritten", 0) >= 1);
+  CHECK(g.value("bytes_freed", uint64_t(0)) > (300u << 10));
+  uintmax_t after = PackBytes(root);
+  INFO("pack bytes " << before << " -> " << after);
+  CHECK(after + (300u << 10) < before);
+  CHECK(after > (2u << 20));  // the shared file is still there
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
+  REQUIRE(Agentenv(root, {"restore", "HEAD~1"}).code == 0);
+  CHECK(ReadFile(Work(root) / "shared") == std::string(shared.begin(), shared.end()));
+  CHECK(fs::exists(Work(root) / "own8"));
+  CHECK(Agentenv(root, {"gc", "--compact-above", "101"}).code == 2);
+}
+
+}  // namespace agentenv::test
