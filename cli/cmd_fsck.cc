@@ -1,6 +1,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <future>
+#include <mutex>
 
 #include "cli/cli.h"
 #include "cli/commands.h"
@@ -24,8 +26,10 @@ int CmdFsck(int argc, char** argv) {
   if (!repo) return ReportError(g, repo.error());
   bool tty = !g.json && ::isatty(STDERR_FILENO);
   nlohmann::json findings = nlohmann::json::array();
+  std::mutex mu;  // findings and stderr: the store and history checks run side by side
   fsck::FsckCallbacks cb;
   cb.finding = [&](const fsck::FsckFinding& f) {
+    std::lock_guard lock(mu);
     nlohmann::json j = {{"kind", f.kind}, {"severity", f.severity == fsck::Severity::kError ? "error" : "warning"},
                         {"message", f.message}};
     if (f.id) j["id"] = f.id->Hex();
@@ -36,12 +40,38 @@ int CmdFsck(int argc, char** argv) {
                               f.severity == fsck::Severity::kError ? "error" : "warning", f.message.c_str());
   };
   if (tty) {
-    cb.progress = [](const fsck::FsckProgress& p) {
+    cb.progress = [&mu](const fsck::FsckProgress& p) {
+      std::lock_guard lock(mu);
       std::fprintf(stderr, "\rchecking: %s of %s, %llu records", HumanBytes(p.bytes_done).c_str(),
                    HumanBytes(p.bytes_total).c_str(), (unsigned long long)p.records);
     };
   }
+  // Above the store: every node's trees and contents exist, refs resolve.
+  // Nodes already marked damaged are known, not new corruption: warnings.
+  // Then the live tree against HEAD: information, never an error.
+  uint64_t known = 0;
+  nlohmann::json live;
+  std::string live_text;
+  auto check_above = [&]() -> Result<uint64_t> {
+    auto history = (*repo)->CheckHistory([&](const snap::HistoryFinding& f) {
+      std::lock_guard lock(mu);
+      const char* severity = f.known ? "warning" : "error";
+      findings.push_back({{"kind", f.kind}, {"severity", severity}, {"message", f.message}});
+      if (f.known) ++known;
+      if (!g.json) std::fprintf(stderr, "%s%s: %s\n", tty ? "\r\033[K" : "", severity, f.message.c_str());
+    });
+    if (auto st = (*repo)->Status()) {
+      live = {{"dirty", st->dirty}, {"changed", st->changed}};
+      live_text = st->dirty ? "live tree dirty (" + std::to_string(st->changed) + " changed paths since HEAD)"
+                            : "live tree clean";
+    } else {
+      live = {{"dirty", nullptr}, {"error", st.error().message}};
+      live_text = "live tree not compared: " + st.error().message;
+    }
+    return history;
+  };
   fsck::FsckReport rep;
+  Result<uint64_t> history = 0;
   nlohmann::json lost = nlohmann::json::array(), marked = nlohmann::json::array(),
                  healed = nlohmann::json::array(), fixed = nlohmann::json::array();
   uint64_t stat_cleared = 0;
@@ -64,38 +94,23 @@ int CmdFsck(int argc, char** argv) {
     auto again = fsck::CheckStore((*repo)->store(), {}, {});
     if (!again) return ReportError(g, again.error());
     rep = *again;
+    history = check_above();
   } else {
+    // History and the live tree only read what the store check reads too:
+    // check them meanwhile (the store check is the long part).
+    auto above = std::async(std::launch::async, check_above);
     fsck::FsckOptions opt;
     opt.verify_content = !structure;
     opt.subset_percent = subset;
     auto r = fsck::CheckStore((*repo)->store(), opt, cb);
+    history = above.get();
     if (!r) return ReportError(g, r.error());
     rep = *r;
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
-  // Above the store: every node's trees and contents exist, refs resolve.
-  // Nodes already marked damaged are known, not new corruption: warnings.
-  uint64_t known = 0;
-  auto history = (*repo)->CheckHistory([&](const snap::HistoryFinding& f) {
-    const char* severity = f.known ? "warning" : "error";
-    findings.push_back({{"kind", f.kind}, {"severity", severity}, {"message", f.message}});
-    if (f.known) ++known;
-    if (!g.json) std::fprintf(stderr, "%s: %s\n", severity, f.message.c_str());
-  });
   if (!history) return ReportError(g, history.error());
   rep.errors += *history;
   rep.warnings += known;
-  // The live tree against HEAD: information, never an error.
-  nlohmann::json live;
-  std::string live_text;
-  if (auto st = (*repo)->Status()) {
-    live = {{"dirty", st->dirty}, {"changed", st->changed}};
-    live_text = st->dirty ? "live tree dirty (" + std::to_string(st->changed) + " changed paths since HEAD)"
-                          : "live tree clean";
-  } else {
-    live = {{"dirty", nullptr}, {"error", st.error().message}};
-    live_text = "live tree not compared: " + st.error().message;
-  }
   nlohmann::json j = {{"objects", rep.objects}, {"verified", rep.objects_verified},
                       {"bytes_verified", rep.bytes_verified}, {"packs", rep.packs},
                       {"errors", rep.errors}, {"warnings", rep.warnings}, {"damaged", known},
