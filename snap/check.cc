@@ -1,6 +1,5 @@
 // Repo::CheckHistory and Repo::RepairHistory (see repo.h): the references
 // above the store, and marking what lost objects broke.
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,10 +53,9 @@ class DamageWalker {
     Damage d;
     std::string where = path.empty() ? "/" : path;
     AE_ASSIGN(bool has, s_.Has(id));
-    auto t = has ? LoadTree(s_, id) : Unexpected<Error>(Error{});
     if (!has) {
       d.Add("missing-object", "tree " + where + ": object " + id.Hex() + " is missing");
-    } else if (!t) {
+    } else if (auto t = LoadTree(s_, id); !t) {
       d.Add("bad-tree", "tree " + where + " (" + id.Hex() + "): " + t.error().message);
     } else {
       for (const Entry& e : *t) {

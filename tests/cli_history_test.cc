@@ -15,7 +15,7 @@ namespace {
 
 fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
-// Every xattr of p (any namespace), sorted, values hex-free but exact.
+// Every xattr of p (any namespace) with its exact value, sorted.
 std::string AllXattrs(const fs::path& p) {
   std::vector<char> names(65536);
   ssize_t n = ::llistxattr(p.c_str(), names.data(), names.size());
