@@ -119,11 +119,13 @@ nlohmann::json NodeJson(const snap::NodeRecord& r) {
                       {"time", FormatTime(r.time_ns)}, {"time_ns", r.time_ns},
                       {"title", r.title},      {"changes", r.changes}};
   j["parent"] = r.parent ? nlohmann::json(r.parent->Hex()) : nlohmann::json(nullptr);
+  j["damaged"] = r.damaged();
+  if (r.damaged()) j["damage"] = r.damage;
   return j;
 }
 
 std::string NodeLine(const snap::NodeRecord& r) {
-  return Short(r.id) + "  " + FormatTime(r.time_ns) + "  " + r.title;
+  return Short(r.id) + "  " + FormatTime(r.time_ns) + "  " + (r.damaged() ? "[damaged] " : "") + r.title;
 }
 
 }  // namespace agentenv::cli

@@ -84,11 +84,13 @@ Result<std::unique_ptr<snap::Repo>> OpenRepo(const Globals& g);
 // The first 12 hex digits of an id: what humans and models see.
 std::string Short(const store::ObjectId& id);
 
-// A node as JSON: id, short, seq, time, parent, title, changes.
+// A node as JSON: id, short, seq, time, parent, title, changes, damaged
+// (and damage: what is missing, when damaged).
 nlohmann::json NodeJson(const snap::NodeRecord& r);
 nlohmann::json ChangeJson(const snap::Change& c);
 
-// One line per node: "<short>  <time>  <title>".
+// One line per node: "<short>  <time>  <title>" ("[damaged] " before the
+// title of a damaged node).
 std::string NodeLine(const snap::NodeRecord& r);
 
 }  // namespace agentenv::cli

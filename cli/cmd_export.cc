@@ -63,7 +63,8 @@ int CmdImport(int argc, char** argv) {
     }
   } cleanup{tmpl};
   std::vector<std::string> warnings;
-  auto x = ExtractTarball(archive, tmpl, [&](const std::string& w) { warnings.push_back(w); });
+  auto x = ExtractTarball(archive, tmpl, [&](const std::string& w) { warnings.push_back(w); },
+                          UnprivilegedDevices::kRefuse);
   if (!x) return ReportError(g, x.error());
   auto res = (*repo)->Import(tmpl, message.empty() ? "imported " + archive : message);
   if (!res) return ReportError(g, res.error());

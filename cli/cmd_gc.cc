@@ -36,12 +36,18 @@ int CmdRetain(int argc, char** argv) {
 
 int CmdGc(int argc, char** argv) {
   Globals g;
+  double compact_above = 50;
   CLI::App app{"Free the storage of objects no node reaches (shared chunks stay) and compact packs", "gc"};
   AddGlobals(app, g);
+  app.add_option("--compact-above", compact_above,
+                 "Rewrite packs at least this percent dead (default 50; lower frees more now, copies more)")
+      ->check(CLI::Range(0.0, 100.0));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = OpenRepo(g);
   if (!repo) return ReportError(g, repo.error());
-  auto res = (*repo)->Gc();
+  store::CompactOptions compact;
+  compact.min_dead_fraction = compact_above / 100;
+  auto res = (*repo)->Gc(compact);
   if (!res) return ReportError(g, res.error());
   return ReportOk(g, {{"live_objects", res->live_objects}, {"dropped_objects", res->dropped_objects},
                       {"dropped_bytes", res->dropped_bytes}, {"bytes_freed", res->bytes_freed},

@@ -19,10 +19,13 @@ int CmdShow(int argc, char** argv) {
   auto rec = (*repo)->Record(*id);
   if (!rec) return ReportError(g, rec.error());
   auto node = snap::LoadNode((*repo)->store(), *id);
+  if (!node && rec->damaged())  // its node object is what was lost: the record is all there is
+    return ReportOk(g, {{"node", NodeJson(*rec)}}, "node     " + id->Hex() + "\nDAMAGED  " + rec->damage + "\n");
   if (!node) return ReportError(g, node.error());
   const auto& c = node->changes;
   nlohmann::json changes = nlohmann::json::array();
   std::string text = "node     " + id->Hex() + "\n";
+  if (rec->damaged()) text += "DAMAGED  " + rec->damage + "\n";
   if (rec->parent) text += "parent   " + rec->parent->Hex() + "\n";
   text += "time     " + FormatTime(node->time_ns) + "\n";
   if (!node->message.empty()) text += "message  " + node->message + "\n";

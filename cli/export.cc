@@ -106,7 +106,14 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
                               const std::optional<store::ObjectId>& base, const std::string& out) {
   WriteArchive a(archive_write_new(), archive_write_free);
-  archive_write_set_format_pax_restricted(a.get());
+  // Full pax, so that every entry carries its ns mtime (restricted pax
+  // writes it only beside other extensions); names are written as the
+  // bytes they are (hdrcharset=BINARY): they need not be UTF-8. Xattrs
+  // once, as SCHILY.xattr (what GNU tar reads).
+  archive_write_set_format_pax(a.get());
+  if (archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+      archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
+    return Fail(out + ": " + archive_error_string(a.get()));
   if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
     archive_write_add_filter_gzip(a.get());
     archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes

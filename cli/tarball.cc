@@ -8,9 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 
 namespace agentenv::cli {
 namespace {
@@ -52,6 +55,17 @@ class WorkingDirectory {
   UniqueFd old_;
 };
 
+// A refused entry (libarchive's security checks set no errno; an entry
+// that would replace an earlier one or descend through a non-directory is
+// the archive's fault too) is kInvalid; anything else is an I/O error.
+Error HeaderError(const std::string& path, const std::string& name, archive* out) {
+  int err = archive_errno(out);
+  std::string why = archive_error_string(out) ? archive_error_string(out) : "cannot extract";
+  if (err <= 0 || err == EEXIST || err == ENOTDIR || err == ELOOP)
+    return Error{path + ": entry '" + name + "': " + why + "; refusing the archive", 0, ErrorCode::kInvalid};
+  return Error{name + ": " + why + ": " + std::strerror(err), err, ErrorCode::kIo};
+}
+
 std::string Strip(std::string_view p) {
   while (p.starts_with("./")) p.remove_prefix(2);
   return std::string(p);
@@ -60,7 +74,7 @@ std::string Strip(std::string_view p) {
 }  // namespace
 
 Result<void> ExtractTarball(const std::string& path, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn) {
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
   ReadArchive in(archive_read_new(), archive_read_free);
   archive_read_support_format_all(in.get());
   archive_read_support_filter_all(in.get());
@@ -77,6 +91,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   archive_write_disk_set_standard_lookup(out.get());
 
   AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
+  std::unordered_map<std::string, mode_t> seen;  // entry name -> type
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(in.get(), &e);
@@ -93,17 +108,28 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
       if (!SafeRelative(target))
         return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
                                              "' points outside the archive; refusing it");
+      // Data on a hardlink to a symlink would be written through it.
+      if (auto it = seen.find(target); it != seen.end() && it->second == AE_IFLNK && archive_entry_size(e) > 0)
+        return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
+                                             "' carries data for a symlink; refusing the archive");
       archive_entry_set_hardlink(e, target.c_str());
     }
     mode_t type = archive_entry_filetype(e);
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
+      if (devices == UnprivilegedDevices::kRefuse)
+        return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
+                                             "' is a device node, which only root can create; refusing the archive");
       warn(name + ": device node skipped (creating it needs privilege)");
       continue;
     }
+    // A second entry of the same name would replace (or, when privileged
+    // and not overwriting, silently not replace) the first: whichever the
+    // archive meant, it is not a plain tree.
+    if (auto [it, fresh] = seen.emplace(name, type); !fresh && !(type == AE_IFDIR && it->second == AE_IFDIR))
+      return Fail(ErrorCode::kInvalid, path + ": entry '" + name + "' appears twice in the archive; refusing the archive");
     archive_entry_set_pathname(e, name.c_str());
     r = archive_write_header(out.get(), e);
-    if (r < ARCHIVE_WARN)
-      return Fail(ErrorCode::kInvalid, name + ": " + archive_error_string(out.get()));
+    if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(path, name, out.get()));
     if (r == ARCHIVE_WARN) warn(name + ": " + archive_error_string(out.get()));
     if (archive_entry_size(e) > 0) {
       const void* buf;

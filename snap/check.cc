@@ -1,5 +1,6 @@
-// Repo::CheckHistory (see repo.h): the references above the store.
-#include <cstring>
+// Repo::CheckHistory and Repo::RepairHistory (see repo.h): the references
+// above the store, and marking what lost objects broke.
+#include <unordered_map>
 #include <unordered_set>
 
 #include "snap/repo.h"
@@ -8,81 +9,184 @@
 namespace agentenv::snap {
 namespace {
 
-class HistoryChecker {
+// What is wrong below one object: the number of problems and the first.
+struct Damage {
+  uint64_t problems = 0;
+  std::string kind;   // of the first: "missing-object", "bad-tree", "bad-node"
+  std::string first;  // "file usr/bin/x: object <id> is missing"
+
+  void Add(const Damage& d) {
+    if (!problems && d.problems) kind = d.kind, first = d.first;
+    problems += d.problems;
+  }
+  void Add(std::string k, std::string what) { Add(Damage{1, std::move(k), std::move(what)}); }
+  std::string Describe() const {
+    return problems > 1 ? first + " (and " + std::to_string(problems - 1) + " more)" : first;
+  }
+};
+
+// Finds what each node is missing. Results are memoized per tree and per
+// content id, so shared subtrees are read once however many nodes reach
+// them; the first path a shared object was seen at names it.
+class DamageWalker {
  public:
-  HistoryChecker(const store::Store& s, const std::function<void(const HistoryFinding&)>& fn) : s_(s), fn_(fn) {}
+  explicit DamageWalker(const store::Store& s) : s_(s) {}
 
-  void Report(std::string kind, std::string message) {
-    ++findings;
-    if (fn_) fn_({std::move(kind), std::move(message)});
-  }
-
-  // Returns false (and reports) when `id` is missing.
-  Result<bool> Present(const store::ObjectId& id, const std::string& what) {
-    AE_ASSIGN(bool has, s_.Has(id));
-    if (!has) Report("missing-object", what + ": object " + id.Hex() + " is missing");
-    return has;
-  }
-
-  Result<void> Tree(const store::ObjectId& id, const std::string& path) {
-    if (!seen_.insert(id).second) return {};
-    std::string where = path.empty() ? "/" : path;
-    AE_ASSIGN(bool ok, Present(id, "tree " + where));
-    if (!ok) return {};
-    auto t = LoadTree(s_, id);
-    if (!t) {
-      Report("bad-tree", "tree " + where + " (" + id.Hex() + "): " + t.error().message);
-      return {};
+  Result<Damage> Node(const NodeRecord& r) {
+    Damage d;
+    AE_ASSIGN(bool has, s_.Has(r.id));
+    if (!has) {
+      d.Add("missing-object", "node object " + r.id.Hex() + " is missing");
+    } else {
+      auto n = LoadNode(s_, r.id);
+      if (!n) d.Add("bad-node", "node object: " + n.error().message);
+      else if (n->tree != r.tree) d.Add("bad-node", "index and node object disagree on the tree");
     }
-    for (const Entry& e : *t) {
-      std::string p = path.empty() ? e.name : path + "/" + e.name;
-      if (e.kind == Kind::kDir) AE_TRY(Tree(e.id, p));
-      if (e.kind != Kind::kFile || !seen_.insert(e.id).second) continue;
-      AE_ASSIGN(bool has, Present(e.id, "file " + p));
-      if (!has || e.content != store::ObjectType::kManifest) continue;
+    AE_ASSIGN(Damage t, Tree(r.tree, ""));
+    d.Add(t);
+    return d;
+  }
+
+ private:
+  Result<Damage> Tree(const store::ObjectId& id, const std::string& path) {
+    if (auto it = memo_.find(id); it != memo_.end()) return it->second;
+    Damage d;
+    std::string where = path.empty() ? "/" : path;
+    AE_ASSIGN(bool has, s_.Has(id));
+    if (!has) {
+      d.Add("missing-object", "tree " + where + ": object " + id.Hex() + " is missing");
+    } else if (auto t = LoadTree(s_, id); !t) {
+      d.Add("bad-tree", "tree " + where + " (" + id.Hex() + "): " + t.error().message);
+    } else {
+      for (const Entry& e : *t) {
+        std::string p = path.empty() ? e.name : path + "/" + e.name;
+        if (e.kind == Kind::kDir) {
+          AE_ASSIGN(Damage sub, Tree(e.id, p));
+          d.Add(sub);
+        } else if (e.kind == Kind::kFile) {
+          AE_ASSIGN(Damage c, Content(e, p));
+          d.Add(c);
+        }
+      }
+    }
+    memo_.emplace(id, d);
+    return d;
+  }
+
+  Result<Damage> Content(const Entry& e, const std::string& path) {
+    if (auto it = memo_.find(e.id); it != memo_.end()) return it->second;
+    Damage d;
+    AE_ASSIGN(bool has, s_.Has(e.id));
+    if (!has) {
+      d.Add("missing-object", "file " + path + ": object " + e.id.Hex() + " is missing");
+    } else if (e.content == store::ObjectType::kManifest) {
       auto bytes = s_.Get(e.id);
       auto chunks = bytes ? store::DecodeManifest(*bytes) : Unexpected<Error>(bytes.error());
       if (!chunks) {
-        Report("bad-tree", "file " + p + ": manifest " + e.id.Hex() + ": " + chunks.error().message);
-        continue;
+        d.Add("bad-tree", "file " + path + ": manifest " + e.id.Hex() + ": " + chunks.error().message);
+      } else {
+        for (const auto& c : *chunks) {
+          AE_ASSIGN(bool chunk, s_.Has(c.id));
+          if (!chunk) d.Add("missing-object", "file " + path + ": chunk " + c.id.Hex() + " is missing");
+        }
       }
-      for (const auto& c : *chunks) AE_TRY(Present(c.id, "file " + p + " chunk"));
     }
-    return {};
+    memo_.emplace(e.id, d);
+    return d;
   }
 
-  uint64_t findings = 0;
-
- private:
   const store::Store& s_;
-  const std::function<void(const HistoryFinding&)>& fn_;
-  std::unordered_set<store::ObjectId, store::ObjectIdHash> seen_;
+  std::unordered_map<store::ObjectId, Damage, store::ObjectIdHash> memo_;
 };
+
+std::string Name(const store::ObjectId& id) { return "node " + id.Hex().substr(0, 12); }
 
 }  // namespace
 
 Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFinding&)>& finding) {
-  HistoryChecker c(*store_, finding);
+  uint64_t errors = 0;
+  auto report = [&](std::string kind, std::string message, bool known = false) {
+    if (!known) ++errors;
+    if (finding) finding({std::move(kind), std::move(message), known});
+  };
+  DamageWalker walker(*store_);
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
   std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
   for (const NodeRecord& r : nodes) known.insert(r.id);
   for (const NodeRecord& r : nodes) {
-    std::string name = "node " + r.id.Hex().substr(0, 12);
-    AE_ASSIGN(bool has, c.Present(r.id, name));
-    if (has) {
-      auto n = LoadNode(*store_, r.id);
-      if (!n) c.Report("bad-node", name + ": " + n.error().message);
-      else if (n->tree != r.tree) c.Report("bad-node", name + ": index and node object disagree on the tree");
-    }
+    AE_ASSIGN(Damage d, walker.Node(r));
+    if (d.problems && r.damaged()) report("known-damaged", Name(r.id) + " (marked damaged): " + d.Describe(), true);
+    else if (d.problems) report(d.kind, Name(r.id) + ": " + d.Describe());
+    else if (r.damaged())
+      report("known-damaged", Name(r.id) + " is marked damaged but is whole again (fsck --repair clears the mark)", true);
     if (r.parent && !known.count(*r.parent))
-      c.Report("dangling-ref", name + ": parent " + r.parent->Hex().substr(0, 12) + " is not in history");
-    AE_TRY(c.Tree(r.tree, ""));
+      report("dangling-ref", Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) + " is not in history");
   }
   AE_ASSIGN(auto refs, meta_->ListRefs(""));
   for (const auto& [ref, id] : refs) {
-    if (!known.count(id)) c.Report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
+    if (!known.count(id)) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
   }
-  return c.findings;
+  return errors;
+}
+
+Result<HistoryRepair> Repo::RepairHistory() {
+  AE_ASSIGN(UniqueFd lock, Lock());
+  HistoryRepair res;
+  DamageWalker walker(*store_);
+  AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
+  std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
+  for (const NodeRecord& r : nodes) known.insert(r.id);
+  AE_ASSIGN(auto txn, meta_->Begin());
+  for (const NodeRecord& old : nodes) {
+    AE_ASSIGN(Damage d, walker.Node(old));
+    NodeRecord r = old;
+    if (d.problems) {
+      r.flags |= NodeRecord::kDamaged;
+      r.damage = d.Describe();
+    } else {
+      r.flags &= ~NodeRecord::kDamaged;
+      r.damage.clear();
+    }
+    if (r.parent && !known.count(*r.parent)) {
+      AE_TRY(txn->RemoveChild(*r.parent, r.id));
+      res.fixed.push_back(Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) +
+                          " is not in history; the node is now a root");
+      r.parent.reset();
+    }
+    if (r.flags == old.flags && r.damage == old.damage && r.parent == old.parent) continue;
+    AE_TRY(txn->PutNode(r));
+    if (r.damaged() && !old.damaged()) res.marked.push_back(r);
+    if (!r.damaged() && old.damaged()) res.healed.push_back(r);
+  }
+  AE_ASSIGN(auto refs, meta_->ListRefs(""));
+  for (const auto& [ref, id] : refs) {
+    if (known.count(id)) continue;
+    if (ref == "HEAD" && !nodes.empty()) {
+      AE_TRY(txn->SetRef("HEAD", nodes.back().id));
+      res.fixed.push_back("HEAD named " + id.Hex().substr(0, 12) + ", which is not in history; it now names the newest node " +
+                          nodes.back().id.Hex().substr(0, 12));
+    } else {
+      AE_TRY(txn->DeleteRef(ref));
+      res.fixed.push_back("ref " + ref + " named " + id.Hex().substr(0, 12) + ", which is not in history; removed");
+    }
+  }
+  // A stat cache entry naming lost content would let the next snapshot
+  // record it without reading the file: forget them all, so the next
+  // snapshot reads (and stores again) every file.
+  bool stale = false;
+  Result<void> err;
+  AE_TRY(meta_->ForEachStat([&](const StatEntry& e) {
+    if (stale || !err) return;
+    auto has = store_->Has(e.ref.id);
+    if (!has) err = Unexpected<Error>(has.error());
+    else stale = !*has;
+  }));
+  AE_TRY(err);
+  if (stale) {
+    AE_ASSIGN(res.stat_cleared, txn->ClearStats());
+  }
+  AE_TRY(txn->Commit());
+  return res;
 }
 
 }  // namespace agentenv::snap

@@ -52,6 +52,7 @@ std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   w.Var(r.flags);
   w.Var(r.changes);
   w.Str(r.title);
+  if (r.flags & NodeRecord::kDamaged) w.Str(r.damage);  // records of intact nodes end at the title
   return std::move(w).bytes();
 }
 
@@ -70,6 +71,7 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
   if (!r.Raw(n.tree.bytes.data(), 32) || !r.Var(&flags) || !r.Var(&n.changes) || !r.Str(&n.title))
     return std::nullopt;
   n.flags = uint32_t(flags);
+  if ((n.flags & NodeRecord::kDamaged) && !r.Str(&n.damage)) return std::nullopt;
   return n;
 }
 
@@ -412,6 +414,13 @@ Result<void> MetaDb::Txn::DeleteStat(std::string_view path) {
   int rc = mdb_del(txn_, db_->stat_, &k, nullptr);
   if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
   return {};
+}
+
+Result<uint64_t> MetaDb::Txn::ClearStats() {
+  MDB_stat st;
+  MDB_TRY(db_->dir_, mdb_stat(txn_, db_->stat_, &st));
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->stat_, 0));
+  return uint64_t(st.ms_entries);
 }
 
 Result<void> MetaDb::Txn::Commit() {

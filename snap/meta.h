@@ -34,7 +34,12 @@ struct NodeRecord {
   uint32_t flags = 0;                     // kPinned | kDamaged
   uint64_t changes = 0;                   // changed paths versus parent
   std::string title;                      // message, else label (truncated)
+  // With kDamaged: what is missing ("file usr/bin/x: object <id> is
+  // missing (and 3 more)"), set by fsck --repair. The node stays in
+  // history; restore refuses it.
+  std::string damage;
   static constexpr uint32_t kPinned = 1, kDamaged = 2;
+  bool damaged() const { return flags & kDamaged; }
 };
 
 // What a file looked like when its content id was last computed.
@@ -95,6 +100,8 @@ class MetaDb {
     Result<void> DeleteRef(const std::string& name);
     Result<void> PutStat(std::string_view path, const StatEntry& e);
     Result<void> DeleteStat(std::string_view path);
+    // Empties the stat cache; returns how many entries it had.
+    Result<uint64_t> ClearStats();
     Result<void> Commit();
 
    private:

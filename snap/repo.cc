@@ -105,13 +105,22 @@ Result<UniqueFd> Repo::OpenWork() const {
   return fd;
 }
 
+Result<void> Repo::LoadHead(Scanned& sc) {
+  AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
+  if (!sc.head) return {};
+  // A damaged HEAD (fsck --repair marked it) may miss its node object or
+  // trees: the next node is still its child, but is scanned and summarized
+  // from scratch rather than against it.
+  AE_ASSIGN(auto rec, meta_->GetNode(*sc.head));
+  if (rec && rec->damaged()) return {};
+  AE_ASSIGN(Node n, LoadNode(*store_, *sc.head));
+  sc.head_node = std::move(n);
+  return {};
+}
+
 Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths) {
   Scanned sc;
-  AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
-  if (sc.head) {
-    AE_ASSIGN(Node n, LoadNode(*store_, *sc.head));
-    sc.head_node = std::move(n);
-  }
+  AE_TRY(LoadHead(sc));
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths));
   return sc;
@@ -159,11 +168,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
   UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!src) return FailErrno(dir, errno);
   Scanned sc;
-  AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
-  if (sc.head) {
-    AE_ASSIGN(Node n, LoadNode(*store_, *sc.head));
-    sc.head_node = std::move(n);
-  }
+  AE_TRY(LoadHead(sc));
   AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt));
   sc.out.stat_updates.clear();  // they describe `dir`, not the live tree
   return sc;
@@ -248,6 +253,10 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
 Result<RestoreResult> Repo::Restore(const std::string& ref) {
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
+  AE_ASSIGN(NodeRecord rec, Record(target));
+  if (rec.damaged())
+    return Fail(ErrorCode::kCorrupt, "node " + target.Hex().substr(0, 12) + " is damaged and cannot be restored: " +
+                                         rec.damage + " (fsck --repair marked it; restore another node)");
   AE_ASSIGN(Node to, LoadNode(*store_, target));
   AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
@@ -280,13 +289,18 @@ Result<RepoStatus> Repo::Status() {
   if (sc.head) {
     AE_ASSIGN(NodeRecord rec, Record(*sc.head));
     st.head = rec;
-    st.head_files = sc.head_node->files;
-    st.head_bytes = sc.head_node->logical_bytes;
+    if (sc.head_node) st.head_files = sc.head_node->files, st.head_bytes = sc.head_node->logical_bytes;
   }
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;
-  AE_ASSIGN(TreeDelta delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
-  st.changed = delta.changes.size();
-  st.dirty = st.changed > 0 || (head && !(head->root == sc.out.root));
+  TreeDelta delta;
+  if (st.head && !head) {
+    // A damaged HEAD cannot be diffed; equal tree ids still say clean.
+    st.dirty = st.head->tree != sc.out.tree;
+  } else {
+    AE_ASSIGN(delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
+    st.changed = delta.changes.size();
+    st.dirty = st.changed > 0 || (head && !(head->root == sc.out.root));
+  }
   if (delta.changes.size() > ChangeSummary::kSampleSize) delta.changes.resize(ChangeSummary::kSampleSize);
   st.changes = std::move(delta.changes);
   // Keep what the scan learned, so the next snapshot need not read again.

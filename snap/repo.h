@@ -91,8 +91,19 @@ struct GcResult {
 
 // One problem found by Repo::CheckHistory.
 struct HistoryFinding {
-  std::string kind;     // "missing-object", "bad-tree", "bad-node", "dangling-ref"
+  // "missing-object", "bad-tree", "bad-node", "dangling-ref"; "known-damaged"
+  // for a node fsck --repair already marked (not new corruption).
+  std::string kind;
   std::string message;  // names the node, path or ref and the object id
+  bool known = false;   // only known damage: not counted as an error
+};
+
+// What Repo::RepairHistory changed.
+struct HistoryRepair {
+  std::vector<NodeRecord> marked;  // newly marked damaged (damage says what is missing)
+  std::vector<NodeRecord> healed;  // marks cleared: their objects are all back
+  std::vector<std::string> fixed;  // dangling refs and parents dealt with, one line each
+  uint64_t stat_cleared = 0;       // stat cache entries forgotten (some named lost content)
 };
 
 class Repo {
@@ -126,7 +137,7 @@ class Repo {
   Result<SnapResult> Snapshot(const SnapOptions& opt);
   // Saves uncommitted changes as a node, then makes the live tree equal to
   // `ref` and moves HEAD there. Takes the lock. Errors: kNotFound (ref),
-  // kBusy, I/O.
+  // kCorrupt (the node is marked damaged; nothing is changed), kBusy, I/O.
   Result<RestoreResult> Restore(const std::string& ref);
   // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
   Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
@@ -148,14 +159,26 @@ class Repo {
   // recomputed against it. dry_run: plan only. Takes the lock.
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
   // Removes every stored object that no node (and no stat cache entry)
-  // reaches, then compacts packs so the disk space is returned. Holds the
-  // lock while marking and dropping; compaction runs after. Errors: I/O.
-  Result<GcResult> Gc();
+  // reaches, then compacts packs so the disk space is returned (packs at
+  // least `compact.min_dead_fraction` dead are rewritten). Holds the lock
+  // while marking and dropping; compaction runs after. Errors: I/O.
+  Result<GcResult> Gc(const store::CompactOptions& compact = {});
   // Checks that every node, the trees it reaches, their file contents
-  // (and manifests' chunks) exist and decode, and that refs name existing
-  // nodes. Each unique tree is visited once. Errors: I/O only; problems go
-  // to `finding`. Returns the number of findings.
+  // (and manifests' chunks) exist and decode, and that refs and parents
+  // name nodes in history. One finding per affected node, naming the first
+  // problem; each unique tree is read once. Nodes marked damaged are
+  // reported as known (HistoryFinding::known) and not counted. Errors: I/O
+  // only. Returns the number of findings that are not known damage.
   Result<uint64_t> CheckHistory(const std::function<void(const HistoryFinding&)>& finding);
+  // After the store lost objects (fsck repair): marks every node that
+  // reaches a missing or undecodable object as damaged, saying what is
+  // missing, and clears the mark of nodes that are whole again; a parent
+  // not in history is cut (the node becomes a root); refs naming no node
+  // are removed (HEAD moves to the newest node); the stat cache is
+  // forgotten if it names lost content. Never deletes a node. Afterwards
+  // CheckHistory finds only known damage. Takes the lock. Errors: I/O,
+  // kBusy.
+  Result<HistoryRepair> RepairHistory();
   // Scans the live tree (storing new content, making no node).
   Result<RepoStatus> Status();
   // The tree id of the live tree as it is now (content is stored, no node
@@ -169,6 +192,8 @@ class Repo {
     std::optional<Node> head_node;
     std::optional<store::ObjectId> head;
   };
+  // Reads HEAD and, unless it is marked damaged, its node object.
+  Result<void> LoadHead(Scanned& sc);
   // With the lock held: scans (fully or along paths) and commits content.
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths);
   // Scans directory `fd` fully into a committed batch.

@@ -14,14 +14,23 @@ namespace {
 using IdSet = std::unordered_set<store::ObjectId, store::ObjectIdHash>;
 
 // Adds tree `id` and everything it reaches to `live`; shared subtrees are
-// walked once.
-Result<void> MarkTree(const store::Store& s, const store::ObjectId& id, IdSet& live) {
+// walked once. `damaged`: the node is marked damaged, so objects it lost
+// are skipped instead of failing the whole gc.
+Result<void> MarkTree(const store::Store& s, const store::ObjectId& id, IdSet& live, bool damaged) {
   if (!live.insert(id).second) return {};
+  if (damaged) {
+    AE_ASSIGN(bool has, s.Has(id));
+    if (!has) return {};
+  }
   AE_ASSIGN(Tree t, LoadTree(s, id));
   for (const Entry& e : t) {
     if (e.kind == Kind::kDir) {
-      AE_TRY(MarkTree(s, e.id, live));
+      AE_TRY(MarkTree(s, e.id, live, damaged));
     } else if (e.kind == Kind::kFile && live.insert(e.id).second && e.content == store::ObjectType::kManifest) {
+      if (damaged) {
+        AE_ASSIGN(bool has, s.Has(e.id));
+        if (!has) continue;
+      }
       AE_ASSIGN(auto bytes, s.Get(e.id));
       AE_ASSIGN(auto chunks, store::DecodeManifest(bytes));
       for (const auto& c : chunks) live.insert(c.id);
@@ -101,7 +110,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   return res;
 }
 
-Result<GcResult> Repo::Gc() {
+Result<GcResult> Repo::Gc(const store::CompactOptions& compact) {
   GcResult res;
   {
     // Marking and dropping must not interleave with a snapshot: it could
@@ -111,7 +120,7 @@ Result<GcResult> Repo::Gc() {
     AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
     for (const NodeRecord& r : nodes) {
       live.insert(r.id);
-      AE_TRY(MarkTree(*store_, r.tree, live));
+      AE_TRY(MarkTree(*store_, r.tree, live, r.damaged()));
     }
     live.insert(EmptyTreeId());
     Result<void> mark_stats;
@@ -136,7 +145,7 @@ Result<GcResult> Repo::Gc() {
     }));
     AE_TRY(batch->Commit());
   }
-  AE_ASSIGN(store::CompactResult c, store_->Compact({}));
+  AE_ASSIGN(store::CompactResult c, store_->Compact(compact));
   res.bytes_freed = c.bytes_freed;
   res.packs_rewritten = c.packs_rewritten;
   return res;

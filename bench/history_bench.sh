@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Huge-history benchmark of agentenv, with peers on the same tree states.
+#
+#   1. read commands on a 100k-node history (log -n 20, head, branches, show,
+#      tag): median wall per call (target <= 20 ms), and the ratio to the same
+#      command on a 1k-node history (flat = cost independent of history size)
+#   2. retention drops 9k of 10k nodes, then `agentenv gc`: wall, CPU, peak RSS
+#      (targets <= 10 s, <= 200 MB) and store size before/after; then, on
+#      PEER_STATES states (the same generator, so the same tree states), the
+#      same thinning (keep the newest 10%) and space reclaim by agentenv gc
+#      (default, then --compact-above 10), `restic forget --prune` and
+#      `ostree prune`
+#   3. `agentenv fsck` data verify throughput in GB/s of logical data (>= 1)
+#   4. `agentenv export` throughput vs `tar -c` of the materialized tree
+#
+# Usage: bench/history_bench.sh [agentenv-binary]
+# Env:   WORK (scratch, default /dev/shm/agentenv-historybench, wiped: tmpfs,
+#        so fsync costs nothing and 100k commits take a minute, not an hour),
+#        NODES (100000), GC_NODES (10000), PEER_STATES (200), REPS (7),
+#        ROOTFS (default /var/tmp/agentenv-bench/rootfs; for 3 and 4),
+#        KEEP=1 to keep WORK.
+# Needs restic and ostree; root for the rootfs part (root-owned files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AE=${1:-$PWD/build/cli/agentenv}
+GEN=${GEN:-$(dirname "$AE")/../bench/history_gen}
+WORK=${WORK:-/dev/shm/agentenv-historybench}
+NODES=${NODES:-100000}
+GC_NODES=${GC_NODES:-10000}
+PEER_STATES=${PEER_STATES:-200}
+REPS=${REPS:-7}
+ROOTFS=${ROOTFS:-/var/tmp/agentenv-bench/rootfs}
+SHAPE=(500 4 16384)  # base files (16 KiB each), files changed per state, bytes per changed file
+
+die() { echo "history_bench: $*" >&2; exit 1; }
+[ -x "$AE" ] || die "$AE: not an executable (build: ninja -C build agentenv)"
+[ -x "$GEN" ] || die "$GEN: not an executable (build: ninja -C build history_gen)"
+for t in restic ostree /usr/bin/time; do command -v $t >/dev/null || die "$t: not installed (scripts/install-deps.sh)"; done
+
+rm -rf "$WORK"; mkdir -p "$WORK"
+if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; fi
+LOG=$WORK/log
+note() { printf '%s\n' "$*" >&2; }
+run() { "$@" >>"$LOG" 2>&1 || { tail -20 "$LOG" >&2; die "failed: $*"; }; }
+# Children's user+sys CPU so far, in ms (bash `times`, second line). `times`
+# must run in this shell, not in a $(...) subshell, which has no children yet.
+cpu_ms() {
+  times >"$WORK/times"
+  awk 'NR==2 { split($1,u,/[ms]/); split($2,s,/[ms]/); printf "%d", (u[1]*60+u[2]+s[1]*60+s[2])*1000 }' "$WORK/times"
+}
+# tm WALL CPU cmd...: one run; appends wall and CPU in microseconds / ms.
+tm() {
+  local -n _w=$1 _c=$2; shift 2
+  local c0; cpu_ms >"$WORK/c0"; c0=$(<"$WORK/c0")
+  local s=$EPOCHREALTIME
+  run "$@"
+  local e=$EPOCHREALTIME
+  cpu_ms >"$WORK/c1"
+  _w+=($(( ${e/./} - ${s/./} ))); _c+=($(( $(<"$WORK/c1") - c0 )))
+}
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+pass() { awk -v v="$1" -v t="$2" -v dir="$3" 'BEGIN{ok = dir == "le" ? v <= t : v >= t; print ok ? "PASS" : "MISS"}'; }
+du_b() { du -sb "$1" | cut -f1; }
+# peak RSS (KB), wall (s), user+sys (s) of one command, from /usr/bin/time -v
+timev() {
+  /usr/bin/time -v "$@" >>"$LOG" 2>"$WORK/timev" || { cat "$WORK/timev" >&2; die "failed: $*"; }
+  cat "$WORK/timev" >>"$LOG"
+  awk -F': ' '/Maximum resident/ {rss=$2} /User time/ {u=$2} /System time/ {s=$2}
+              /Elapsed \(wall/ {n=split($2,p,":"); w=0; for(i=1;i<=n;i++) w=w*60+p[i]}
+              END {printf "%d %.2f %.2f\n", rss, w, u+s}' "$WORK/timev"
+}
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "# history_bench $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) cores, load at start $(load)"
+echo "command: WORK=$WORK NODES=$NODES GC_NODES=$GC_NODES PEER_STATES=$PEER_STATES bench/history_bench.sh"
+echo
+
+# ---- 1. read commands on a long history ----
+declare -A WALL CPU
+for n in 1000 "$NODES"; do
+  note "building a $n-node history ..."
+  s=$EPOCHREALTIME
+  run "$GEN" build "$WORK/h$n" "$n" 100 1 1024
+  e=$EPOCHREALTIME
+  note "  built in $(( (${e/./} - ${s/./}) / 1000000 )) s"
+  export AGENTENV_ROOT=$WORK/h$n
+  for cmd in "log -n 20" head branches "show HEAD" tag; do
+    w=(); c=()
+    for ((i = 0; i < REPS; i++)); do
+      if [ "$cmd" = tag ]; then tm w c "$AE" tag "t$i" "HEAD~$i"; else tm w c "$AE" $cmd; fi
+    done
+    WALL[$n,$cmd]=$(median "${w[@]}"); CPU[$n,$cmd]=$(median "${c[@]}")
+  done
+done
+echo "## read commands: $NODES-node history vs 1000-node history (median of $REPS, tmpfs)"
+echo
+echo "| command | wall ms ($NODES) | CPU ms ($NODES) | wall ms (1000) | ratio | target <= 20 ms |"
+echo "|---|---|---|---|---|---|"
+for cmd in "log -n 20" head branches "show HEAD" tag; do
+  big=${WALL[$NODES,$cmd]}; small=${WALL[1000,$cmd]}
+  awk -v c="$cmd" -v b="$big" -v cb="${CPU[$NODES,$cmd]}" -v s="$small" -v r="$(pass "$big" 20000 le)" \
+    'BEGIN{printf "| `%s` | %.1f | %d | %.1f | %.2f | %s |\n", c, b/1000, cb, s/1000, b/s, r}'
+done
+echo
+rm -rf "$WORK/h1000" "$WORK/h$NODES"
+
+# ---- 2. retention + gc, and peers on the same states ----
+note "building a $GC_NODES-node history with real content ..."
+run "$GEN" build "$WORK/g" "$GC_NODES" "${SHAPE[@]}"
+export AGENTENV_ROOT=$WORK/g
+keep=$(( GC_NODES / 10 ))
+run "$AE" retain --keep-last "$keep" --keep-within 0
+left=$("$AE" status --json | sed -n 's/.*"nodes":\([0-9]*\).*/\1/p')
+before=$(du_b "$WORK/g/store")
+read -r rss wall cpu < <(timev "$AE" gc)
+after=$(du_b "$WORK/g/store")
+echo "## retention + gc: $GC_NODES nodes, $(( GC_NODES - left )) dropped, then \`agentenv gc\` (tmpfs)"
+echo
+echo "| measure | value | target | |"
+echo "|---|---|---|---|"
+echo "| gc wall | ${wall} s | <= 10 s | $(pass "$wall" 10 le) |"
+echo "| gc CPU (user+sys) | ${cpu} s | | |"
+echo "| gc peak RSS | $(( rss / 1024 )) MB | <= 200 MB | $(pass $(( rss / 1024 )) 200 le) |"
+echo "| store before -> after | $(( before / 1000000 )) MB -> $(( after / 1000000 )) MB | goes down | $( [ "$after" -lt "$before" ] && echo PASS || echo MISS) |"
+echo
+rm -rf "$WORK/g"
+
+note "peers: $PEER_STATES states each ..."
+P=$PEER_STATES; PK=$(( P / 10 ))
+run "$GEN" build "$WORK/pa" "$P" "${SHAPE[@]}"
+export AGENTENV_ROOT=$WORK/pa
+run "$AE" retain --keep-last "$PK" --keep-within 0
+a_before=$(du_b "$WORK/pa/store")
+read -r a_rss a_wall a_cpu < <(timev "$AE" gc)
+a_after=$(du_b "$WORK/pa/store")
+# The same, then compacting packs that are at least 10% dead (default 50%).
+read -r a10_rss a10_wall a10_cpu < <(timev "$AE" gc --compact-above 10)
+a10_after=$(du_b "$WORK/pa/store")
+rm -rf "$WORK/pa"
+
+D=$WORK/states; mkdir -p "$D"
+export RESTIC_PASSWORD=historybench RESTIC_CACHE_DIR=$WORK/restic-cache
+R=(restic -r "$WORK/restic" -q)
+O=(ostree --repo="$WORK/ostree")
+run "${R[@]}" init
+run "${O[@]}" init --mode=archive
+for ((i = 0; i < P; i++)); do
+  run "$GEN" apply "$D" "$i" "${SHAPE[@]}"
+  run "${R[@]}" backup --host bench "$D"
+  run "${O[@]}" commit -b main --tree=dir="$D" -s "state $i"
+done
+r_before=$(du_b "$WORK/restic"); o_before=$(du_b "$WORK/ostree")
+read -r r_rss r_wall r_cpu < <(timev "${R[@]}" forget --keep-last "$PK" --prune)
+read -r o_rss o_wall o_cpu < <(timev "${O[@]}" prune --refs-only --depth=$(( PK - 1 )))
+r_after=$(du_b "$WORK/restic"); o_after=$(du_b "$WORK/ostree")
+rm -rf "$WORK/restic" "$WORK/ostree" "$D" "$WORK/restic-cache"
+echo "## thinning $P snapshots of the same tree states to the newest $PK, then reclaiming space"
+echo
+echo "| tool | wall s | CPU s | peak RSS MB | repo MB before -> after |"
+echo "|---|---|---|---|---|"
+echo "| agentenv retain + gc (gc timed) | $a_wall | $a_cpu | $(( a_rss / 1024 )) | $(( a_before / 1000000 )) -> $(( a_after / 1000000 )) |"
+echo "| then agentenv gc --compact-above 10 | $a10_wall | $a10_cpu | $(( a10_rss / 1024 )) | $(( a_after / 1000000 )) -> $(( a10_after / 1000000 )) |"
+echo "| restic 0.14 forget --prune | $r_wall | $r_cpu | $(( r_rss / 1024 )) | $(( r_before / 1000000 )) -> $(( r_after / 1000000 )) |"
+echo "| ostree prune --refs-only --depth | $o_wall | $o_cpu | $(( o_rss / 1024 )) | $(( o_before / 1000000 )) -> $(( o_after / 1000000 )) |"
+awk -v a="$a_wall" -v r="$r_wall" -v o="$o_wall" -v ar="$a_rss" -v rr="$r_rss" -v or="$o_rss" 'BEGIN{
+  printf "\n- wall: restic/agentenv %.1fx, ostree/agentenv %.1fx; peak RSS: restic/agentenv %.1fx, ostree/agentenv %.1fx\n\n",
+    r/(a>0?a:0.01), o/(a>0?a:0.01), rr/ar, or/ar }'
+
+# ---- 3 and 4: fsck verify and export on a real rootfs ----
+if [ -d "$ROOTFS/usr" ] && [ "$(id -u)" = 0 ]; then
+  note "fsck and export on $ROOTFS ..."
+  export AGENTENV_ROOT=$WORK/fs
+  run "$AE" init --from "$ROOTFS"
+  run "$AE" status   # fills the stat cache: fsck's live-tree comparison is then stat-only
+  cpu_ms >"$WORK/c0"; c0=$(<"$WORK/c0"); s=$EPOCHREALTIME
+  "$AE" fsck --json >"$WORK/fsck.json" 2>>"$LOG" || die "fsck failed: $(cat "$WORK/fsck.json")"
+  e=$EPOCHREALTIME; cpu_ms >"$WORK/c1"; fsck_cpu=$(( $(<"$WORK/c1") - c0 ))
+  fsck_us=$(( ${e/./} - ${s/./} ))
+  verified=$(sed -n 's/.*"bytes_verified":\([0-9]*\).*/\1/p' "$WORK/fsck.json")
+  logical=$("$AE" show HEAD --json | sed -n 's/.*"logical_bytes":\([0-9]*\).*/\1/p')
+  cpu_ms >"$WORK/c0"; c0=$(<"$WORK/c0"); s=$EPOCHREALTIME
+  "$AE" export HEAD -o - | cat >/dev/null
+  e=$EPOCHREALTIME; cpu_ms >"$WORK/c1"; ex_cpu=$(( $(<"$WORK/c1") - c0 )); ex_us=$(( ${e/./} - ${s/./} ))
+  cpu_ms >"$WORK/c0"; c0=$(<"$WORK/c0"); s=$EPOCHREALTIME
+  tar -cf - -C "$AGENTENV_ROOT/work/current" . | cat >/dev/null
+  e=$EPOCHREALTIME; cpu_ms >"$WORK/c1"; tar_cpu=$(( $(<"$WORK/c1") - c0 )); tar_us=$(( ${e/./} - ${s/./} ))
+  echo "## fsck and export: $ROOTFS ($(( logical / 1000000 )) MB of file data at HEAD)"
+  echo
+  echo "| measure | wall s | CPU s | GB/s (wall) | target | |"
+  echo "|---|---|---|---|---|---|"
+  awk -v us="$fsck_us" -v cpu="$fsck_cpu" -v b="$verified" -v r="$(pass "$(awk -v b="$verified" -v us="$fsck_us" 'BEGIN{print b/us/1000}')" 1 ge)" \
+    'BEGIN{printf "| `agentenv fsck` (%.0f MB re-hashed, incl. live-tree check) | %.2f | %.2f | %.2f | >= 1 GB/s | %s |\n", b/1e6, us/1e6, cpu/1000, b/us/1000, r}'
+  awk -v us="$ex_us" -v cpu="$ex_cpu" -v b="$logical" 'BEGIN{printf "| `agentenv export HEAD -o - \\| cat` | %.2f | %.2f | %.2f | | |\n", us/1e6, cpu/1000, b/us/1000}'
+  awk -v us="$tar_us" -v cpu="$tar_cpu" -v b="$logical" 'BEGIN{printf "| `tar -c` of the live tree `\\| cat` | %.2f | %.2f | %.2f | | |\n", us/1e6, cpu/1000, b/us/1000}'
+  awk -v a="$ex_us" -v t="$tar_us" 'BEGIN{printf "\n- export/tar wall %.2fx (export reads the store: decompress + reassemble; tar reads files from the page cache)\n\n", a/t}'
+else
+  note "skipping fsck/export: no $ROOTFS or not root"
+fi
+echo "load at end $(load)"
