@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/control_socket.h"
+#include "cli/jobs.h"
 #include "cli/ops.h"
 #include "runner/runner.h"
 
@@ -124,22 +125,19 @@ int CmdSupervise(int argc, char** argv) {
   spec.network = network == "deny" ? runner::Network::kDeny : runner::Network::kAllow;
   // /run is ignored (never versioned), so a restored tree may lack it; the
   // runner mounts a tmpfs there and binds the agent socket inside.
-  struct stat root_st;
-  if (::stat(r.work_dir().c_str(), &root_st) == 0 && ::mkdir((r.work_dir() + "/run").c_str(), 0755) == 0) {
-    // Keep the root's mtime: a missing /run is not a change worth a node.
-    struct timespec ts[2] = {root_st.st_atim, root_st.st_mtim};
-    ::utimensat(AT_FDCWD, r.work_dir().c_str(), ts, 0);
-  }
+  EnsureRunDir(r.work_dir());
   std::string agent_sock = g.root + "/agent.sock";
   spec.binds.push_back({agent_sock, runner::kSocketPath, false});
   Supervisor sup(r, spec);
 
-  auto agent_server = ControlServer::Start(agent_sock, [&r](const std::string& op, const nlohmann::json& args) {
-    return RunOp(r, op, args);  // in place: the agent keeps running
+  auto agent_server = ControlServer::Start(agent_sock, [&r](const std::string& op, const nlohmann::json& args,
+                                                            const FrameSink& emit) {
+    return RunOpStream(r, op, args, emit);  // in place: the agent keeps running
   });
   if (!agent_server) return ReportError(g, agent_server.error());
-  auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args) {
-    return IsRollback(op) ? sup.OperatorRollback(op, args) : RunOp(r, op, args);
+  auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args,
+                                                                 const FrameSink& emit) {
+    return IsRollback(op) ? sup.OperatorRollback(op, args) : RunOpStream(r, op, args, emit);
   });
   if (!op_server) return ReportError(g, op_server.error());
   auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});

@@ -17,6 +17,7 @@ int CmdStatus(int argc, char** argv);
 int CmdFsck(int argc, char** argv);
 int CmdDaemon(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
+int CmdCtlExec(int argc, char** argv);
 int CmdMcp(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdImport(int argc, char** argv);

@@ -1,0 +1,280 @@
+// End-to-end tests of the process ops (exec, spawn, ps, kill) through the
+// daemon socket, `agentenv ctl exec` and MCP, on a busybox tree. Everything
+// runs as uid 65534 (the ops are rootless); as a non-root caller the tests
+// run as that caller.
+#include <catch2/catch.hpp>
+
+#include <grp.h>
+
+#include "tests/cli_testutil.h"
+#include "tests/testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+fs::path Work(const fs::path& root) { return root / "work" / "current"; }
+
+// argv prefix that drops to uid/gid 65534 when we are root.
+std::vector<std::string> AsNobody(std::vector<std::string> argv) {
+  if (::geteuid() != 0) return argv;
+  std::vector<std::string> p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  p.insert(p.end(), argv.begin(), argv.end());
+  return p;
+}
+
+CmdResult Run(const fs::path& root, std::vector<std::string> args, int timeout_ms = 60000) {
+  // --root goes before a "--" that starts a command.
+  auto at = std::find(args.begin(), args.end(), "--");
+  at = args.insert(at, {"--root", root.string()});
+  args.insert(args.begin(), AGENTENV_BIN);
+  return RunCmd(AsNobody(args), "", timeout_ms);
+}
+
+// A repository (owned by 65534 when we are root) whose tree is busybox.
+fs::path BusyboxRepo(const TempDir& tmp) {
+  fs::path src = tmp / "src";
+  for (const char* d : {"bin", "proc", "dev", "sys", "etc", "tmp", "root", "run"}) fs::create_directories(src / d);
+  fs::copy_file("/bin/busybox", src / "bin/busybox");
+  for (const char* a : {"sh", "echo", "cat", "sleep", "ls", "printf", "pwd", "mkdir", "head", "yes", "wc", "tr", "true"})
+    fs::create_symlink("busybox", src / "bin" / a);
+  WriteFile(src / "etc/hosts", "");
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
+    for (auto& e : fs::recursive_directory_iterator(src)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(::chown(src.c_str(), 65534, 65534) == 0);
+  }
+  fs::path root = tmp / "repo";
+  CmdResult r = Run(root, {"init", "--from", src.string()});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  return root;
+}
+
+// `agentenv daemon` as 65534, stopped with SIGTERM on destruction.
+class NobodyDaemon {
+ public:
+  explicit NobodyDaemon(const fs::path& root) : root_(root) {
+    child_.Start(AsNobody({AGENTENV_BIN, "daemon", "--root", root.string(), "--quiet-ms", "100"}), false, false,
+                 (root.parent_path() / "daemon.log").string());
+    bool ready = WaitFor([&] {
+      SocketClient c;
+      return c.Connect(root_ / "agentenv.sock") && c.Call(R"({"op":"head"})", 2000).value("ok", false);
+    }, 15000);
+    INFO(ReadFile(root.parent_path() / "daemon.log"));
+    REQUIRE(ready);
+  }
+  ~NobodyDaemon() {
+    child_.Signal(SIGTERM);
+    if (child_.Wait(10000) < 0) child_.Kill();
+  }
+
+ private:
+  fs::path root_;
+  Child child_;
+};
+
+std::string Base64Decode(const std::string& s) {
+  const std::string a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t v = 0;
+  int bits = 0;
+  for (char c : s) {
+    if (c == '=') break;
+    v = v << 6 | uint32_t(a.find(c));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += char((v >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+// The frames and the final response of one streamed request.
+struct Streamed {
+  std::vector<json> frames;
+  json response;
+  std::string Bytes(const std::string& stream) const {
+    std::string s;
+    for (const auto& f : frames) {
+      if (f.value("frame", "") != stream) continue;
+      s += f.contains("data") ? f["data"].get<std::string>() : Base64Decode(f.value("data_b64", ""));
+    }
+    return s;
+  }
+};
+
+Streamed Exec(const fs::path& root, const json& args, int timeout_ms = 30000) {
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  REQUIRE(c.Send(json{{"id", "x1"}, {"op", "exec"}, {"args", args}}.dump()));
+  Streamed s;
+  for (;;) {
+    json m = c.Receive(timeout_ms);
+    REQUIRE(m.is_object());
+    CHECK(m["id"] == "x1");
+    if (!m.contains("frame")) {
+      s.response = m;
+      return s;
+    }
+    s.frames.push_back(m);
+  }
+}
+
+json Request(const fs::path& root, const std::string& op, const json& args) {
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  return c.Call(json{{"op", op}, {"args", args}}.dump(), 30000);
+}
+
+}  // namespace
+
+TEST_CASE("cli exec: the daemon streams output frames, passes the exit code and snapshots with the command", "[cli][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);
+
+  // Text, stderr, a character split across two writes, and bytes that are not UTF-8.
+  Streamed s = Exec(root, {{"argv", {"/bin/sh", "-c",
+                                      "echo out1; echo err1 >&2; printf '\\303'; sleep 0.2; printf '\\251\\n';"
+                                      "printf '\\377\\376bin\\n'; echo made > /made.txt; exit 3"}}});
+  INFO(s.response.dump());
+  REQUIRE(s.response.value("ok", false));
+  REQUIRE_FALSE(s.frames.empty());
+  CHECK(s.frames[0].value("frame", "") == "started");
+  CHECK(s.frames[0].value("pid", 0) > 0);
+  CHECK(s.Bytes("stdout") == "out1\n\xc3\xa9\n\xff\xfe" "bin\n");
+  CHECK(s.Bytes("stderr") == "err1\n");
+  bool text_split_joined = false, binary_b64 = false;
+  for (const auto& f : s.frames) {
+    if (f.contains("data") && f["data"].get<std::string>().find("\xc3\xa9") != std::string::npos) text_split_joined = true;
+    if (f.contains("data_b64")) binary_b64 = true;
+  }
+  CHECK(text_split_joined);
+  CHECK(binary_b64);
+  const json& r = s.response["result"];
+  CHECK(r["exit_code"] == 3);
+  CHECK(r["signal"] == 0);
+  CHECK(r["stdout_bytes"] == 14);
+  CHECK_FALSE(r.contains("stdout"));  // streamed, not collected
+  REQUIRE(r["node"].is_object());
+  CHECK(r["node"].value("title", "").rfind("exec: /bin/sh -c echo out1", 0) == 0);
+  CHECK(ReadFile(Work(root) / "made.txt") == "made\n");
+  json head = Request(root, "head", json::object());
+  CHECK(head["result"]["node"]["id"] == r["node"]["id"]);
+
+  // ctl exec prints the output live and exits with the command's code.
+  CmdResult c = Run(root, {"ctl", "exec", "--", "/bin/sh", "-c", "echo via ctl; echo oops >&2; exit 7"});
+  INFO(c.Describe());
+  CHECK(c.code == 7);
+  CHECK(c.out == "via ctl\n");
+  CHECK(c.err.find("oops\n") == 0);
+  c = Run(root, {"ctl", "exec", "--json", "--", "/bin/sh", "-c", "printf '\\377'; kill -9 $$"});
+  INFO(c.Describe());
+  CHECK(c.code == 128 + 9);
+  json j = json::parse(c.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j["signal"] == 9);
+  CHECK(j["exit_code"].is_null());
+  CHECK_FALSE(j.contains("stdout"));  // not UTF-8: base64
+  CHECK(j["stdout_b64"] == "/w==");
+}
+
+TEST_CASE("cli exec: timeout kills the whole tree, output is capped, network deny, unenforceable limits fail plainly", "[cli][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);
+
+  auto start = Clock::now();
+  Streamed s = Exec(root, {{"argv", {"/bin/sh", "-c", "sleep 60 & sleep 61; echo never"}}, {"timeout_s", 0.5}});
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  INFO(s.response.dump());
+  REQUIRE(s.response.value("ok", false));
+  CHECK(s.response["result"]["timed_out"] == true);
+  CHECK(s.response["result"]["signal"] == 9);
+  CHECK(took < 5000);
+  CHECK(s.Bytes("stdout").empty());
+
+  s = Exec(root, {{"argv", {"/bin/sh", "-c", "yes | head -c 100000"}}, {"output_cap", 1000}});
+  REQUIRE(s.response.value("ok", false));
+  CHECK(s.Bytes("stdout").size() == 1000);
+  CHECK(s.response["result"]["stdout_truncated"] == true);
+  CHECK(s.response["result"]["stdout_bytes"] == 100000);
+
+  // deny: a net namespace with loopback only.
+  s = Exec(root, {{"argv", {"/bin/cat", "/proc/net/dev"}}, {"network", "deny"}, {"snapshot", false}});
+  REQUIRE(s.response.value("ok", false));
+  std::string dev = s.Bytes("stdout");
+  INFO(dev);
+  CHECK(dev.find("lo:") != std::string::npos);
+  CHECK(std::count(dev.begin(), dev.end(), '\n') == 3);  // two header lines + lo
+  CHECK(s.response["result"]["node"].is_null());
+
+  // A memory limit this host cannot enforce for this user is an error, not a silent no-op.
+  s = Exec(root, {{"argv", {"/bin/true"}}, {"memory_bytes", 64 << 20}});
+  INFO(s.response.dump());
+  bool enforced = s.response.value("ok", false);
+  if (!enforced) {
+    CHECK(s.response["error"]["code"] == "unsupported");
+    CHECK(s.response["error"].value("message", "").find("memory limit") != std::string::npos);
+  }
+
+  // Bad arguments are refused before anything runs.
+  json bad = Request(root, "exec", {{"command", "true"}, {"argv", {"true"}}});
+  CHECK(bad["error"]["code"] == "invalid");
+  bad = Request(root, "exec", {{"command", "true"}, {"timeout_s", "soon"}});
+  CHECK(bad["error"]["code"] == "invalid");
+}
+
+TEST_CASE("cli exec: spawn runs in the background, ps lists it, kill ends every process of it", "[cli][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);
+
+  json sp = Request(root, "spawn", {{"command", "echo up; sleep 987 & sleep 988"}});
+  INFO(sp.dump());
+  REQUIRE(sp.value("ok", false));
+  uint64_t job = sp["result"]["job"].get<uint64_t>();
+  fs::path log = sp["result"]["log"].get<std::string>();
+  CHECK(WaitFor([&] { return ReadFile(log) == "up\n"; }, 10000));
+
+  json ps;
+  CHECK(WaitFor([&] {
+    ps = Request(root, "ps", json::object());
+    if (!ps.value("ok", false) || ps["result"]["jobs"].size() != 1) return false;
+    std::set<std::string> cmds;
+    for (const auto& p : ps["result"]["jobs"][0]["processes"]) cmds.insert(p.value("cmdline", ""));
+    return cmds.count("sleep 987") && cmds.count("sleep 988");
+  }, 10000));
+  INFO(ps.dump());
+  CHECK(ps["result"]["jobs"][0]["running"] == true);
+  CHECK(ps["result"]["jobs"][0]["kind"] == "spawn");
+
+  json k = Request(root, "kill", {{"job", job}});
+  REQUIRE(k.value("ok", false));
+  CHECK(k["result"]["killed"] == json::array({job}));
+  ps = Request(root, "ps", json::object());
+  CHECK(ps["result"]["jobs"][0]["running"] == false);
+  CHECK(ps["result"]["jobs"][0]["killed"] == true);
+  CHECK(ps["result"]["jobs"][0]["processes"].empty());
+  CHECK(Request(root, "kill", {{"job", 4242}})["error"]["code"] == "not_found");
+
+  // A running exec is a job too; a client that goes away takes its command with it.
+  {
+    SocketClient c;
+    REQUIRE(c.Connect(root / "agentenv.sock"));
+    REQUIRE(c.Send(json{{"op", "exec"}, {"args", {{"command", "while :; do echo tick; sleep 0.05; done"}}}}.dump()));
+    json started = c.Receive();
+    CHECK(started.value("frame", "") == "started");
+    CHECK(WaitFor([&] {
+      auto jobs = Request(root, "ps", json::object())["result"]["jobs"];
+      return std::any_of(jobs.begin(), jobs.end(), [](const json& j) { return j["kind"] == "exec"; });
+    }, 5000));
+  }
+  CHECK(WaitFor([&] {
+    auto jobs = Request(root, "ps", json::object())["result"]["jobs"];
+    return std::none_of(jobs.begin(), jobs.end(), [](const json& j) { return j["kind"] == "exec"; });
+  }, 10000));
+}
+
+}  // namespace agentenv::test
