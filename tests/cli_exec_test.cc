@@ -127,6 +127,41 @@ json Request(const fs::path& root, const std::string& op, const json& args) {
   return c.Call(json{{"op", op}, {"args", args}}.dump(), 30000);
 }
 
+// An `agentenv mcp` process (as 65534) spoken to line by line.
+class NobodyMcp {
+ public:
+  explicit NobodyMcp(const fs::path& root) {
+    child_.Start(AsNobody({AGENTENV_BIN, "mcp", "--root", root.string()}), true, true,
+                 (root.parent_path() / "mcp.log").string());
+    REQUIRE(Request("initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                                   {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
+                .contains("result"));
+  }
+  ~NobodyMcp() {
+    child_.CloseIn();
+    if (child_.Wait(5000) < 0) child_.Kill();
+  }
+  json Request(const std::string& method, const json& params) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    if (!child_.WriteAll(msg.dump() + "\n")) return json();
+    std::string line;
+    if (!child_.ReadLine(&line, 30000)) return json();
+    json r = json::parse(line, nullptr, false);
+    return r.is_discarded() ? json() : r;
+  }
+  // The tool result (content, structuredContent, isError).
+  json Call(const std::string& tool, const json& args) {
+    json r = Request("tools/call", {{"name", tool}, {"arguments", args}});
+    INFO(tool << " " << args.dump() << " -> " << r.dump().substr(0, 800));
+    REQUIRE(r.contains("result"));
+    return r["result"];
+  }
+
+ private:
+  Child child_;
+  int id_ = 0;
+};
+
 }  // namespace
 
 TEST_CASE("cli exec: the daemon streams output frames, passes the exit code and snapshots with the command", "[cli][exec]") {
@@ -275,6 +310,81 @@ TEST_CASE("cli exec: spawn runs in the background, ps lists it, kill ends every 
     auto jobs = Request(root, "ps", json::object())["result"]["jobs"];
     return std::none_of(jobs.begin(), jobs.end(), [](const json& j) { return j["kind"] == "exec"; });
   }, 10000));
+}
+
+TEST_CASE("cli mcp exec: output collected and capped, a session carries cwd and exports, failures are isError", "[cli][mcp][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyMcp m(root);
+
+  json list = m.Request("tools/list", json::object());
+  json exec_tool;
+  for (const auto& t : list["result"]["tools"]) if (t["name"] == "exec") exec_tool = t;
+  REQUIRE(exec_tool.is_object());
+  CHECK(exec_tool["inputSchema"]["properties"].contains("session"));
+  CHECK(exec_tool["outputSchema"]["properties"].contains("exit_code"));
+  CHECK(exec_tool.value("description", "").find("session") != std::string::npos);
+
+  json r = m.Call("exec", {{"command", "mkdir -p /w/sub && cd /w/sub && export GREETING='hi there' && echo set"},
+                           {"session", "s1"}});
+  CHECK(r["isError"] == false);
+  json sc = r["structuredContent"];
+  CHECK(sc["exit_code"] == 0);
+  CHECK(sc["stdout"] == "set\n");
+  CHECK(sc["session"]["cwd"] == "/w/sub");
+  CHECK(sc["session"]["env"]["GREETING"] == "hi there");
+  REQUIRE(sc["node"].is_object());
+  CHECK(sc["node"].value("title", "").rfind("exec: mkdir -p /w/sub", 0) == 0);
+  CHECK(fs::is_directory(Work(root) / "w/sub"));
+  CHECK(r["content"][0].value("text", "").find("\"exit_code\":0") != std::string::npos);
+  // structuredContent has the types outputSchema declares.
+  for (const auto& [k, prop] : exec_tool["outputSchema"]["properties"].items()) {
+    INFO(k << ": " << sc[k].dump() << " vs " << prop.dump());
+    REQUIRE(sc.contains(k));
+    std::set<std::string> types;
+    if (prop["type"].is_string()) types.insert(prop["type"].get<std::string>());
+    else for (const auto& t : prop["type"]) types.insert(t.get<std::string>());
+    std::string got = sc[k].is_null() ? "null" : sc[k].is_boolean() ? "boolean" : sc[k].is_number_integer() ? "integer"
+                    : sc[k].is_string() ? "string" : sc[k].is_object() ? "object" : "other";
+    CHECK(types.count(got));
+  }
+
+  // The next call in the session starts where the last one ended...
+  sc = m.Call("exec", {{"command", "pwd; echo \"$GREETING\"; cd ..; exit 4"}, {"session", "s1"}})["structuredContent"];
+  CHECK(sc["stdout"] == "/w/sub\nhi there\n");
+  CHECK(sc["exit_code"] == 4);  // a failing command is a result, not a tool error
+  CHECK(sc["session"]["cwd"] == "/w");  // `exit` still saves the state
+  CHECK(sc["node"].is_null());          // nothing changed
+  // ...another session or no session does not.
+  sc = m.Call("exec", {{"command", "pwd; echo \"[$GREETING]\""}})["structuredContent"];
+  CHECK(sc["stdout"] == "/\n[]\n");
+  CHECK(sc["session"].is_null());
+  sc = m.Call("exec", {{"command", "pwd"}, {"session", "other"}})["structuredContent"];
+  CHECK(sc["stdout"] == "/\n");
+  // A session whose directory was rolled away falls back to / and says so.
+  json gone = m.Call("rollback", {{"ref", "HEAD~1"}});
+  CHECK(gone["isError"] == false);
+  CHECK_FALSE(fs::exists(Work(root) / "w"));
+  sc = m.Call("exec", {{"command", "pwd"}, {"session", "s1"}})["structuredContent"];
+  CHECK(sc["stdout"] == "/\n");
+  CHECK(sc["stderr"].get<std::string>().find("is gone") != std::string::npos);
+
+  // Output is capped by default for a model (64 KiB per stream).
+  sc = m.Call("exec", {{"command", "yes | head -c 200000"}, {"snapshot", false}})["structuredContent"];
+  CHECK(sc["stdout"].get<std::string>().size() == 65536);
+  CHECK(sc["stdout_truncated"] == true);
+  CHECK(sc["stdout_bytes"] == 200000);
+
+  // Failures: plainly did not happen.
+  for (const json& args : {json{{"argv", {"/no/such/program"}}}, json{{"command", "true"}, {"session", "../x"}},
+                           json{{"command", 5}}}) {
+    json e = m.Call("exec", args);
+    INFO(args.dump() << " -> " << e.dump());
+    CHECK(e["isError"] == true);
+    CHECK(e["content"][0].value("text", "").find("did not happen") != std::string::npos);
+  }
+  // The server is still fine.
+  CHECK(m.Call("exec", {{"command", "echo ok"}, {"snapshot", false}})["structuredContent"]["stdout"] == "ok\n");
 }
 
 }  // namespace agentenv::test
