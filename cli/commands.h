@@ -23,6 +23,7 @@ int CmdExport(int argc, char** argv);
 int CmdImport(int argc, char** argv);
 int CmdExec(int argc, char** argv);
 int CmdSupervise(int argc, char** argv);
+int CmdShell(int argc, char** argv);
 int CmdRetain(int argc, char** argv);
 int CmdGc(int argc, char** argv);
 
