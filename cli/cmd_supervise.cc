@@ -7,9 +7,7 @@
 // inside) restores in place and kills nothing, so the agent keeps its
 // context. The supervisor itself lives outside the tree and is never
 // rolled back.
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>

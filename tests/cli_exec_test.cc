@@ -220,6 +220,38 @@ TEST_CASE("cli exec: timeout kills the whole tree, output is capped, network den
   CHECK(bad["error"]["code"] == "invalid");
 }
 
+TEST_CASE("cli exec: an exec's changes land in its own node although capture runs, and a rollback waits for it", "[cli][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);  // capture after 100 ms of quiet
+  std::string before = json::parse(Run(root, {"head", "--json"}).out)["node"]["id"];
+
+  Streamed s;
+  std::thread t([&] { s = Exec(root, {{"command", "echo a > /early; sleep 0.8; echo b > /late"}}); });
+  // Give the command time to write /early and the capture time to want it.
+  REQUIRE(WaitFor([&] { return fs::exists(Work(root) / "early"); }, 5000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = Clock::now();
+  json rb = Request(root, "rollback", {{"ref", before}});
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  t.join();
+  INFO(s.response.dump() << "\n" << rb.dump());
+  REQUIRE(s.response.value("ok", false));
+  REQUIRE(rb.value("ok", false));
+  CHECK(waited >= 200);  // it ran only after the exec's snapshot
+  const json& node = s.response["result"]["node"];
+  REQUIRE(node.is_object());
+  CHECK(node["parent"] == before);  // no automatic node took /early in between
+  CHECK(node["changes"] == 2);
+  // The rollback came after: the tree is back to before, the exec's node still in history.
+  CHECK_FALSE(fs::exists(Work(root) / "early"));
+  CHECK_FALSE(fs::exists(Work(root) / "late"));
+  json diff = json::parse(Run(root, {"diff", before, node["id"].get<std::string>(), "--json"}).out, nullptr, false);
+  std::set<std::string> paths;
+  for (const auto& c : diff["changes"]) paths.insert(c.value("path", ""));
+  CHECK(paths == std::set<std::string>{"early", "late"});
+}
+
 TEST_CASE("cli exec: spawn runs in the background, ps lists it, kill ends every process of it", "[cli][exec]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
