@@ -140,6 +140,10 @@ void ControlServer::Serve(UniqueFd client) {
       } else {
         if (req.contains("id")) resp["id"] = req["id"];
         FrameSink emit = [&](nlohmann::json frame) {
+          if (frame.is_null()) {
+            pollfd p{client.get(), POLLRDHUP, 0};
+            return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+          }
           if (req.contains("id")) frame["id"] = req["id"];
           return WriteAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         };

@@ -28,7 +28,8 @@ std::string SocketPath(const std::string& root);
 using RequestHandler = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args)>;
 
 // Sends one frame (an object; the server adds the request's "id") to the
-// client ahead of the response; false once the client is gone.
+// client ahead of the response; false once the client is gone. A null frame
+// sends nothing and only checks that the client is still connected.
 using FrameSink = std::function<bool(nlohmann::json frame)>;
 
 // Handles one request that may stream frames before its result.

@@ -4,7 +4,8 @@
 // Frames (ahead of the response, see README "Control socket"):
 //   {"frame":"started","job":N,"pid":P}
 //   {"frame":"stdout"|"stderr","data":"<UTF-8 text>"}  or  ...,"data_b64":"<base64>"}
-// A chunk that is valid UTF-8 goes as "data"; anything else as "data_b64".
+// Valid UTF-8 goes as "data"; a chunk with invalid bytes is sent as its
+// valid prefix ("data") and the rest from the first invalid byte ("data_b64").
 // A multi-byte character split across reads is held back until it is whole,
 // so text output stays text.
 #include <fcntl.h>
@@ -25,6 +26,9 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// How often a streamed exec with no output checks that its client is still there.
+constexpr int kProbeMs = 250;
 
 // One output stream of the command: counts everything, keeps or sends up
 // to the cap.
@@ -58,7 +62,9 @@ struct Output {
       chunk.resize(valid);
       return chunk.empty() || emit({{"frame", name}, {"data", chunk}});
     }
-    return emit({{"frame", name}, {"data_b64", Base64Encode(chunk)}});
+    // Text up to the first invalid byte stays text; the rest goes as base64.
+    if (valid > 0 && !emit({{"frame", name}, {"data", chunk.substr(0, valid)}})) return false;
+    return emit({{"frame", name}, {"data_b64", Base64Encode(std::string_view(chunk).substr(valid))}});
   }
   bool Flush(const OpFrameSink& emit) {
     if (!emit || pending.empty()) return true;
@@ -114,13 +120,19 @@ Result<json> ExecOp(snap::Repo& repo, const json& args, const OpFrameSink& emit)
     std::vector<pollfd> pfds;
     if (!exited) pfds.push_back({pidfd.get(), POLLIN, 0});
     for (auto& o : outs) if (o.fd) pfds.push_back({o.fd.get(), POLLIN, 0});
-    int timeout_ms = -1;
+    // A silent command still notices a client that went away (e.g. ^C on ctl exec).
+    int timeout_ms = emit && listening && !exited ? kProbeMs : -1;
     if (has_deadline && !exited) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      timeout_ms = left > 0 ? int(left) + 1 : 0;
+      int until = left > 0 ? int(left) + 1 : 0;
+      timeout_ms = timeout_ms < 0 ? until : std::min(timeout_ms, until);
     }
     int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) return FailErrno("poll", errno);  // ~Job kills the command
+    if (n == 0 && emit && listening && !exited && !emit(nullptr)) {
+      listening = false;
+      kill_job();
+    }
     if (has_deadline && !exited && Clock::now() >= deadline) {
       timed_out = true;
       kill_job();  // returns when no process is left: the pipes' writers are gone

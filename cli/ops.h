@@ -32,7 +32,9 @@ const std::vector<OpSpec>& Ops();
 Result<nlohmann::json> RunOp(snap::Repo& repo, const std::string& op, const nlohmann::json& args);
 
 // Receives the frames a streaming op (exec) produces before its result;
-// returns false when nobody listens any more (the op then stops its command).
+// returns false when nobody listens any more (the op then stops its
+// command). A null frame is a probe: nothing is sent, the answer is whether
+// anybody still listens.
 using OpFrameSink = std::function<bool(nlohmann::json frame)>;
 
 // RunOp for a caller that can take frames: exec streams its output to
