@@ -172,6 +172,36 @@ TEST_CASE("cli exec: the daemon streams output frames, passes the exit code and 
   CHECK(j["exit_code"].is_null());
   CHECK_FALSE(j.contains("stdout"));  // not UTF-8: base64
   CHECK(j["stdout_b64"] == "/w==");
+  // -c takes a shell line; with --session its cd and export persist.
+  CHECK(Run(root, {"ctl", "exec", "--session", "t", "-c", "cd /etc && export X=1"}).code == 0);
+  c = Run(root, {"ctl", "exec", "--session", "t", "-c", "echo $X; pwd"});
+  CHECK(c.out == "1\n/etc\n");
+  CHECK(Run(root, {"ctl", "exec", "-c", "echo $X; pwd"}).out == "\n/\n");
+  CHECK(Run(root, {"ctl", "exec", "-c", "true", "--", "true"}).code == 2);
+}
+
+TEST_CASE("cli exec: as root, memory and pids limits are enforced", "[cli][exec]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: cgroup limits need root on this host (as another user they fail plainly, tested above)");
+    return;
+  }
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  Daemon d(root, {"--no-capture"});  // as root, unlike the other tests
+  REQUIRE(d.WaitReady());
+  // A shell variable of 200 MB in a 32 MiB env.
+  Streamed s = Exec(root, {{"command", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"},
+                           {"memory_bytes", 32 << 20}, {"snapshot", false}});
+  INFO(s.response.dump());
+  REQUIRE(s.response.value("ok", false));
+  CHECK(s.response["result"]["oom_killed"] == true);
+  CHECK(s.Bytes("stdout").find("survived") == std::string::npos);
+  // Forks beyond the pids limit fail.
+  s = Exec(root, {{"command", "for i in 1 2 3 4 5 6 7 8; do sleep 5 & done; wait; echo done"}, {"pids", 4},
+                  {"timeout_s", 20}, {"snapshot", false}});
+  INFO(s.response.dump());
+  REQUIRE(s.response.value("ok", false));
+  CHECK(s.Bytes("stderr").find("fork") != std::string::npos);
 }
 
 TEST_CASE("cli exec: timeout kills the whole tree, output is capped, network deny, unenforceable limits fail plainly", "[cli][exec]") {
