@@ -56,6 +56,23 @@ class Supervisor {
     return r;
   }
 
+  // ps with the agent's env added: {"pid", "processes"}, or null while none runs.
+  Result<nlohmann::json> Ps(const nlohmann::json& args, const FrameSink& emit) {
+    AE_ASSIGN(nlohmann::json res, RunOpStream(repo_, "ps", args, emit));
+    std::lock_guard lock(mu_);
+    res["agent"] = nullptr;
+    if (!env_) return res;
+    nlohmann::json procs = nlohmann::json::array();
+    if (auto ps = env_->Processes()) {
+      for (const auto& p : *ps) {
+        if (p.ns_pid == 1) continue;  // the env's init
+        procs.push_back({{"pid", p.pid}, {"ns_pid", p.ns_pid}, {"ppid", p.ppid}, {"cmdline", p.cmdline}});
+      }
+    }
+    res["agent"] = {{"pid", env_->pid()}, {"processes", procs}};
+    return res;
+  }
+
   // The pidfd of the running agent env, -1 while none runs.
   int pidfd() {
     std::lock_guard lock(mu_);
@@ -135,7 +152,9 @@ int CmdSupervise(int argc, char** argv) {
   if (!agent_server) return ReportError(g, agent_server.error());
   auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args,
                                                                  const FrameSink& emit) {
-    return IsRollback(op) ? sup.OperatorRollback(op, args) : RunOpStream(r, op, args, emit);
+    if (IsRollback(op)) return sup.OperatorRollback(op, args);
+    if (op == "ps") return sup.Ps(args, emit);
+    return RunOpStream(r, op, args, emit);
   });
   if (!op_server) return ReportError(g, op_server.error());
   auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});

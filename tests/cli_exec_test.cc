@@ -80,12 +80,6 @@ Streamed Exec(const fs::path& root, const json& args, int timeout_ms = 30000) {
   }
 }
 
-json Request(const fs::path& root, const std::string& op, const json& args) {
-  SocketClient c;
-  REQUIRE(c.Connect(root / "agentenv.sock"));
-  return c.Call(json{{"op", op}, {"args", args}}.dump(), 30000);
-}
-
 // An `agentenv mcp` process (as 65534) spoken to line by line.
 class NobodyMcp {
  public:

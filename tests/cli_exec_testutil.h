@@ -46,4 +46,11 @@ inline fs::path BusyboxRepo(const TempDir& tmp) {
   return root;
 }
 
+// One request to the socket at <root>/agentenv.sock; its response.
+inline json Request(const fs::path& root, const std::string& op, const json& args) {
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  return c.Call(json{{"op", op}, {"args", args}}.dump(), 30000);
+}
+
 }  // namespace agentenv::test
