@@ -107,8 +107,12 @@ void Relay(runner::Env& env, int master, int sigfd) {
     if (exited) return;
     if (p[1].revents) {
       ssize_t n = ::read(0, buf, sizeof buf);
-      if (n > 0) WriteAll(master, buf, size_t(n));
-      else if (n == 0 || errno != EINTR) in_open = false;
+      if (n > 0) {
+        WriteAll(master, buf, size_t(n));
+      } else if (n == 0 || errno != EINTR) {
+        in_open = false;
+        WriteAll(master, "\x04", 1);  // our input ended (a pipe): the shell reads end-of-file too
+      }
     }
     if (p[2].revents) {
       signalfd_siginfo si;
