@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "cli/ops.h"
 #include "snap/fsops.h"
 
 namespace agentenv::cli {
@@ -10,6 +11,7 @@ namespace {
 // Turns one debounced change set into a snapshot (no node if nothing
 // really changed: the stat cache and tree ids decide).
 void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
+  std::lock_guard writer(WriterMutex());  // a running exec's changes belong to its own node
   snap::SnapOptions opt;
   if (!cs.rescan_all) {
     std::vector<std::string> paths;

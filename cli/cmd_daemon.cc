@@ -33,8 +33,9 @@ int CmdDaemon(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   snap::Repo& r = **repo;
-  auto server = ControlServer::Start(SocketPath(g.root), [&r](const std::string& op, const nlohmann::json& args) {
-    return RunOp(r, op, args);
+  auto server = ControlServer::Start(SocketPath(g.root), [&r](const std::string& op, const nlohmann::json& args,
+                                                               const FrameSink& emit) {
+    return RunOpStream(r, op, args, emit);
   });
   if (!server) return ReportError(g, server.error());
   std::unique_ptr<watch::Watcher> watcher;
@@ -53,11 +54,13 @@ int CmdDaemon(int argc, char** argv) {
 }
 
 int CmdCtl(int argc, char** argv) {
+  // exec streams its output and takes its command after "--".
+  if (argc >= 2 && std::string_view(argv[1]) == "exec") return CmdCtlExec(argc - 1, argv + 1);
   Globals g;
   std::string op, args_json;
   std::vector<std::string> kv;
   CLI::App app{"Send one operation to a running daemon: ctl <op> [key=value ...] (ops: snapshot, rollback, "
-               "log, diff, show, head, branches, tag, status)", "ctl"};
+               "log, diff, show, head, branches, tag, status, exec, spawn, ps, kill; `ctl exec -- CMD...` streams)", "ctl"};
   AddGlobals(app, g);
   app.add_option("op", op, "Operation")->required();
   app.add_option("args", kv, "Arguments as key=value (values parsed as JSON when they are JSON)");

@@ -25,7 +25,8 @@ json ToolList() {
                      {"description", op.description},
                      {"inputSchema", op.input_schema},
                      {"outputSchema", op.output_schema},
-                     {"annotations", {{"readOnlyHint", !op.writes}, {"destructiveHint", op.name == "rollback"}}}});
+                     {"annotations", {{"readOnlyHint", !op.writes},
+                                     {"destructiveHint", op.name == "rollback" || op.name == "kill" || op.name == "exec"}}}});
   }
   return {{"tools", tools}};
 }
@@ -36,7 +37,11 @@ json CallTool(snap::Repo& repo, const json& params) {
   if (args.is_null()) args = json::object();
   Result<json> r = RunOp(repo, name, args);
   if (!r) {
-    std::string text = "FAILED: " + name + " did not happen; do not assume it did. Reason: " + r.error().message;
+    // A command that started may have changed files before failing.
+    bool partial = (name == "exec" || name == "spawn") && r.error().message.rfind("the command ran", 0) == 0;
+    std::string text = partial ? "FAILED: " + name + " may have partly happened: the command ran but did not complete "
+                                 "normally; check `status` and `diff` before retrying. Reason: " + r.error().message
+                               : "FAILED: " + name + " did not happen; do not assume it did. Reason: " + r.error().message;
     return {{"content", json::array({{{"type", "text"}, {"text", text}}})},
             {"structuredContent", {{"error", ErrorJson(r.error())}}},
             {"isError", true}};
@@ -76,9 +81,10 @@ int CmdMcp(int argc, char** argv) {
                {"protocolVersion", kProtocol},
                {"capabilities", {{"tools", {{"listChanged", false}}}}},
                {"serverInfo", {{"name", "agentenv"}, {"version", "0.1.0"}}},
-               {"instructions", "Tools to snapshot and roll back this environment's whole filesystem. "
-                                "Snapshot before risky steps; after a mistake, `log` then `rollback` to the "
-                                "newest good node."}}}});
+               {"instructions", "Tools to run commands in this environment and to snapshot and roll back its "
+                                "whole filesystem. `exec` runs a command and snapshots afterwards (use one "
+                                "`session` name to keep cd and exported variables between calls). Snapshot "
+                                "before risky steps; after a mistake, `log` then `rollback` to the newest good node."}}}});
     } else if (method == "ping") {
       send({{"jsonrpc", "2.0"}, {"id", id}, {"result", json::object()}});
     } else if (method == "tools/list") {

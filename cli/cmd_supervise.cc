@@ -7,9 +7,7 @@
 // inside) restores in place and kills nothing, so the agent keeps its
 // context. The supervisor itself lives outside the tree and is never
 // rolled back.
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -21,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/control_socket.h"
+#include "cli/jobs.h"
 #include "cli/ops.h"
 #include "runner/runner.h"
 
@@ -55,6 +54,23 @@ class Supervisor {
     env_.emplace(std::move(*env));
     if (r) (*r)["relaunched"] = true;
     return r;
+  }
+
+  // ps with the agent's env added: {"pid", "processes"}, or null while none runs.
+  Result<nlohmann::json> Ps(const nlohmann::json& args, const FrameSink& emit) {
+    AE_ASSIGN(nlohmann::json res, RunOpStream(repo_, "ps", args, emit));
+    std::lock_guard lock(mu_);
+    res["agent"] = nullptr;
+    if (!env_) return res;
+    nlohmann::json procs = nlohmann::json::array();
+    if (auto ps = env_->Processes()) {
+      for (const auto& p : *ps) {
+        if (p.ns_pid == 1) continue;  // the env's init
+        procs.push_back({{"pid", p.pid}, {"ns_pid", p.ns_pid}, {"ppid", p.ppid}, {"cmdline", p.cmdline}});
+      }
+    }
+    res["agent"] = {{"pid", env_->pid()}, {"processes", procs}};
+    return res;
   }
 
   // The pidfd of the running agent env, -1 while none runs.
@@ -124,22 +140,21 @@ int CmdSupervise(int argc, char** argv) {
   spec.network = network == "deny" ? runner::Network::kDeny : runner::Network::kAllow;
   // /run is ignored (never versioned), so a restored tree may lack it; the
   // runner mounts a tmpfs there and binds the agent socket inside.
-  struct stat root_st;
-  if (::stat(r.work_dir().c_str(), &root_st) == 0 && ::mkdir((r.work_dir() + "/run").c_str(), 0755) == 0) {
-    // Keep the root's mtime: a missing /run is not a change worth a node.
-    struct timespec ts[2] = {root_st.st_atim, root_st.st_mtim};
-    ::utimensat(AT_FDCWD, r.work_dir().c_str(), ts, 0);
-  }
+  EnsureRunDir(r.work_dir());
   std::string agent_sock = g.root + "/agent.sock";
   spec.binds.push_back({agent_sock, runner::kSocketPath, false});
   Supervisor sup(r, spec);
 
-  auto agent_server = ControlServer::Start(agent_sock, [&r](const std::string& op, const nlohmann::json& args) {
-    return RunOp(r, op, args);  // in place: the agent keeps running
+  auto agent_server = ControlServer::Start(agent_sock, [&r](const std::string& op, const nlohmann::json& args,
+                                                            const FrameSink& emit) {
+    return RunOpStream(r, op, args, emit);  // in place: the agent keeps running
   });
   if (!agent_server) return ReportError(g, agent_server.error());
-  auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args) {
-    return IsRollback(op) ? sup.OperatorRollback(op, args) : RunOp(r, op, args);
+  auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args,
+                                                                 const FrameSink& emit) {
+    if (IsRollback(op)) return sup.OperatorRollback(op, args);
+    if (op == "ps") return sup.Ps(args, emit);
+    return RunOpStream(r, op, args, emit);
   });
   if (!op_server) return ReportError(g, op_server.error());
   auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});

@@ -17,11 +17,13 @@ int CmdStatus(int argc, char** argv);
 int CmdFsck(int argc, char** argv);
 int CmdDaemon(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
+int CmdCtlExec(int argc, char** argv);
 int CmdMcp(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdImport(int argc, char** argv);
 int CmdExec(int argc, char** argv);
 int CmdSupervise(int argc, char** argv);
+int CmdShell(int argc, char** argv);
 int CmdRetain(int argc, char** argv);
 int CmdGc(int argc, char** argv);
 

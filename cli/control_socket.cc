@@ -53,6 +53,12 @@ std::string SocketPath(const std::string& root) { return root + "/agentenv.sock"
 nlohmann::json ErrorJson(const Error& e) { return {{"code", ErrorCodeName(e.code)}, {"message", e.message}}; }
 
 Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& path, RequestHandler handler) {
+  return Start(path, [h = std::move(handler)](const std::string& op, const nlohmann::json& args, const FrameSink&) {
+    return h(op, args);
+  });
+}
+
+Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& path, StreamHandler handler) {
   if (Connect(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
   ::unlink(path.c_str());  // stale socket of a dead daemon
   AE_ASSIGN(sockaddr_un a, Address(path));
@@ -133,7 +139,15 @@ void ControlServer::Serve(UniqueFd client) {
         resp = {{"ok", false}, {"error", {{"code", "invalid"}, {"message", "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"}}}};
       } else {
         if (req.contains("id")) resp["id"] = req["id"];
-        Result<nlohmann::json> r = handler_(req["op"].get<std::string>(), req.value("args", nlohmann::json::object()));
+        FrameSink emit = [&](nlohmann::json frame) {
+          if (frame.is_null()) {
+            pollfd p{client.get(), POLLRDHUP, 0};
+            return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+          }
+          if (req.contains("id")) frame["id"] = req["id"];
+          return WriteAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        };
+        Result<nlohmann::json> r = handler_(req["op"].get<std::string>(), req.value("args", nlohmann::json::object()), emit);
         resp["ok"] = bool(r);
         if (r) resp["result"] = std::move(*r);
         else resp["error"] = ErrorJson(r.error());
@@ -144,20 +158,30 @@ void ControlServer::Serve(UniqueFd client) {
 }
 
 Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args) {
+  return CallDaemonStream(path, op, args, [](const nlohmann::json&) {});
+}
+
+Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
+                                        const std::function<void(const nlohmann::json&)>& on_frame) {
   AE_ASSIGN(UniqueFd fd, Connect(path));
   if (!WriteAll(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n")) return FailErrno(path, errno);
   std::string buf;
   char chunk[65536];
-  while (buf.find('\n') == std::string::npos) {
+  for (;;) {
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      auto msg = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
+      buf.erase(0, nl + 1);
+      if (msg.is_discarded() || !msg.is_object()) return Fail(ErrorCode::kCorrupt, path + ": malformed response");
+      if (!msg.contains("frame")) return msg;
+      on_frame(msg);
+    }
     ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FailErrno(path, errno);
     if (n == 0) return Fail(path + ": daemon closed the connection");
     buf.append(chunk, n);
   }
-  auto resp = nlohmann::json::parse(buf.substr(0, buf.find('\n')), nullptr, false);
-  if (resp.is_discarded()) return Fail(ErrorCode::kCorrupt, path + ": malformed response");
-  return resp;
 }
 
 }  // namespace agentenv::cli

@@ -29,6 +29,7 @@ constexpr Command kCommands[] = {
     {"gc", "Free the space of unreachable objects", CmdGc},
     {"exec", "Run a command inside the environment, then snapshot", CmdExec},
     {"supervise", "Run an agent in the env; operator rollbacks relaunch it", CmdSupervise},
+    {"shell", "Interactive shell inside the environment (pty), captured, snapshot on exit", CmdShell},
     {"export", "Write a node as a tarball (or a layer with --diff-from)", CmdExport},
     {"import", "Record a tarball as a new node", CmdImport},
     {"daemon", "Capture changes automatically and serve the control socket", CmdDaemon},

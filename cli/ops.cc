@@ -1,6 +1,7 @@
 #include "cli/ops.h"
 
 #include "cli/cli.h"
+#include "cli/jobs.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 
@@ -226,26 +227,47 @@ const std::vector<OpSpec>& Ops() {
   static const std::vector<OpSpec> specs = [] {
     std::vector<OpSpec> v;
     for (const auto& e : Table()) v.push_back(e.spec);
+    for (const auto& e : JobOps()) v.push_back(e.spec);
     return v;
   }();
   return specs;
 }
 
+std::mutex& WriterMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 Result<nlohmann::json> RunOp(snap::Repo& repo, const std::string& op, const nlohmann::json& args) {
+  return RunOpStream(repo, op, args, nullptr);
+}
+
+Result<nlohmann::json> RunOpStream(snap::Repo& repo, const std::string& op, const nlohmann::json& args,
+                                   const OpFrameSink& emit) {
   if (!args.is_object()) return Fail(ErrorCode::kInvalid, op + ": arguments must be a JSON object");
   // Aliases used by the CLI verbs.
   std::string name = op == "commit" || op == "snap" ? "snapshot" : op == "checkout" || op == "restore" ? "rollback" : op;
   for (const auto& e : Table()) {
     if (e.spec.name != name) continue;
     try {
+      std::unique_lock<std::mutex> writer;
+      if (e.spec.writes) writer = std::unique_lock(WriterMutex());
       return e.fn(repo, args);
     } catch (const nlohmann::json::exception& x) {
       // A wrongly typed argument: the request is bad, the server is fine.
       return Fail(ErrorCode::kInvalid, op + ": bad arguments (" + x.what() + ")");
     }
   }
+  for (const auto& e : JobOps()) {
+    if (e.spec.name != name) continue;
+    try {
+      return e.fn(repo, args, emit);
+    } catch (const nlohmann::json::exception& x) {
+      return Fail(ErrorCode::kInvalid, op + ": bad arguments (" + x.what() + ")");
+    }
+  }
   std::string known;
-  for (const auto& e : Table()) known += (known.empty() ? "" : ", ") + e.spec.name;
+  for (const auto& e : Ops()) known += (known.empty() ? "" : ", ") + e.name;
   return Fail(ErrorCode::kInvalid, "unknown op '" + op + "' (known: " + known + ")");
 }
 

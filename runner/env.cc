@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -65,6 +66,7 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
     if (m < 0) ChildFail(err_w.get(), kStepFork);
     if (m == 0) {
       DupStdio(stdio, err_w.get());
+      if (spec.terminal && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) != 0)) ChildFail(err_w.get(), kStepTty);
       execvpe(a.argv_p[0], a.argv_p.data(), a.env_p.data());
       ChildFail(err_w.get(), kStepExec);
     }

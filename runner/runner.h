@@ -57,6 +57,9 @@ struct EnvSpec {
   std::vector<Bind> binds;
   Limits limits;
   Stdio stdio = Stdio::kCapture;      // Run only; Env::Start takes StdioFds
+  // Env::Start: stdin is a terminal (a pty slave): argv runs in a new
+  // session with it as its controlling terminal (job control, ^C, SIGWINCH).
+  bool terminal = false;
 };
 
 // How a command ended.

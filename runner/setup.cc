@@ -234,6 +234,7 @@ Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Ste
     case kStepCgroup: what = "join cgroup"; break;
     case kStepSetns: what = "setns"; break;
     case kStepChdir: what = "chdir"; break;
+    case kStepTty: what = "controlling terminal (stdin must be a tty)"; break;
     default: what = ce.step >= 0 && size_t(ce.step) < plan.size() ? plan[size_t(ce.step)].what : "setup";
   }
   return FailErrno(what, ce.err);

@@ -37,7 +37,7 @@ struct ChildError {
   int err;
 };
 inline constexpr int kStepExec = -1, kStepStdio = -2, kStepFork = -3, kStepCgroup = -4,
-                     kStepSetns = -5, kStepChdir = -6, kStepPid = -100;  // kStepPid: err = pid
+                     kStepSetns = -5, kStepChdir = -6, kStepTty = -7, kStepPid = -100;  // kStepPid: err = pid
 
 std::vector<Step> Plan(const EnvSpec& spec);
 

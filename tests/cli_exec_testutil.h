@@ -1,0 +1,56 @@
+// Shared by the tests of the process commands (exec ops, shell): a busybox
+// repository owned by uid 65534 and running the agentenv binary as that
+// user (the features are rootless; a non-root caller runs them as itself).
+#pragma once
+
+#include "tests/cli_testutil.h"
+#include "tests/testutil.h"
+
+namespace agentenv::test {
+
+inline fs::path Work(const fs::path& root) { return root / "work" / "current"; }
+
+// argv prefix that drops to uid/gid 65534 when we are root.
+inline std::vector<std::string> AsNobody(std::vector<std::string> argv) {
+  if (::geteuid() != 0) return argv;
+  std::vector<std::string> p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  p.insert(p.end(), argv.begin(), argv.end());
+  return p;
+}
+
+inline CmdResult Run(const fs::path& root, std::vector<std::string> args, int timeout_ms = 60000) {
+  // --root goes before a "--" that starts a command.
+  auto at = std::find(args.begin(), args.end(), "--");
+  at = args.insert(at, {"--root", root.string()});
+  args.insert(args.begin(), AGENTENV_BIN);
+  return RunCmd(AsNobody(args), "", timeout_ms);
+}
+
+// A repository (owned by 65534 when we are root) whose tree is busybox.
+inline fs::path BusyboxRepo(const TempDir& tmp) {
+  fs::path src = tmp / "src";
+  for (const char* d : {"bin", "proc", "dev", "sys", "etc", "tmp", "root", "run"}) fs::create_directories(src / d);
+  fs::copy_file("/bin/busybox", src / "bin/busybox");
+  for (const char* a : {"sh", "echo", "cat", "sleep", "ls", "printf", "pwd", "mkdir", "head", "yes", "wc", "tr", "true", "stty"})
+    fs::create_symlink("busybox", src / "bin" / a);
+  WriteFile(src / "etc/hosts", "");
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
+    for (auto& e : fs::recursive_directory_iterator(src)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(::chown(src.c_str(), 65534, 65534) == 0);
+  }
+  fs::path root = tmp / "repo";
+  CmdResult r = Run(root, {"init", "--from", src.string()});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  return root;
+}
+
+// One request to the socket at <root>/agentenv.sock; its response.
+inline json Request(const fs::path& root, const std::string& op, const json& args) {
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  return c.Call(json{{"op", op}, {"args", args}}.dump(), 30000);
+}
+
+}  // namespace agentenv::test
