@@ -85,6 +85,11 @@ Result<std::string> Repo::Backend() {
   return *backend_;
 }
 
+void Repo::set_settle(std::function<bool()> settle) {
+  std::lock_guard l(settle_mu_);
+  settle_ = std::move(settle);
+}
+
 Result<UniqueFd> Repo::Lock() {
   std::string path = root_ + "/lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -147,6 +152,8 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   ro.privileged = ::geteuid() == 0;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
+  // The live tree now holds exactly these files: cache them as written.
+  sc.out.stat_updates = std::move(rs.stat_entries);
   SnapOptions opt;
   opt.message = message;
   opt.allow_empty = true;
@@ -245,12 +252,22 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   return Commit(sc, opt);
 }
 
-Result<RestoreResult> Repo::Restore(const std::string& ref) {
+Result<RestoreResult> Repo::Restore(const std::string& ref,
+                                    const std::optional<std::vector<std::string>>& dirty) {
+  std::optional<std::vector<std::string>> changed = dirty;
+  if (!changed) {
+    std::function<bool()> settle;
+    {
+      std::lock_guard l(settle_mu_);
+      settle = settle_;
+    }
+    if (settle && settle()) changed.emplace();  // history holds every change
+  }
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(Node to, LoadNode(*store_, target));
   AE_ASSIGN(std::string backend, Backend());
-  AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_ASSIGN(Scanned sc, ScanLive(changed));
   RestoreResult res;
   res.node = target;
   SnapOptions save;
@@ -263,6 +280,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref) {
   ro.privileged = ::geteuid() == 0;
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : res.stats.stat_entries) AE_TRY(txn->PutStat(path, e));
   AE_TRY(txn->SetRef("HEAD", target));
   AE_TRY(txn->Commit());
   return res;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +110,11 @@ class Repo {
   MetaDb& meta() { return *meta_; }
   // Paths the scan skips and restore leaves alone.
   void set_ignored(PathFilter f) { ignored_ = std::move(f); }
+  // A change journal's hook: brings history up to date with the live tree
+  // and returns true when it then holds every change. Restore without
+  // `dirty` calls it (before taking the lock) and, on true, skips its full
+  // scan. Thread-safe.
+  void set_settle(std::function<bool()> settle);
   // "reflink" when files can be cloned from the store into the live tree
   // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
   // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
@@ -125,9 +131,14 @@ class Repo {
   // changed. Takes the lock. Errors: kBusy, I/O, kCorrupt.
   Result<SnapResult> Snapshot(const SnapOptions& opt);
   // Saves uncommitted changes as a node, then makes the live tree equal to
-  // `ref` and moves HEAD there. Takes the lock. Errors: kNotFound (ref),
-  // kBusy, I/O.
-  Result<RestoreResult> Restore(const std::string& ref);
+  // `ref` and moves HEAD there, leaving the stat cache describing every file
+  // it wrote (the next snapshot reads none of them). `dirty`: the paths
+  // changed since HEAD was taken, from a change journal (empty: the live
+  // tree is known to equal HEAD), so that saving costs O(changes); absent:
+  // the settle hook or else a full scan finds them. A path missing from
+  // `dirty` is neither saved nor restored. Takes the lock. Errors: kNotFound (ref), kBusy, I/O.
+  Result<RestoreResult> Restore(const std::string& ref,
+                                const std::optional<std::vector<std::string>>& dirty = std::nullopt);
   // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
   Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
   Result<void> Untag(const std::string& name);
@@ -185,6 +196,8 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
+  std::mutex settle_mu_;  // guards settle_
+  std::function<bool()> settle_;
   std::optional<std::string> backend_;
 };
 

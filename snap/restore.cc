@@ -16,7 +16,7 @@ namespace {
 
 class Restorer {
  public:
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt) {}
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {}
 
   // Makes directory `fd` (now matching `from`, or empty) match `to`.
   Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
@@ -37,6 +37,9 @@ class Restorer {
   Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
   Result<void> RemoveContents(int fd, const std::string& rel);
   Result<void> SetMeta(int fd, const Entry& e, const std::string& rel);
+  // Records a stat cache entry for regular file `e`, now in place as
+  // `e.name` in `fd` with all of its metadata applied.
+  void SeedStat(int fd, const Entry& e, const std::string& rel);
   // Unprivileged: chowns `e` where allowed (a group we are in) and counts
   // the paths whose owner cannot be restored.
   void TryOwner(int fd, const Entry& e, const std::string& rel);
@@ -46,6 +49,7 @@ class Restorer {
   const store::Store& s_;
   const RestoreOptions& opt_;
   std::atomic<uint64_t> tmp_counter_{0};
+  int64_t start_ns_;
   uint64_t unowned_ = 0;
   std::string first_unowned_;
 };
@@ -104,6 +108,18 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
   return r;
 }
 
+void Restorer::SeedStat(int fd, const Entry& e, const std::string& rel) {
+  // A later write sets mtime to its own time; only when the restored mtime
+  // lies outside the current clock tick is that guaranteed to differ.
+  if (e.meta.mtime_ns >= start_ns_ - kRacyWindowNs) return;
+  struct stat st;
+  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+  StatEntry se{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim),
+               ToNs(st.st_ctim),    st.st_mode,          st.st_uid,           st.st_gid,
+               e.meta.xattrs,       store::FileRef{e.id, e.content, e.size}};
+  stats.stat_entries.emplace_back(rel, std::move(se));
+}
+
 Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel) {
   std::string tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
   UniqueFd out(::openat(fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -116,6 +132,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
     else cloned = *c;
   }
   if (r && !cloned) r = s_.WriteFileTo(e.file(), out.get());
+  size_t warnings = stats.warnings.size();
   if (r) {
     out.reset();
     Entry t = e;
@@ -127,6 +144,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
     ::unlinkat(fd, tmp.c_str(), 0);
     return r;
   }
+  if (stats.warnings.size() == warnings) SeedStat(fd, e, rel);
   ++stats.files_written;
   stats.bytes_written += e.size;
   if (cloned) ++stats.files_cloned;
@@ -233,7 +251,9 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
     } else if (x.kind == y.kind && x.kind != Kind::kHardlink &&
                (x.kind != Kind::kFile || (x.id == y.id && x.size == y.size)) &&
                x.target == y.target && x.rdev == y.rdev) {
+      size_t warnings = stats.warnings.size();
       AE_TRY(SetMeta(fd, y, crel));  // same content, other metadata
+      if (y.kind == Kind::kFile && stats.warnings.size() == warnings) SeedStat(fd, y, crel);
     } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {
       AE_TRY(WriteFile(fd, y, crel));  // replaced atomically by rename
     } else {

@@ -17,11 +17,6 @@
 namespace agentenv::snap {
 namespace {
 
-// A file whose ctime is this close to the scan start may still be changing
-// within the same timestamp tick (the kernel's coarse clock): its hash is
-// used now but not cached, so the next scan reads it again.
-constexpr int64_t kRacyWindowNs = 50'000'000;
-
 struct ScanDir {
   std::string rel;
   Tree entries;

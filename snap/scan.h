@@ -25,6 +25,11 @@
 
 namespace agentenv::snap {
 
+// A file whose ctime is this close to the scan start may still be changing
+// within the same timestamp tick (the kernel's coarse clock): its hash is
+// used now but not cached, so the next scan reads it again.
+constexpr int64_t kRacyWindowNs = 50'000'000;
+
 // Returns true for tree-relative paths that are not versioned.
 using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
 
