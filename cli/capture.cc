@@ -11,7 +11,8 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   snap::SnapOptions opt;
   if (!cs.rescan_all) {
     std::vector<std::string> paths;
-    for (const auto& [path, scope] : cs.paths) paths.push_back(path);
+    for (const auto& [path, scope] : cs.paths)
+      (scope == watch::Scope::kSubtree ? paths : opt.entry_paths).push_back(path);
     opt.paths = std::move(paths);
   }
   auto r = repo_.Snapshot(opt);

@@ -110,7 +110,8 @@ Result<UniqueFd> Repo::OpenWork() const {
   return fd;
 }
 
-Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths) {
+Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths,
+                                     const std::vector<std::string>& entries) {
   Scanned sc;
   AE_ASSIGN(sc.head, meta_->GetRef("HEAD"));
   if (sc.head) {
@@ -118,19 +119,20 @@ Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string
     sc.head_node = std::move(n);
   }
   AE_ASSIGN(UniqueFd work, OpenWork());
-  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths));
+  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths, entries));
   return sc;
 }
 
 Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
-                                const std::optional<std::vector<std::string>>& paths) {
+                                const std::optional<std::vector<std::string>>& paths,
+                                const std::vector<std::string>& entries) {
   AE_ASSIGN(auto batch, store_->BeginBatch());
   ScanContext ctx{*store_, *batch, *meta_, ignored_, NowNs()};
   // The empty tree is the diff base of the first node.
   AE_TRY(batch->Put(store::ObjectType::kTree, EncodeTree({})));
   std::optional<ScanOutput> out;
   if (paths && base) {
-    AE_ASSIGN(out, ScanPaths(ctx, fd, base->tree, base->links, *paths));
+    AE_ASSIGN(out, ScanPaths(ctx, fd, base->tree, base->links, *paths, entries));
   }
   if (!out) {
     AE_ASSIGN(ScanOutput full, ScanTree(ctx, fd));
@@ -248,7 +250,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(UniqueFd lock, Lock());
-  AE_ASSIGN(Scanned sc, ScanLive(opt.paths));
+  AE_ASSIGN(Scanned sc, ScanLive(opt.paths, opt.entry_paths));
   return Commit(sc, opt);
 }
 

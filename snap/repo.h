@@ -31,6 +31,9 @@ struct SnapOptions {
   std::string label;    // automatic; empty: a summary of the changes
   // Changed paths (from a change journal); absent: scan the whole tree.
   std::optional<std::vector<std::string>> paths;
+  // With `paths`: further changed paths whose own entry changed but not
+  // their contents (a directory's metadata), so nothing below is re-read.
+  std::vector<std::string> entry_paths;
   bool allow_empty = false;  // make a node even when nothing changed
   int64_t time_ns = 0;       // the node's time; 0: now (others: imports, simulations)
 };
@@ -181,10 +184,12 @@ class Repo {
     std::optional<store::ObjectId> head;
   };
   // With the lock held: scans (fully or along paths) and commits content.
-  Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths);
+  Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
+                           const std::vector<std::string>& entries = {});
   // Scans directory `fd` fully into a committed batch.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
-                            const std::optional<std::vector<std::string>>& paths);
+                            const std::optional<std::vector<std::string>>& paths,
+                            const std::vector<std::string>& entries = {});
   // With the lock held: makes a node from a scan unless nothing changed.
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
   // With the lock held: scans a directory other than the live tree.

@@ -437,22 +437,31 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
 Result<std::optional<ScanOutput>> ScanPaths(
     const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
     std::span<const std::pair<std::string, std::string>> base_links,
-    std::span<const std::string> paths) {
+    std::span<const std::string> paths, std::span<const std::string> entries) {
   PathTrie trie;
-  for (const std::string& p : paths) {
-    for (const auto& [path, first] : base_links) {
-      if (Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first)) return std::nullopt;
+  // Entries first: a subtree path added later absorbs them.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string& p : pass == 0 ? entries : paths) {
+      if (p.empty() && pass == 0) continue;  // the root's metadata is always read
+      // An entry alone leaves the groups below it as they are.
+      for (const auto& [path, first] : base_links) {
+        if (pass == 0 ? p == path || p == first
+                      : Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first))
+          return std::nullopt;
+      }
+      PathTrie* t = &trie;
+      size_t i = 0;
+      while (i < p.size() && !t->whole) {
+        size_t slash = p.find('/', i);
+        if (slash == std::string::npos) slash = p.size();
+        if (slash > i) t = &t->kids[p.substr(i, slash - i)];
+        i = slash + 1;
+      }
+      if (pass == 1) {
+        t->whole = true;
+        t->kids.clear();
+      }
     }
-    PathTrie* t = &trie;
-    size_t i = 0;
-    while (i < p.size() && !t->whole) {
-      size_t slash = p.find('/', i);
-      if (slash == std::string::npos) slash = p.size();
-      if (slash > i) t = &t->kids[p.substr(i, slash - i)];
-      i = slash + 1;
-    }
-    t->whole = true;
-    t->kids.clear();
   }
   Scanner sc(ctx);
   if (trie.whole) {

@@ -56,12 +56,15 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd);
 
 // Rebuilds `base` (tree id + root metadata + hardlinks of the node it came
 // from) after changes under `paths` (tree-relative; a directory path means
-// its whole subtree). Returns nullopt when hardlinks are involved, so the
-// caller must scan fully. Cost: proportional to the paths and their depth.
+// its whole subtree) and of `entries` (only the entry itself changed: a
+// directory's own metadata, its contents are as in `base`; "" is the root,
+// whose metadata is always re-read). Returns nullopt when hardlinks are
+// involved, so the caller must scan fully. Cost: proportional to the paths
+// and their depth.
 Result<std::optional<ScanOutput>> ScanPaths(
     const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
     std::span<const std::pair<std::string, std::string>> base_links,
-    std::span<const std::string> paths);
+    std::span<const std::string> paths, std::span<const std::string> entries = {});
 
 // Metadata of what `name` in `dirfd` is (not following symlinks): mode
 // bits, owner, mtime and xattrs. Errors: I/O, path first.

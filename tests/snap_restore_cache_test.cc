@@ -159,5 +159,28 @@ TEST_CASE("restore with a known dirty set saves those paths and restores the res
   for (const auto& d : CompareManifests(mb, Capture(w))) FAIL_CHECK(d);
 }
 
+TEST_CASE("entry paths re-read a directory's own metadata, not what is below it", "[snap]") {
+  TempDir t;
+  auto r = MakeRepo(t.str() + "/repo");
+  const std::string w = r->work_dir();
+  State(w, 0);
+  store::ObjectId a = Snap(*r);
+  // The journal reports d1 as an entry (IN_ATTRIB) and d0/f1 as written.
+  REQUIRE(::chmod((w + "/d1").c_str(), 0700) == 0);
+  REQUIRE(WriteFileAt(w + "/d0/f1", "written"));
+  Manifest want = Capture(w);
+  REQUIRE(WriteFileAt(w + "/d1/f1", "not reported: a path scan cannot see it"));
+  snap::SnapOptions opt;
+  opt.paths = std::vector<std::string>{"d0/f1"};
+  opt.entry_paths = {"", "d1", "d0"};
+  auto s = r->Snapshot(opt);
+  REQUIRE(s);
+  REQUIRE(s->node);
+  CHECK(s->hashed_files == 1);
+  REQUIRE(r->Restore(a.Hex(), std::vector<std::string>{"d1/f1"}));
+  REQUIRE(r->Restore(s->node->Hex(), std::vector<std::string>{}));
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+}
+
 }  // namespace
 }  // namespace agentenv::test
