@@ -182,14 +182,19 @@ class Repo {
     ScanOutput out;
     std::optional<Node> head_node;
     std::optional<store::ObjectId> head;
+    std::unique_ptr<store::Batch> batch;  // the scan's content, not yet committed
   };
-  // With the lock held: scans (fully or along paths) and commits content.
+  // With the lock held: scans (fully or along paths); content stays in
+  // sc.batch until Commit or CommitContent.
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
                            const std::vector<std::string>& entries = {});
-  // Scans directory `fd` fully into a committed batch.
+  // Scans directory `fd` (fully, or along paths from `base`) into a new
+  // batch, left open in *batch.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
                             const std::optional<std::vector<std::string>>& paths,
-                            const std::vector<std::string>& entries = {});
+                            const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch);
+  // Commits the scan's batch, if still open.
+  Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
   // With the lock held: scans a directory other than the live tree.

@@ -55,6 +55,8 @@ class Scanner {
   std::vector<std::pair<std::string, std::string>> FixHardlinks();
   // Stores the trees of `d` bottom-up; returns its tree id.
   Result<store::ObjectId> PutTrees(ScanDir& d);
+  // Stores one tree and keeps its encoding in out.trees.
+  Result<store::ObjectId> PutTree(const Tree& t);
 
   ScanOutput out;
   std::mutex mu;  // guards out, links_
@@ -304,7 +306,15 @@ Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
   for (auto& [i, sub] : d.subdirs) {
     AE_ASSIGN(d.entries[i].id, PutTrees(*sub));
   }
-  return ctx_.batch.Put(store::ObjectType::kTree, EncodeTree(d.entries));
+  return PutTree(d.entries);
+}
+
+Result<store::ObjectId> Scanner::PutTree(const Tree& t) {
+  std::vector<uint8_t> bytes = EncodeTree(t);
+  AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes));
+  std::lock_guard lock(mu);
+  out.trees.emplace(id, std::move(bytes));
+  return id;
 }
 
 std::vector<std::pair<std::string, std::string>> Scanner::FixHardlinks() {
@@ -397,7 +407,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
     if (had) *it = std::move(e);
     else entries.insert(it, std::move(e));
   }
-  return ctx.batch.Put(store::ObjectType::kTree, EncodeTree(entries));
+  return sc.PutTree(entries);
 }
 
 Result<Meta> RootMeta(int root_fd) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +49,9 @@ struct ScanOutput {
   uint64_t hashed_files = 0, hashed_bytes = 0;  // read this time (stat cache misses)
   std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
   std::vector<std::string> warnings;  // what could not be recorded, path first
+  // Encodings of the trees this scan put, so that they can be read before
+  // the batch is committed (the node's change summary is made first).
+  std::map<store::ObjectId, std::vector<uint8_t>> trees;
 };
 
 // Scans the directory `root_fd` completely. Errors: the first I/O error,
