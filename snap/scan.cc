@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -73,6 +74,13 @@ class Scanner {
   bool has_links() const { return !links_.empty(); }
 };
 
+// The effective uid, read once: the process never changes it, and a scan
+// would otherwise ask once per directory.
+uid_t Euid() {
+  static const uid_t euid = ::geteuid();
+  return euid;
+}
+
 // Unprivileged, reading our own file or directory whose mode denies us
 // (e.g. 0000) needs a moment of owner access: chmod leaves mtime alone and
 // the mode is put back on destruction.
@@ -80,7 +88,7 @@ class OwnerAccess {
  public:
   OwnerAccess(int dirfd, const std::string& name, const struct stat& st) {
     mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
-    if (need == 0 || (st.st_mode & need) == need || ::geteuid() == 0 || st.st_uid != ::geteuid())
+    if (need == 0 || (st.st_mode & need) == need || Euid() == 0 || st.st_uid != Euid())
       return;
     if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) != 0) return;
     dirfd_ = dirfd;
@@ -105,7 +113,7 @@ class DirAccess {
  public:
   explicit DirAccess(int fd) {
     struct stat st;
-    if (::geteuid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() ||
+    if (Euid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != Euid() ||
         (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
       return;
     fd_ = fd;
@@ -121,6 +129,25 @@ class DirAccess {
   int fd_ = -1;
   mode_t mode_ = 0;
 };
+
+// The names in directory `fd` (without . and ..), read with getdents64
+// straight from the fd: no dup, no DIR stream.
+Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
+  alignas(8) char buf[32768];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(rel.empty() ? "." : rel, errno);
+    if (n == 0) return {};
+    for (long off = 0; off < n;) {
+      auto* de = reinterpret_cast<struct dirent64*>(buf + off);
+      std::string_view name = de->d_name;
+      if (name != "." && name != "..") names->emplace_back(name);
+      off += de->d_reclen;
+    }
+  }
+}
 
 // OpenDirAt; our own directory that denies us is opened with OwnerAccess.
 Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel) {
@@ -204,21 +231,9 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
                               std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs) {
   DirAccess access(fd);
-  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return FailErrno(d.rel, errno);
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
-  if (!dir) {
-    ::close(dup);
-    return FailErrno(d.rel, errno);
-  }
   std::vector<std::string> names;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
-  errno = 0;
-  while (struct dirent* de = ::readdir(dir.get())) {
-    std::string_view n = de->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  if (errno != 0) return FailErrno(d.rel, errno);
+  AE_TRY(ReadDirNames(fd, d.rel, &names));
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     std::string rel = Join(d.rel, name);
