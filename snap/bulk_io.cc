@@ -84,7 +84,7 @@ struct BulkIo::Ring {
   }
 };
 
-BulkIo::BulkIo() {
+BulkIo::BulkIo(size_t min_ring_batch) : min_ring_batch_(min_ring_batch) {
   const char* env = std::getenv("AGENTENV_URING");
   if (env && std::string(env) == "off") return;
   auto r = std::make_unique<Ring>();
@@ -102,7 +102,8 @@ Result<void> BulkIo::CreateAndWrite(std::span<NewFile* const> files) {
     f.created = true;
     return {};
   };
-  if (!ring_) {
+  Ring* ring = RingFor(files.size());
+  if (!ring) {
     for (NewFile* f : files) {
       AE_TRY(create_sync(*f));
       AE_TRY(WriteRest(*f, 0));
@@ -113,7 +114,7 @@ Result<void> BulkIo::CreateAndWrite(std::span<NewFile* const> files) {
   how.flags = kCreateFlags;
   how.mode = 0600;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
-  AE_TRY(ring_->Run(
+  AE_TRY(ring->Run(
       files.size(),
       [&](io_uring_sqe* sqe, size_t i) { io_uring_prep_openat2(sqe, files[i]->dirfd, files[i]->tmp.c_str(), &how); },
       [&](size_t i, int res) -> Result<void> {
@@ -127,7 +128,7 @@ Result<void> BulkIo::CreateAndWrite(std::span<NewFile* const> files) {
   std::vector<NewFile*> writes;
   for (NewFile* f : files)
     if (!f->data.empty()) writes.push_back(f);
-  return ring_->Run(
+  return ring->Run(
       writes.size(),
       [&](io_uring_sqe* sqe, size_t i) {
         io_uring_prep_write(sqe, writes[i]->fd.get(), writes[i]->data.data(), unsigned(writes[i]->data.size()), 0);
@@ -144,12 +145,13 @@ Result<void> BulkIo::Close(std::span<NewFile* const> files) {
   std::vector<NewFile*> open;
   for (NewFile* f : files)
     if (f->fd) open.push_back(f);
-  if (!ring_) {
+  Ring* ring = RingFor(open.size());
+  if (!ring) {
     for (NewFile* f : open)
       if (::close(f->fd.release()) != 0) return FailErrno(f->rel, errno);
     return {};
   }
-  return ring_->Run(
+  return ring->Run(
       open.size(), [&](io_uring_sqe* sqe, size_t i) { io_uring_prep_close(sqe, open[i]->fd.release()); },
       [&](size_t i, int res) -> Result<void> {
         if (res < 0) return FailErrno(open[i]->rel, -res);
@@ -167,14 +169,15 @@ Result<void> BulkIo::RenameAndStat(std::span<NewFile* const> files) {
     if (::fstatat(f.dirfd, f.name.c_str(), &f.st, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(f.rel, errno);
     return {};
   };
-  if (!ring_) {
+  Ring* ring = RingFor(files.size());
+  if (!ring) {
     for (NewFile* f : files) {
       AE_TRY(rename_sync(*f));
       AE_TRY(stat_sync(*f));
     }
     return {};
   }
-  AE_TRY(ring_->Run(
+  AE_TRY(ring->Run(
       files.size(),
       [&](io_uring_sqe* sqe, size_t i) {
         io_uring_prep_renameat(sqe, files[i]->dirfd, files[i]->tmp.c_str(), files[i]->dirfd, files[i]->name.c_str(), 0);
@@ -187,7 +190,7 @@ Result<void> BulkIo::RenameAndStat(std::span<NewFile* const> files) {
         return {};
       }));
   std::vector<struct statx> sx(files.size());
-  return ring_->Run(
+  return ring->Run(
       files.size(),
       [&](io_uring_sqe* sqe, size_t i) {
         io_uring_prep_statx(sqe, files[i]->dirfd, files[i]->name.c_str(), AT_SYMLINK_NOFOLLOW,

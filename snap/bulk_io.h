@@ -39,8 +39,10 @@ struct NewFile {
 
 class BulkIo {
  public:
-  // Never fails: without io_uring it uses plain syscalls.
-  BulkIo();
+  // Never fails: without io_uring it uses plain syscalls. Batches smaller
+  // than `min_ring_batch` use plain syscalls too: a submission that waits
+  // for io-wq workers costs more than a few direct calls.
+  explicit BulkIo(size_t min_ring_batch = 8);
   ~BulkIo();
   BulkIo(const BulkIo&) = delete;
   BulkIo& operator=(const BulkIo&) = delete;
@@ -57,7 +59,10 @@ class BulkIo {
 
  private:
   struct Ring;
+  // The ring, when it is worth using for n files.
+  Ring* RingFor(size_t n) const { return n >= min_ring_batch_ ? ring_.get() : nullptr; }
   std::unique_ptr<Ring> ring_;
+  size_t min_ring_batch_;
 };
 
 }  // namespace agentenv::snap

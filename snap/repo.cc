@@ -147,6 +147,9 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
 Result<void> Repo::CommitContent(Scanned& sc) {
   if (!sc.batch) return {};
   std::unique_ptr<store::Batch> batch = std::move(sc.batch);
+  // Nothing new (everything deduplicated): abandoning the batch costs no
+  // fsync and no index commit; every id the scan named already exists.
+  if (batch->new_bytes() == 0) return {};
   return batch->Commit();
 }
 

@@ -86,7 +86,7 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
     UniqueFd dir(::open((t.str() + "/tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     REQUIRE(dir);
     for (const char* tmp : {".tmp-link", ".tmp-taken"}) {
-      snap::BulkIo io;
+      snap::BulkIo io(1);  // the ring even for one file
       snap::NewFile f;
       f.dirfd = dir.get();
       f.tmp = tmp;
@@ -101,7 +101,7 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
     CHECK(ReadFileAt(outside) == "keep");
     CHECK(ReadFileAt(t.str() + "/tree/.tmp-taken") == "taken");
     // A fresh name works, and rename + stat report the file in place.
-    snap::BulkIo io;
+    snap::BulkIo io(1);
     snap::NewFile f;
     f.dirfd = dir.get();
     f.tmp = ".tmp-new";
