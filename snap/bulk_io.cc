@@ -65,7 +65,9 @@ struct BulkIo::Ring {
       int submitted = io_uring_submit_and_wait(&ring, unsigned(count));
       if (submitted < 0) return Fail("io_uring_submit: " + std::string(std::strerror(-submitted)), -submitted);
       Result<void> first;
-      while (seen < count) {
+      // Every submitted operation is reaped before returning, even after a
+      // failure (the caller then cleans up by what each one reported).
+      while (seen < size_t(submitted)) {
         io_uring_cqe* cqe = nullptr;
         int rc = io_uring_wait_cqe(&ring, &cqe);
         if (rc == -EINTR) continue;
@@ -74,11 +76,12 @@ struct BulkIo::Ring {
         int res = cqe->res;
         io_uring_cqe_seen(&ring, cqe);
         ++seen;
-        // Every completion is reaped before returning, even after a failure.
         Result<void> r = done(i, res);
         if (!r && first) first = r;
       }
       AE_TRY(first);
+      if (size_t(submitted) < count)
+        return Fail("io_uring_submit: " + std::to_string(submitted) + " of " + std::to_string(count) + " submitted", EAGAIN);
     }
     return {};
   }
