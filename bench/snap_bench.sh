@@ -5,7 +5,8 @@
 #   1. snapshot after 10 changed files: agentenv snap (full walk; and with the
 #      changed paths, as the daemon does) vs rsync --link-dest, git commit,
 #      ostree commit, restic backup (with parent)
-#   2. restore of 10 changed files: agentenv restore vs rsync -a --delete
+#   2. restore of 10 changed files: agentenv restore (CLI, and rollback via a
+#      running daemon) vs rsync -a --delete
 #   3. restore of ~3000 files / 100 MB: agentenv restore vs cp -a of them
 #   4. disk growth over STEPS snapshots of 10 files / 1 MB each:
 #      agentenv repository vs the rsync --link-dest snapshot set
@@ -13,7 +14,9 @@
 # Usage: bench/snap_bench.sh [agentenv-binary]
 # Env:   ROOTFS (default /var/tmp/agentenv-bench/rootfs), WORK (scratch dir,
 #        default /var/tmp/agentenv-snapbench/run, wiped), REPS (5), STEPS (100),
-#        PEERS ("rsync git ostree restic"), KEEP=1 to keep WORK.
+#        PEERS ("rsync git ostree restic"), KEEP=1 to keep WORK,
+#        DELETE_SETTLE (11: seconds between a mass delete and a timed mass
+#        create in 3., see there).
 # Needs root (the rootfs holds root-owned files), rsync, git, ostree, restic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,7 @@ WORK=${WORK:-/var/tmp/agentenv-snapbench/run}
 REPS=${REPS:-5}
 STEPS=${STEPS:-100}
 PEERS=${PEERS:-rsync git ostree restic}
+DELETE_SETTLE=${DELETE_SETTLE:-11}
 
 die() { echo "snap_bench: $*" >&2; exit 1; }
 [ -x "$AE" ] || die "$AE: not an executable (build: ninja -C build agentenv)"
@@ -47,14 +51,29 @@ RESTIC=(restic -r "$WORK/restic" -q)
 note() { printf '%s\n' "$*" >&2; }
 # run: a command with its output in the log; failure stops the bench.
 run() { "$@" >>"$LOG" 2>&1 || { tail -20 "$LOG" >&2; die "failed: $*"; }; }
-# tm ARRAY cmd...: runs cmd, appends its wall time in microseconds to ARRAY.
+# cpu_ticks PID: user+sys clock ticks of PID and its reaped children, in
+# CPU_T (no fork, so the shell's own measuring costs nothing).
+cpu_ticks() {
+  local line; read -r line <"/proc/$1/stat"; line=${line##*) }
+  local -a f=($line)
+  CPU_T=$(( f[11] + f[12] + f[13] + f[14] ))
+}
+TICK_US=$(( 1000000 / $(getconf CLK_TCK) ))
+declare -A CPU_US=() CPU_N=()   # per measurement: summed CPU time, op count
+# tm ARRAY cmd...: runs cmd, appends its wall time in microseconds to ARRAY
+# and adds its CPU time (user+sys) to CPU_US[ARRAY].
 tm() {
-  local -n _acc=$1; shift
+  local name=$1; local -n _acc=$1; shift
+  cpu_ticks $$; local c0=$CPU_T
   local s=$EPOCHREALTIME
   run "$@"
   local e=$EPOCHREALTIME
+  cpu_ticks $$
   _acc+=($(( (${e/./} - ${s/./}) )))
+  CPU_US[$name]=$(( ${CPU_US[$name]:-0} + (CPU_T - c0) * TICK_US ))
+  CPU_N[$name]=$(( ${CPU_N[$name]:-0} + 1 ))
 }
+cpu_mean() { awk -v u="${CPU_US[$1]:-0}" -v n="${CPU_N[$1]:-1}" 'BEGIN{printf "%.1f", u/n/1000}'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 ms() { awk -v u="$1" 'BEGIN{printf "%.1f ms", u/1000}'; }
 mb() { awk -v b="$1" 'BEGIN{printf "%.1f MB", b/1e6}'; }
@@ -173,7 +192,22 @@ for ((r = 0; r < REPS; r++)); do
   tm r_rs rsync -a --delete "$NA/" "$RW/"; tm r_rs rsync -a --delete "$NB/" "$RW/"
 done
 [ "$(sum10 "$RW")" = "$SUM_B" ] || die "rsync peer did not bring back B"
-row "2. restore 10 files" "$(median "${r_ae[@]}")" "rsync -a --delete node/ work/" "$(median "${r_rs[@]}")" faster 20
+# How the product restores: a running daemon knows the changed paths from
+# its journal, so the rollback saves uncommitted changes without a walk.
+declare -a r_aed=()
+"$AE" daemon --quiet-ms 300 --max-delay-ms 3000 >>"$LOG" 2>&1 & DPID=$!
+for ((i = 0; i < 300; i++)); do "$AE" ctl head >/dev/null 2>&1 && break; sleep 0.1; done
+"$AE" ctl head >/dev/null 2>&1 || die "daemon did not start (log: $LOG)"
+cpu_ticks $DPID; D0=$CPU_T
+for ((r = 0; r < REPS; r++)); do
+  tm r_aed "$AE" ctl rollback ref=A; tm r_aed "$AE" ctl rollback ref=B
+done
+cpu_ticks $DPID   # the work is the daemon's: add its CPU time
+CPU_US[r_aed]=$(( CPU_US[r_aed] + (CPU_T - D0) * TICK_US ))
+[ "$(sum10 "$T")" = "$SUM_B" ] || die "daemon rollback B did not bring back B"
+kill -TERM $DPID; wait $DPID || die "daemon exited with $?"
+row "2. restore 10 files (CLI, full walk)" "$(median "${r_ae[@]}")" "rsync -a --delete node/ work/" "$(median "${r_rs[@]}")" faster 20
+row "2. restore 10 files (daemon rollback)" "$(median "${r_aed[@]}")" "rsync -a --delete node/ work/" "$(median "${r_rs[@]}")" faster 20
 
 # --- 3. restore of ~3000 files / 100 MB -----------------------------------------
 note "3. restore of 3000 files / 100 MB, $REPS rounds"
@@ -187,14 +221,20 @@ NBIG=$(find "$WORK/big/$BIG" -type f | wc -l); BBIG=$(du -sb "$WORK/big/$BIG" | 
 run cp -a "$WORK/big/$BIG" "$T/opt/"; run "$AE" snap -m big; run "$AE" tag C HEAD
 rm -rf "${T:?}/$BIG"; run "$AE" snap -m unbig; run "$AE" tag D HEAD
 declare -a b_ae=() b_del=() b_cp=() b_rm=()
+# ext4 without a journal skips inodes deleted in the last 5-10 s when it
+# allocates new ones (recently_deleted() reads each one's inode block):
+# creating 3000 files right after deleting 3000 is quadratic, for every
+# tool alike, and the timing then measures how long `sync` took. Let the
+# deletions age before each timed creation.
+settle() { sync; sleep "$DELETE_SETTLE"; }
 for ((r = 0; r < REPS; r++)); do
-  sync; tm b_ae "$AE" restore C
+  settle; tm b_ae "$AE" restore C
   sync; tm b_del "$AE" restore D
 done
 run "$AE" restore C; cmp -s "$T/$BIG/d29/f2999" "$WORK/big/$BIG/d29/f2999" || die "restore C differs"
 run diff -r "$T/$BIG" "$WORK/big/$BIG"; run "$AE" restore D
 for ((r = 0; r < REPS; r++)); do
-  sync; tm b_cp cp -a "$WORK/big/$BIG" "$RW/opt/"
+  settle; tm b_cp cp -a "$WORK/big/$BIG" "$RW/opt/"
   sync; tm b_rm rm -rf "${RW:?}/$BIG"
 done
 row "3. restore $NBIG files / $(mb "$BBIG")" "$(median "${b_ae[@]}")" "cp -a of those files" "$(median "${b_cp[@]}")" within 1.5
@@ -235,8 +275,14 @@ echo "samples (ms): snap full $(samples "${s_ae[@]}"); snap paths $(samples "${s
 has_peer git && echo "  git $(samples "${s_git[@]}")"
 has_peer ostree && echo "  ostree $(samples "${s_ost[@]}")"
 has_peer restic && echo "  restic $(samples "${s_res[@]}")"
-echo "  restore10 agentenv $(samples "${r_ae[@]}"); rsync $(samples "${r_rs[@]}")"
+echo "  restore10 agentenv $(samples "${r_ae[@]}"); daemon rollback $(samples "${r_aed[@]}"); rsync $(samples "${r_rs[@]}")"
 echo "  restore big agentenv $(samples "${b_ae[@]}"); cp -a $(samples "${b_cp[@]}"); agentenv restore back (delete them) $(samples "${b_del[@]}"); rm -rf $(samples "${b_rm[@]}")"
+cpu=""; for k in s_ae s_aep s_rs s_git s_ost s_res r_ae r_aed r_rs b_ae b_cp b_del b_rm d_ae d_rs h_ae h_true; do
+  [ -n "${CPU_N[$k]:-}" ] && cpu+="$k $(cpu_mean $k); "
+done
+echo "CPU time, user+sys of the process and its children, mean per op (ms; 10 ms ticks): ${cpu%; }"
+echo "  (s_ae snap full walk, s_aep snap given paths, r_ae CLI restore, r_aed daemon rollback incl. the daemon's"
+echo "  CPU, b_* 3000-file restore/cp/delete/rm, d_* disk steps, h_ head/true; others: the peers)"
 echo "notes: ostree commit rehashes every file (a plain dir is no ostree checkout, so neither"
 echo "  --link-checkout-speedup nor the devino cache apply); rsync -a keeps no hardlinks/xattrs; git keeps"
 echo "  no owners/xattrs/empty dirs; agentenv snap fsyncs its pack, git/rsync do not."

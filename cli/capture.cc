@@ -6,55 +6,74 @@
 #include "snap/fsops.h"
 
 namespace agentenv::cli {
-namespace {
 
-// Turns one debounced change set into a snapshot (no node if nothing
-// really changed: the stat cache and tree ids decide).
-void Capture(snap::Repo& repo, const watch::ChangeSet& cs) {
+// No node if nothing really changed: the stat cache and tree ids decide.
+void Capture::Snapshot(const watch::ChangeSet& cs) {
   std::lock_guard writer(WriterMutex());  // a running exec's changes belong to its own node
   snap::SnapOptions opt;
   if (!cs.rescan_all) {
     std::vector<std::string> paths;
-    for (const auto& [path, scope] : cs.paths) paths.push_back(path);
+    for (const auto& [path, scope] : cs.paths)
+      (scope == watch::Scope::kSubtree ? paths : opt.entry_paths).push_back(path);
     opt.paths = std::move(paths);
   }
-  auto r = repo.Snapshot(opt);
+  auto r = repo_.Snapshot(opt);
   if (!r && opt.paths) {
     // The change set would be lost with this snapshot: fall back to a full
     // (stat-cached) scan, which sees everything.
     DaemonLog("snapshot of changed paths failed (" + r.error().message + "); rescanning");
     opt.paths.reset();
-    r = repo.Snapshot(opt);
+    r = repo_.Snapshot(opt);
   }
-  if (!r) return DaemonLog("snapshot failed: " + r.error().message);
+  if (!r) {
+    complete_ = false;  // until a full scan succeeds
+    return DaemonLog("snapshot failed: " + r.error().message);
+  }
+  if (!opt.paths) complete_ = true;
   if (!r->node) return;
   DaemonLog("node " + Short(*r->node) + ": " + r->label);
   // Thin history now and then; nodes are cheap to keep for a while.
-  static int since_retain = 0;
-  if (++since_retain < 64) return;
-  since_retain = 0;
-  auto kept = repo.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
+  if (++since_retain_ < 64) return;
+  since_retain_ = 0;
+  auto kept = repo_.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
   if (!kept) return DaemonLog("retention failed: " + kept.error().message);
   if (!kept->dropped.empty()) DaemonLog("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
 }
 
-}  // namespace
+bool Capture::Settle() {
+  if (stopped_) return false;
+  watcher_->Flush();
+  return complete_ && !watcher_->degraded() && !stopped_;
+}
+
+void Capture::Stop(bool deliver_pending) {
+  stopped_ = true;
+  watcher_->Stop(deliver_pending);
+}
+
+Capture::~Capture() {
+  repo_.set_settle({});
+  Stop(false);
+}
 
 void DaemonLog(const std::string& line) {
   std::fprintf(stderr, "%s agentenv: %s\n", FormatTime(snap::NowNs()).c_str(), line.c_str());
 }
 
-Result<std::unique_ptr<watch::Watcher>> StartCapture(snap::Repo& repo, const CaptureOptions& opt) {
+Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, const CaptureOptions& opt) {
   AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(repo.root()));
   watch::WatcherOptions wo;
   wo.timing.quiet = std::chrono::milliseconds(opt.quiet_ms);
   wo.timing.max_delay = std::chrono::milliseconds(opt.max_delay_ms);
   wo.journal.ignore = std::move(rules);
   wo.journal.on_warning = [](const std::string& w) { DaemonLog("warning: " + w); };
+  std::unique_ptr<Capture> c(new Capture(repo));
+  Capture* self = c.get();
   // The watch starts before the baseline scan, so nothing falls between.
-  AE_ASSIGN(auto w, watch::Watcher::Start(repo.work_dir(), wo, [&repo](watch::ChangeSet cs) { Capture(repo, cs); }));
-  Capture(repo, watch::ChangeSet{{}, true});
-  return w;
+  AE_ASSIGN(c->watcher_, watch::Watcher::Start(repo.work_dir(), wo, [self](watch::ChangeSet cs) { self->Snapshot(cs); }));
+  c->Snapshot(watch::ChangeSet{{}, true});
+  repo.set_settle([self] { return self->Settle(); });
+  return c;
 }
 
 }  // namespace agentenv::cli

@@ -38,17 +38,17 @@ int CmdDaemon(int argc, char** argv) {
     return RunOpStream(r, op, args, emit);
   });
   if (!server) return ReportError(g, server.error());
-  std::unique_ptr<watch::Watcher> watcher;
+  std::unique_ptr<Capture> capture;
   if (!no_capture) {
-    auto w = StartCapture(r, {quiet_ms, max_delay_ms});
-    if (!w) return ReportError(g, w.error());
-    watcher = std::move(*w);
+    auto c = Capture::Start(r, {quiet_ms, max_delay_ms});
+    if (!c) return ReportError(g, c.error());
+    capture = std::move(*c);
   }
   DaemonLog("serving " + SocketPath(g.root) + (no_capture ? "" : ", capturing " + r.work_dir()));
   int sig = 0;
   sigwait(&sigs, &sig);
   DaemonLog(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
-  if (watcher) watcher->Stop(true);  // the last changes still become a node
+  if (capture) capture->Stop(true);  // the last changes still become a node
   (*server)->Stop();
   return kExitOk;
 }

@@ -157,8 +157,8 @@ int CmdSupervise(int argc, char** argv) {
     return RunOpStream(r, op, args, emit);
   });
   if (!op_server) return ReportError(g, op_server.error());
-  auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});
-  if (!watcher) return ReportError(g, watcher.error());
+  auto capture = Capture::Start(r, {quiet_ms, max_delay_ms});
+  if (!capture) return ReportError(g, capture.error());
   if (auto l = sup.Launch(); !l) return ReportError(g, l.error());
 
   int exit_code = 0;
@@ -180,7 +180,7 @@ int CmdSupervise(int argc, char** argv) {
       }
     }
   }
-  (*watcher)->Stop(true);  // the agent's last changes still become a node
+  (*capture)->Stop(true);  // the agent's last changes still become a node
   (*op_server)->Stop();
   (*agent_server)->Stop();
   return exit_code;

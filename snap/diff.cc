@@ -7,20 +7,20 @@ namespace {
 
 using Fn = std::function<Result<void>(const Difference&)>;
 
-Result<void> Whole(const store::Store& s, const Entry& e, const std::string& rel, char op, const Fn& fn) {
+Result<void> Whole(const TreeLoader& s, const Entry& e, const std::string& rel, char op, const Fn& fn) {
   Difference d{{op, rel, e.kind == Kind::kDir}, op == '-' ? &e : nullptr, op == '+' ? &e : nullptr};
   AE_TRY(fn(d));
   if (e.kind != Kind::kDir) return {};
-  AE_ASSIGN(Tree t, LoadTree(s, e.id));
+  AE_ASSIGN(Tree t, s(e.id));
   for (const Entry& c : t) AE_TRY(Whole(s, c, Join(rel, c.name), op, fn));
   return {};
 }
 
-Result<void> DiffDir(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
+Result<void> DiffDir(const TreeLoader& s, const store::ObjectId& from, const store::ObjectId& to,
                      const std::string& rel, const Fn& fn) {
   if (from == to) return {};
-  AE_ASSIGN(Tree a, LoadTree(s, from));
-  AE_ASSIGN(Tree b, LoadTree(s, to));
+  AE_ASSIGN(Tree a, s(from));
+  AE_ASSIGN(Tree b, s(to));
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {
     if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {
@@ -51,12 +51,16 @@ Result<void> DiffDir(const store::Store& s, const store::ObjectId& from, const s
 
 Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
                        const Fn& fn) {
-  return DiffDir(s, from, to, "", fn);
+  return DiffDir([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to, "", fn);
 }
 
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to) {
+  return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to);
+}
+
+Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to) {
   TreeDelta d;
-  AE_TRY(DiffTrees(s, from, to, [&](const Difference& x) -> Result<void> {
+  AE_TRY(DiffDir(load, from, to, "", [&](const Difference& x) -> Result<void> {
     d.changes.push_back(x.change);
     if (x.old_entry && x.old_entry->kind == Kind::kFile) {
       d.files--;

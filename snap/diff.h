@@ -31,5 +31,8 @@ struct TreeDelta {
   int64_t files = 0, bytes = 0;
 };
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to);
+// The same with trees from `load` (e.g. trees of a batch not yet committed).
+using TreeLoader = std::function<Result<Tree>(const store::ObjectId&)>;
+Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to);
 
 }  // namespace agentenv::snap

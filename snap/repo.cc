@@ -85,6 +85,11 @@ Result<std::string> Repo::Backend() {
   return *backend_;
 }
 
+void Repo::set_settle(std::function<bool()> settle) {
+  std::lock_guard l(settle_mu_);
+  settle_ = std::move(settle);
+}
+
 Result<UniqueFd> Repo::Lock() {
   std::string path = root_ + "/lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -118,30 +123,43 @@ Result<void> Repo::LoadHead(Scanned& sc) {
   return {};
 }
 
-Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths) {
+Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string>>& paths,
+                                     const std::vector<std::string>& entries) {
   Scanned sc;
   AE_TRY(LoadHead(sc));
   AE_ASSIGN(UniqueFd work, OpenWork());
-  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths));
+  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths, entries, &sc.batch));
   return sc;
 }
 
 Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
-                                const std::optional<std::vector<std::string>>& paths) {
-  AE_ASSIGN(auto batch, store_->BeginBatch());
-  ScanContext ctx{*store_, *batch, *meta_, ignored_, NowNs()};
+                                const std::optional<std::vector<std::string>>& paths,
+                                const std::vector<std::string>& entries,
+                                std::unique_ptr<store::Batch>* batch) {
+  AE_ASSIGN(*batch, store_->BeginBatch());
+  ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
   // The empty tree is the diff base of the first node.
-  AE_TRY(batch->Put(store::ObjectType::kTree, EncodeTree({})));
+  std::vector<uint8_t> empty = EncodeTree({});
+  AE_TRY((*batch)->Put(store::ObjectType::kTree, empty));
   std::optional<ScanOutput> out;
   if (paths && base) {
-    AE_ASSIGN(out, ScanPaths(ctx, fd, base->tree, base->links, *paths));
+    AE_ASSIGN(out, ScanPaths(ctx, fd, base->tree, base->links, *paths, entries));
   }
   if (!out) {
     AE_ASSIGN(ScanOutput full, ScanTree(ctx, fd));
     out = std::move(full);
   }
-  AE_TRY(batch->Commit());
+  out->trees.emplace(EmptyTreeId(), std::move(empty));
   return std::move(*out);
+}
+
+Result<void> Repo::CommitContent(Scanned& sc) {
+  if (!sc.batch) return {};
+  std::unique_ptr<store::Batch> batch = std::move(sc.batch);
+  // Nothing new (everything deduplicated): abandoning the batch costs no
+  // fsync and no index commit; every id the scan named already exists.
+  if (batch->new_bytes() == 0) return {};
+  return batch->Commit();
 }
 
 Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message) {
@@ -149,6 +167,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
+  AE_TRY(CommitContent(sc));  // the restore below reads the trees
   AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(UniqueFd work, OpenWork());
   RestoreOptions ro;
@@ -156,6 +175,8 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   ro.privileged = ::geteuid() == 0;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
+  // The live tree now holds exactly these files: cache them as written.
+  sc.out.stat_updates = std::move(rs.stat_entries);
   SnapOptions opt;
   opt.message = message;
   opt.allow_empty = true;
@@ -169,7 +190,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
   if (!src) return FailErrno(dir, errno);
   Scanned sc;
   AE_TRY(LoadHead(sc));
-  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt));
+  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch));
   sc.out.stat_updates.clear();  // they describe `dir`, not the live tree
   return sc;
 }
@@ -186,6 +207,7 @@ Result<SnapResult> Repo::Import(const std::string& dir, const std::string& messa
 Result<store::ObjectId> Repo::LiveTree() {
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_TRY(CommitContent(sc));
   AE_ASSIGN(auto txn, meta_->Begin());
   for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
   AE_TRY(txn->Commit());
@@ -199,13 +221,22 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   res.warnings = sc.out.warnings;
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;
   bool same = head && head->tree == sc.out.tree && head->root == sc.out.root && head->links == sc.out.links;
-  AE_ASSIGN(auto txn, meta_->Begin());
-  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
   if (same && !opt.allow_empty) {
+    // Content may be new even so (files the stat cache will name).
+    AE_TRY(CommitContent(sc));
+    AE_ASSIGN(auto txn, meta_->Begin());
+    for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
     AE_TRY(txn->Commit());
     return res;
   }
-  AE_ASSIGN(TreeDelta delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
+  // Content, trees and the node go into one batch: one sync point. The
+  // change summary is computed first, from the trees this scan made.
+  TreeLoader load = [&](const store::ObjectId& id) -> Result<Tree> {
+    auto it = sc.out.trees.find(id);
+    if (it == sc.out.trees.end()) return LoadTree(*store_, id);
+    return DecodeTree(it->second, id.Hex());
+  };
+  AE_ASSIGN(TreeDelta delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
   Node n;
   n.tree = sc.out.tree;
   n.root = sc.out.root;
@@ -218,10 +249,14 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   n.links = sc.out.links;
   n.files = uint64_t(int64_t(head ? head->files : 0) + delta.files);
   n.logical_bytes = uint64_t(int64_t(head ? head->logical_bytes : 0) + delta.bytes);
-  AE_ASSIGN(auto batch, store_->BeginBatch());
-  AE_ASSIGN(store::ObjectId id, batch->Put(store::ObjectType::kNode, EncodeNode(n)));
-  AE_TRY(batch->Commit());
+  if (!sc.batch) {
+    AE_ASSIGN(sc.batch, store_->BeginBatch());
+  }
+  AE_ASSIGN(store::ObjectId id, sc.batch->Put(store::ObjectType::kNode, EncodeNode(n)));
+  AE_TRY(CommitContent(sc));
 
+  AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
   NodeRecord rec;
   rec.id = id;
   AE_ASSIGN(rec.seq, txn->NextSeq());
@@ -246,11 +281,21 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(UniqueFd lock, Lock());
-  AE_ASSIGN(Scanned sc, ScanLive(opt.paths));
+  AE_ASSIGN(Scanned sc, ScanLive(opt.paths, opt.entry_paths));
   return Commit(sc, opt);
 }
 
-Result<RestoreResult> Repo::Restore(const std::string& ref) {
+Result<RestoreResult> Repo::Restore(const std::string& ref,
+                                    const std::optional<std::vector<std::string>>& dirty) {
+  std::optional<std::vector<std::string>> changed = dirty;
+  if (!changed) {
+    std::function<bool()> settle;
+    {
+      std::lock_guard l(settle_mu_);
+      settle = settle_;
+    }
+    if (settle && settle()) changed.emplace();  // history holds every change
+  }
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(NodeRecord rec, Record(target));
@@ -259,7 +304,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref) {
                                          rec.damage + " (fsck --repair marked it; restore another node)");
   AE_ASSIGN(Node to, LoadNode(*store_, target));
   AE_ASSIGN(std::string backend, Backend());
-  AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_ASSIGN(Scanned sc, ScanLive(changed));
   RestoreResult res;
   res.node = target;
   SnapOptions save;
@@ -272,6 +317,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref) {
   ro.privileged = ::geteuid() == 0;
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
+  for (const auto& [path, e] : res.stats.stat_entries) AE_TRY(txn->PutStat(path, e));
   AE_TRY(txn->SetRef("HEAD", target));
   AE_TRY(txn->Commit());
   return res;
@@ -282,6 +328,7 @@ Result<RepoStatus> Repo::Status() {
   AE_ASSIGN(UniqueFd lock, Lock());
   AE_ASSIGN(st.backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
+  AE_TRY(CommitContent(sc));
   AE_ASSIGN(st.nodes, meta_->NodeCount());
   AE_ASSIGN(st.store, store_->Stats());
   struct stat ms;

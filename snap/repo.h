@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct SnapOptions {
   std::string label;    // automatic; empty: a summary of the changes
   // Changed paths (from a change journal); absent: scan the whole tree.
   std::optional<std::vector<std::string>> paths;
+  // With `paths`: further changed paths whose own entry changed but not
+  // their contents (a directory's metadata), so nothing below is re-read.
+  std::vector<std::string> entry_paths;
   bool allow_empty = false;  // make a node even when nothing changed
   int64_t time_ns = 0;       // the node's time; 0: now (others: imports, simulations)
 };
@@ -120,6 +124,11 @@ class Repo {
   MetaDb& meta() { return *meta_; }
   // Paths the scan skips and restore leaves alone.
   void set_ignored(PathFilter f) { ignored_ = std::move(f); }
+  // A change journal's hook: brings history up to date with the live tree
+  // and returns true when it then holds every change. Restore without
+  // `dirty` calls it (before taking the lock) and, on true, skips its full
+  // scan. Thread-safe.
+  void set_settle(std::function<bool()> settle);
   // "reflink" when files can be cloned from the store into the live tree
   // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
   // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
@@ -136,9 +145,15 @@ class Repo {
   // changed. Takes the lock. Errors: kBusy, I/O, kCorrupt.
   Result<SnapResult> Snapshot(const SnapOptions& opt);
   // Saves uncommitted changes as a node, then makes the live tree equal to
-  // `ref` and moves HEAD there. Takes the lock. Errors: kNotFound (ref),
+  // `ref` and moves HEAD there, leaving the stat cache describing every file
+  // it wrote (the next snapshot reads none of them). `dirty`: the paths
+  // changed since HEAD was taken, from a change journal (empty: the live
+  // tree is known to equal HEAD), so that saving costs O(changes); absent:
+  // the settle hook or else a full scan finds them. A path missing from
+  // `dirty` is neither saved nor restored. Takes the lock. Errors: kNotFound (ref),
   // kCorrupt (the node is marked damaged; nothing is changed), kBusy, I/O.
-  Result<RestoreResult> Restore(const std::string& ref);
+  Result<RestoreResult> Restore(const std::string& ref,
+                                const std::optional<std::vector<std::string>>& dirty = std::nullopt);
   // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
   Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
   Result<void> Untag(const std::string& name);
@@ -191,14 +206,21 @@ class Repo {
     ScanOutput out;
     std::optional<Node> head_node;
     std::optional<store::ObjectId> head;
+    std::unique_ptr<store::Batch> batch;  // the scan's content, not yet committed
   };
   // Reads HEAD and, unless it is marked damaged, its node object.
   Result<void> LoadHead(Scanned& sc);
-  // With the lock held: scans (fully or along paths) and commits content.
-  Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths);
-  // Scans directory `fd` fully into a committed batch.
+  // With the lock held: scans (fully or along paths); content stays in
+  // sc.batch until Commit or CommitContent.
+  Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
+                           const std::vector<std::string>& entries = {});
+  // Scans directory `fd` (fully, or along paths from `base`) into a new
+  // batch, left open in *batch.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
-                            const std::optional<std::vector<std::string>>& paths);
+                            const std::optional<std::vector<std::string>>& paths,
+                            const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch);
+  // Commits the scan's batch, if still open.
+  Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
   // With the lock held: scans a directory other than the live tree.
@@ -210,6 +232,8 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
+  std::mutex settle_mu_;  // guards settle_
+  std::function<bool()> settle_;
   std::optional<std::string> backend_;
 };
 

@@ -6,17 +6,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <optional>
 
+#include "snap/bulk_io.h"
 #include "snap/fsops.h"
 
 namespace agentenv::snap {
 namespace {
 
+// A batch is written when this many files or bytes are queued.
+constexpr size_t kMaxQueued = 256;
+constexpr uint64_t kMaxQueuedBytes = 32 << 20;
+
 class Restorer {
  public:
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt) {}
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {}
 
   // Makes directory `fd` (now matching `from`, or empty) match `to`.
   Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
@@ -33,10 +39,18 @@ class Restorer {
 
  private:
   Result<void> Create(int fd, const Entry& e, const std::string& rel);
+  // Queues regular file `e` to be written into `fd` (kept open until the
+  // next Flush, which the end of every Apply does).
   Result<void> WriteFile(int fd, const Entry& e, const std::string& rel);
+  // Writes every queued file: create temp names, content, metadata, rename.
+  Result<void> Flush();
   Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
   Result<void> RemoveContents(int fd, const std::string& rel);
   Result<void> SetMeta(int fd, const Entry& e, const std::string& rel);
+  // Records a stat cache entry for regular file `e`, now in place as
+  // `e.name` in `fd` with all of its metadata applied.
+  void SeedStat(int fd, const Entry& e, const std::string& rel);
+  void SeedStat(const Entry& e, const std::string& rel, const struct stat& st);
   // Unprivileged: chowns `e` where allowed (a group we are in) and counts
   // the paths whose owner cannot be restored.
   void TryOwner(int fd, const Entry& e, const std::string& rel);
@@ -45,7 +59,16 @@ class Restorer {
 
   const store::Store& s_;
   const RestoreOptions& opt_;
+  struct Queued {
+    NewFile file;
+    Entry entry;
+    bool stream = false;  // content written by the store, not from `file.data`
+  };
+  std::vector<std::unique_ptr<Queued>> queue_;
+  uint64_t queued_bytes_ = 0;
+  BulkIo io_;
   std::atomic<uint64_t> tmp_counter_{0};
+  int64_t start_ns_;
   uint64_t unowned_ = 0;
   std::string first_unowned_;
 };
@@ -104,32 +127,90 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
   return r;
 }
 
+void Restorer::SeedStat(int fd, const Entry& e, const std::string& rel) {
+  struct stat st;
+  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) SeedStat(e, rel, st);
+}
+
+void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct stat& st) {
+  // A later write sets mtime to its own time; only when the restored mtime
+  // lies outside the current clock tick is that guaranteed to differ.
+  if (e.meta.mtime_ns >= start_ns_ - kRacyWindowNs || !S_ISREG(st.st_mode)) return;
+  StatEntry se{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim),
+               ToNs(st.st_ctim),    st.st_mode,          st.st_uid,           st.st_gid,
+               e.meta.xattrs,       store::FileRef{e.id, e.content, e.size}};
+  stats.stat_entries.emplace_back(rel, std::move(se));
+}
+
+bool HasZeroBlock(const std::vector<uint8_t>& data) {
+  static const uint8_t zero[4096] = {};
+  for (size_t off = 0; off + sizeof zero <= data.size(); off += sizeof zero)
+    if (std::memcmp(data.data() + off, zero, sizeof zero) == 0) return true;
+  return false;
+}
+
 Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel) {
-  std::string tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
-  UniqueFd out(::openat(fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!out) return FailErrno(Join(rel, tmp), errno);
-  bool cloned = false;
-  Result<void> r;
-  if (opt_.reflink) {
-    auto c = s_.CloneFileTo(e.file(), out.get());
-    if (!c) r = Unexpected<Error>(c.error());
-    else cloned = *c;
+  auto q = std::make_unique<Queued>();
+  q->file.dirfd = fd;
+  q->file.tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
+  q->file.name = e.name;
+  q->file.rel = rel;
+  q->entry = e;
+  // Single-chunk files are written from memory in the batch; large files
+  // stream from the store, reflinked files are cloned, and a file with a
+  // zero block goes through WriteFileTo, which leaves a hole there.
+  q->stream = opt_.reflink || e.content != store::ObjectType::kChunk;
+  if (!q->stream) {
+    AE_ASSIGN(q->file.data, s_.Get(e.id));
+    q->stream = HasZeroBlock(q->file.data);
+    if (q->stream) q->file.data.clear();
   }
-  if (r && !cloned) r = s_.WriteFileTo(e.file(), out.get());
-  if (r) {
-    out.reset();
-    Entry t = e;
-    t.name = tmp;
-    r = SetMeta(fd, t, rel);
+  queued_bytes_ += q->file.data.size();
+  queue_.push_back(std::move(q));
+  if (queue_.size() >= kMaxQueued || queued_bytes_ >= kMaxQueuedBytes) return Flush();
+  return {};
+}
+
+Result<void> Restorer::Flush() {
+  if (queue_.empty()) return {};
+  std::vector<std::unique_ptr<Queued>> batch = std::move(queue_);
+  queue_.clear();
+  queued_bytes_ = 0;
+  std::vector<NewFile*> files;
+  for (auto& q : batch) files.push_back(&q->file);
+  std::vector<bool> clean(batch.size(), false), cloned(batch.size(), false);
+  Result<void> r = io_.CreateAndWrite(files);
+  for (size_t i = 0; r && i < batch.size(); ++i) {
+    Queued& q = *batch[i];
+    if (!q.stream) continue;
+    if (opt_.reflink) {
+      auto c = s_.CloneFileTo(q.entry.file(), q.file.fd.get());
+      if (!c) r = Unexpected<Error>(c.error());
+      else cloned[i] = *c;
+    }
+    if (r && !cloned[i]) r = s_.WriteFileTo(q.entry.file(), q.file.fd.get());
   }
-  if (r && ::renameat(fd, tmp.c_str(), fd, e.name.c_str()) != 0) r = FailErrno(rel, errno);
+  if (r) r = io_.Close(files);
+  for (size_t i = 0; r && i < batch.size(); ++i) {
+    size_t warnings = stats.warnings.size();
+    Entry t = batch[i]->entry;
+    t.name = batch[i]->file.tmp;
+    r = SetMeta(batch[i]->file.dirfd, t, batch[i]->file.rel);
+    clean[i] = stats.warnings.size() == warnings;
+  }
+  if (r) r = io_.RenameAndStat(files);
   if (!r) {
-    ::unlinkat(fd, tmp.c_str(), 0);
+    for (NewFile* f : files)
+      if (f->created) ::unlinkat(f->dirfd, f->tmp.c_str(), 0);
     return r;
   }
-  ++stats.files_written;
-  stats.bytes_written += e.size;
-  if (cloned) ++stats.files_cloned;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Queued& q = *batch[i];
+    ++stats.files_written;
+    stats.bytes_written += q.entry.size;
+    if (cloned[i]) ++stats.files_cloned;
+    if (clean[i]) SeedStat(q.entry, q.file.rel, q.file.st);
+  }
   return {};
 }
 
@@ -233,7 +314,9 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
     } else if (x.kind == y.kind && x.kind != Kind::kHardlink &&
                (x.kind != Kind::kFile || (x.id == y.id && x.size == y.size)) &&
                x.target == y.target && x.rdev == y.rdev) {
+      size_t warnings = stats.warnings.size();
       AE_TRY(SetMeta(fd, y, crel));  // same content, other metadata
+      if (y.kind == Kind::kFile && stats.warnings.size() == warnings) SeedStat(fd, y, crel);
     } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {
       AE_TRY(WriteFile(fd, y, crel));  // replaced atomically by rename
     } else {
@@ -241,7 +324,8 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
       AE_TRY(Create(fd, y, crel));
     }
   }
-  return {};
+  // Before the caller sets this directory's mtime, which renames change.
+  return Flush();
 }
 
 // Directories whose modes deny their unprivileged owner (e.g. 0000, set

@@ -29,6 +29,12 @@ struct RestoreStats {
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
   uint64_t removed = 0, created = 0, meta_updated = 0;
   std::vector<std::string> warnings;  // what could not be restored, path first
+  // Stat cache entries for the regular files this restore wrote or changed
+  // the metadata of, as they are on disk now, so that the next scan need
+  // not read them. Files restored with an mtime inside the racy window of
+  // the restore's start are left out (a write in the same clock tick could
+  // go unseen).
+  std::vector<std::pair<std::string, StatEntry>> stat_entries;
 };
 
 // Changes the tree at `root_fd`, which currently matches tree `from`, into

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -16,11 +17,6 @@
 
 namespace agentenv::snap {
 namespace {
-
-// A file whose ctime is this close to the scan start may still be changing
-// within the same timestamp tick (the kernel's coarse clock): its hash is
-// used now but not cached, so the next scan reads it again.
-constexpr int64_t kRacyWindowNs = 50'000'000;
 
 struct ScanDir {
   std::string rel;
@@ -60,6 +56,8 @@ class Scanner {
   std::vector<std::pair<std::string, std::string>> FixHardlinks();
   // Stores the trees of `d` bottom-up; returns its tree id.
   Result<store::ObjectId> PutTrees(ScanDir& d);
+  // Stores one tree and keeps its encoding in out.trees.
+  Result<store::ObjectId> PutTree(const Tree& t);
 
   ScanOutput out;
   std::mutex mu;  // guards out, links_
@@ -76,6 +74,13 @@ class Scanner {
   bool has_links() const { return !links_.empty(); }
 };
 
+// The effective uid, read once: the process never changes it, and a scan
+// would otherwise ask once per directory.
+uid_t Euid() {
+  static const uid_t euid = ::geteuid();
+  return euid;
+}
+
 // Unprivileged, reading our own file or directory whose mode denies us
 // (e.g. 0000) needs a moment of owner access: chmod leaves mtime alone and
 // the mode is put back on destruction.
@@ -83,7 +88,7 @@ class OwnerAccess {
  public:
   OwnerAccess(int dirfd, const std::string& name, const struct stat& st) {
     mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
-    if (need == 0 || (st.st_mode & need) == need || ::geteuid() == 0 || st.st_uid != ::geteuid())
+    if (need == 0 || (st.st_mode & need) == need || Euid() == 0 || st.st_uid != Euid())
       return;
     if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) != 0) return;
     dirfd_ = dirfd;
@@ -108,7 +113,7 @@ class DirAccess {
  public:
   explicit DirAccess(int fd) {
     struct stat st;
-    if (::geteuid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() ||
+    if (Euid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != Euid() ||
         (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
       return;
     fd_ = fd;
@@ -124,6 +129,25 @@ class DirAccess {
   int fd_ = -1;
   mode_t mode_ = 0;
 };
+
+// The names in directory `fd` (without . and ..), read with getdents64
+// straight from the fd: no dup, no DIR stream.
+Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
+  alignas(8) char buf[32768];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(rel.empty() ? "." : rel, errno);
+    if (n == 0) return {};
+    for (long off = 0; off < n;) {
+      auto* de = reinterpret_cast<struct dirent64*>(buf + off);
+      std::string_view name = de->d_name;
+      if (name != "." && name != "..") names->emplace_back(name);
+      off += de->d_reclen;
+    }
+  }
+}
 
 // OpenDirAt; our own directory that denies us is opened with OwnerAccess.
 Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel) {
@@ -207,21 +231,9 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
                               std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs) {
   DirAccess access(fd);
-  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return FailErrno(d.rel, errno);
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
-  if (!dir) {
-    ::close(dup);
-    return FailErrno(d.rel, errno);
-  }
   std::vector<std::string> names;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
-  errno = 0;
-  while (struct dirent* de = ::readdir(dir.get())) {
-    std::string_view n = de->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  if (errno != 0) return FailErrno(d.rel, errno);
+  AE_TRY(ReadDirNames(fd, d.rel, &names));
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     std::string rel = Join(d.rel, name);
@@ -309,7 +321,15 @@ Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
   for (auto& [i, sub] : d.subdirs) {
     AE_ASSIGN(d.entries[i].id, PutTrees(*sub));
   }
-  return ctx_.batch.Put(store::ObjectType::kTree, EncodeTree(d.entries));
+  return PutTree(d.entries);
+}
+
+Result<store::ObjectId> Scanner::PutTree(const Tree& t) {
+  std::vector<uint8_t> bytes = EncodeTree(t);
+  AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes));
+  std::lock_guard lock(mu);
+  out.trees.emplace(id, std::move(bytes));
+  return id;
 }
 
 std::vector<std::pair<std::string, std::string>> Scanner::FixHardlinks() {
@@ -402,7 +422,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
     if (had) *it = std::move(e);
     else entries.insert(it, std::move(e));
   }
-  return ctx.batch.Put(store::ObjectType::kTree, EncodeTree(entries));
+  return sc.PutTree(entries);
 }
 
 Result<Meta> RootMeta(int root_fd) {
@@ -442,22 +462,31 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
 Result<std::optional<ScanOutput>> ScanPaths(
     const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
     std::span<const std::pair<std::string, std::string>> base_links,
-    std::span<const std::string> paths) {
+    std::span<const std::string> paths, std::span<const std::string> entries) {
   PathTrie trie;
-  for (const std::string& p : paths) {
-    for (const auto& [path, first] : base_links) {
-      if (Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first)) return std::nullopt;
+  // Entries first: a subtree path added later absorbs them.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string& p : pass == 0 ? entries : paths) {
+      if (p.empty() && pass == 0) continue;  // the root's metadata is always read
+      // An entry alone leaves the groups below it as they are.
+      for (const auto& [path, first] : base_links) {
+        if (pass == 0 ? p == path || p == first
+                      : Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first))
+          return std::nullopt;
+      }
+      PathTrie* t = &trie;
+      size_t i = 0;
+      while (i < p.size() && !t->whole) {
+        size_t slash = p.find('/', i);
+        if (slash == std::string::npos) slash = p.size();
+        if (slash > i) t = &t->kids[p.substr(i, slash - i)];
+        i = slash + 1;
+      }
+      if (pass == 1) {
+        t->whole = true;
+        t->kids.clear();
+      }
     }
-    PathTrie* t = &trie;
-    size_t i = 0;
-    while (i < p.size() && !t->whole) {
-      size_t slash = p.find('/', i);
-      if (slash == std::string::npos) slash = p.size();
-      if (slash > i) t = &t->kids[p.substr(i, slash - i)];
-      i = slash + 1;
-    }
-    t->whole = true;
-    t->kids.clear();
   }
   Scanner sc(ctx);
   if (trie.whole) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +25,11 @@
 #include "store/store.h"
 
 namespace agentenv::snap {
+
+// A file whose ctime is this close to the scan start may still be changing
+// within the same timestamp tick (the kernel's coarse clock): its hash is
+// used now but not cached, so the next scan reads it again.
+constexpr int64_t kRacyWindowNs = 50'000'000;
 
 // Returns true for tree-relative paths that are not versioned.
 using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
@@ -43,6 +49,9 @@ struct ScanOutput {
   uint64_t hashed_files = 0, hashed_bytes = 0;  // read this time (stat cache misses)
   std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
   std::vector<std::string> warnings;  // what could not be recorded, path first
+  // Encodings of the trees this scan put, so that they can be read before
+  // the batch is committed (the node's change summary is made first).
+  std::map<store::ObjectId, std::vector<uint8_t>> trees;
 };
 
 // Scans the directory `root_fd` completely. Errors: the first I/O error,
@@ -51,12 +60,15 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd);
 
 // Rebuilds `base` (tree id + root metadata + hardlinks of the node it came
 // from) after changes under `paths` (tree-relative; a directory path means
-// its whole subtree). Returns nullopt when hardlinks are involved, so the
-// caller must scan fully. Cost: proportional to the paths and their depth.
+// its whole subtree) and of `entries` (only the entry itself changed: a
+// directory's own metadata, its contents are as in `base`; "" is the root,
+// whose metadata is always re-read). Returns nullopt when hardlinks are
+// involved, so the caller must scan fully. Cost: proportional to the paths
+// and their depth.
 Result<std::optional<ScanOutput>> ScanPaths(
     const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
     std::span<const std::pair<std::string, std::string>> base_links,
-    std::span<const std::string> paths);
+    std::span<const std::string> paths, std::span<const std::string> entries = {});
 
 // Metadata of what `name` in `dirfd` is (not following symlinks): mode
 // bits, owner, mtime and xattrs. Errors: I/O, path first.

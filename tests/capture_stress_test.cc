@@ -373,3 +373,55 @@ TEST_CASE("capture: a directory deleted during a capture loses no other change",
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+// A rollback through the daemon takes the uncommitted changes from the
+// journal (flushed into a node at once, however long the quiet period) and
+// the restore's own writes never become a node.
+TEST_CASE("daemon rollback: journal changes saved first, restored files are no new node", "[cli][daemon]") {
+  TempDir tmp;
+  fs::create_directories(tmp / "src/etc");
+  for (int i = 0; i < 20; ++i) WriteFile(tmp / "src/etc" / ("f" + std::to_string(i)), "v0 " + std::to_string(i));
+  fs::path root = tmp / "repo";
+  REQUIRE(Agentenv(root, {"init", "--from", (tmp / "src").string()}).code == 0);
+  fs::path work = root / "work/current";
+  // Long debounce: nothing is captured by time during the test.
+  Daemon daemon(root, {"--quiet-ms", "3000", "--max-delay-ms", "60000"});
+  REQUIRE(daemon.WaitReady());
+  INFO("daemon log:\n" << daemon.Log());
+  std::string a = HeadId(root);
+  for (int i = 0; i < 20; i += 2) WriteFile(work / "etc" / ("f" + std::to_string(i)), "v1 " + std::to_string(i));
+  json b = Ctl(root, "snapshot", {"message=b"});
+  REQUIRE(b.value("created", false));
+
+  WriteFile(work / "etc/uncommitted", "not yet captured");
+  json r = Ctl(root, "rollback", {"ref=" + a});
+  REQUIRE(r.is_object());
+  // The journal's change became a node before the restore, not a save by scan.
+  CHECK(r["saved"].is_null());
+  CHECK(r.value("files_written", 0) == 10);
+  CHECK_FALSE(fs::exists(work / "etc/uncommitted"));
+  CHECK(ReadFile(work / "etc/f0") == "v0 0");
+  json log = Ctl(root, "log");
+  REQUIRE(log.is_object());
+  REQUIRE(log["nodes"].size() >= 3);
+  CHECK(log["nodes"][0]["title"].get<std::string>().find("etc/uncommitted") != std::string::npos);
+  size_t nodes = log["nodes"].size();
+
+  // The restore's writes reach the journal; their capture makes no node.
+  json flushed = Ctl(root, "rollback", {"ref=" + a});
+  REQUIRE(flushed.is_object());
+  CHECK(flushed.value("files_written", 1) == 0);
+  log = Ctl(root, "log");
+  CHECK(log["nodes"].size() == nodes);
+  CHECK(HeadId(root) == a);
+  CHECK(Ctl(root, "status").value("dirty", true) == false);
+  std::string dlog = daemon.Log();
+  size_t made = 0;
+  for (size_t at = dlog.find(": node "); at != std::string::npos; at = dlog.find(": node ", at + 1)) ++made;
+  CHECK(made == 1);  // only the flushed change
+  CHECK(daemon.Stop() == 0);
+}
+
+}  // namespace agentenv::test

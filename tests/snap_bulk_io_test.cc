@@ -1,0 +1,123 @@
+// snap/bulk_io: restores through io_uring and through plain syscalls
+// (AGENTENV_URING=off, as where seccomp forbids io_uring) give the same
+// tree, and neither creates a file through a planted name or symlink.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "snap/bulk_io.h"
+#include "snap/repo.h"
+#include "snap_testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+// Sets AGENTENV_URING for the scope.
+class UringEnv {
+ public:
+  explicit UringEnv(bool on) {
+    if (on) ::unsetenv("AGENTENV_URING");
+    else ::setenv("AGENTENV_URING", "off", 1);
+  }
+  ~UringEnv() { ::unsetenv("AGENTENV_URING"); }
+};
+
+void Populate(const std::string& w) {
+  for (int d = 0; d < 3; ++d) {
+    std::string dir = w + "/d" + std::to_string(d);
+    REQUIRE(::mkdir(dir.c_str(), 0750) == 0);
+    for (int i = 0; i < 150; ++i)
+      REQUIRE(WriteFileAt(dir + "/f" + std::to_string(i), RandomString(100 + i * 37, d * 1000 + i), i % 3 ? 0644 : 0600));
+  }
+  REQUIRE(WriteFileAt(w + "/empty", ""));
+  REQUIRE(WriteFileAt(w + "/exec", "#!/bin/sh\n", 0755));
+  // A zero block in a small file, and a file above the single-chunk size.
+  REQUIRE(WriteFileAt(w + "/holey", std::string(8192, '\0') + "tail"));
+  REQUIRE(WriteFileAt(w + "/large", RandomString(700 * 1024, 99)));
+  ::lsetxattr((w + "/d1/f5").c_str(), "user.note", "x", 1, 0);  // where supported
+}
+
+TEST_CASE("restore through io_uring and through plain syscalls gives the same tree", "[snap]") {
+  TempDir t;
+  auto created = snap::Repo::Create(t.str() + "/repo");
+  REQUIRE(created);
+  auto& r = **created;
+  const std::string w = r.work_dir();
+  Populate(w);
+  auto full = r.Snapshot({});
+  REQUIRE(full);
+  REQUIRE(full->node);
+  Manifest want = Capture(w);
+  for (const char* n : {"d0", "d1", "d2", "empty", "exec", "holey", "large"}) RemoveAt(AT_FDCWD, w + "/" + n);
+  auto empty = r.Snapshot({});
+  REQUIRE(empty);
+  REQUIRE(empty->node);
+
+  for (bool on : {true, false}) {
+    UringEnv env(on);
+    INFO((on ? "io_uring" : "plain syscalls"));
+    if (on && !snap::BulkIo().uring()) WARN("io_uring unavailable here: both rounds use plain syscalls");
+    auto res = r.Restore(full->node->Hex());
+    REQUIRE(res);
+    CHECK(res->stats.files_written == 454);
+    for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+    auto s = r.Snapshot({});
+    REQUIRE(s);
+    CHECK(!s->node);
+    REQUIRE(r.Restore(empty->node->Hex()));
+  }
+}
+
+TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[snap][security]") {
+  for (bool on : {true, false}) {
+    UringEnv env(on);
+    INFO((on ? "io_uring" : "plain syscalls"));
+    TempDir t;
+    const std::string outside = t.str() + "/outside";
+    REQUIRE(WriteFileAt(outside, "keep"));
+    REQUIRE(::mkdir((t.str() + "/tree").c_str(), 0755) == 0);
+    REQUIRE(::symlink(outside.c_str(), (t.str() + "/tree/.tmp-link").c_str()) == 0);
+    REQUIRE(WriteFileAt(t.str() + "/tree/.tmp-taken", "taken"));
+    UniqueFd dir(::open((t.str() + "/tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(dir);
+    for (const char* tmp : {".tmp-link", ".tmp-taken"}) {
+      snap::BulkIo io(1);  // the ring even for one file
+      snap::NewFile f;
+      f.dirfd = dir.get();
+      f.tmp = tmp;
+      f.name = "target";
+      f.rel = tmp;
+      f.data = {'x'};
+      snap::NewFile* files[] = {&f};
+      auto r = io.CreateAndWrite(files);
+      CHECK(!r);
+      CHECK(!f.created);
+    }
+    CHECK(ReadFileAt(outside) == "keep");
+    CHECK(ReadFileAt(t.str() + "/tree/.tmp-taken") == "taken");
+    // A fresh name works, and rename + stat report the file in place.
+    snap::BulkIo io(1);
+    snap::NewFile f;
+    f.dirfd = dir.get();
+    f.tmp = ".tmp-new";
+    f.name = "target";
+    f.rel = "target";
+    f.data = {'o', 'k'};
+    snap::NewFile* files[] = {&f};
+    REQUIRE(io.CreateAndWrite(files));
+    REQUIRE(io.Close(files));
+    REQUIRE(io.RenameAndStat(files));
+    CHECK(ReadFileAt(t.str() + "/tree/target") == "ok");
+    CHECK(f.st.st_size == 2);
+    CHECK(S_ISREG(f.st.st_mode));
+    CHECK((f.st.st_mode & 07777) == 0600);
+  }
+}
+
+}  // namespace
+}  // namespace agentenv::test
