@@ -5,17 +5,39 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "cli/control_socket.h"
 #include "cli/ops.h"
 
 namespace agentenv::cli {
 namespace {
 
 using json = nlohmann::json;
-constexpr const char* kProtocol = "2025-11-25";
+// Newest first. structuredContent and outputSchema, which every tool here
+// uses, exist since 2025-06-18.
+constexpr const char* kProtocols[] = {"2025-11-25", "2025-06-18"};
 
+// The client's version when we speak it, else our newest (the client then
+// decides whether to go on).
+std::string NegotiateProtocol(const json& params) {
+  std::string asked = params.is_object() && params.contains("protocolVersion") && params["protocolVersion"].is_string()
+                          ? params["protocolVersion"].get<std::string>()
+                          : "";
+  for (const char* v : kProtocols)
+    if (asked == v) return asked;
+  return kProtocols[0];
+}
+
+bool KnownTool(const std::string& name) {
+  for (const OpSpec& op : Ops())
+    if (op.name == name) return true;
+  return false;
+}
+
+// MCP's schema has no null ids: an error about a message whose id is
+// unknown (unparsable, not an object) carries no id at all.
 json RpcError(const json& id, int code, const std::string& msg) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", msg}}}};
+  json j = {{"jsonrpc", "2.0"}, {"error", {{"code", code}, {"message", msg}}}};
+  if (!id.is_null()) j["id"] = id;
+  return j;
 }
 
 json ToolList() {
@@ -36,10 +58,11 @@ json CallTool(snap::Repo& repo, const json& params) {
   if (args.is_null()) args = json::object();
   Result<json> r = RunOp(repo, name, args);
   if (!r) {
-    std::string text = "FAILED: " + name + " did not happen; do not assume it did. Reason: " + r.error().message;
-    return {{"content", json::array({{{"type", "text"}, {"text", text}}})},
-            {"structuredContent", {{"error", ErrorJson(r.error())}}},
-            {"isError", true}};
+    // No structuredContent: it would have to match the tool's outputSchema,
+    // which describes success.
+    std::string text = "FAILED (" + std::string(ErrorCodeName(r.error().code)) + "): " + name +
+                       " did not happen; do not assume it did. Reason: " + r.error().message;
+    return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", true}};
   }
   std::string text = r->dump(-1, ' ', false, json::error_handler_t::replace);
   return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"structuredContent", *r}, {"isError", false}};
@@ -61,19 +84,28 @@ int CmdMcp(int argc, char** argv) {
   while (std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json msg = json::parse(line, nullptr, false);
-    if (msg.is_discarded() || !msg.is_object()) {
+    if (msg.is_discarded()) {
       send(RpcError(nullptr, -32700, "parse error: expected one JSON-RPC message per line"));
+      continue;
+    }
+    if (!msg.is_object()) {
+      send(RpcError(nullptr, -32600, "invalid request: expected one JSON-RPC object (batches are not supported)"));
       continue;
     }
     if (!msg.contains("method")) continue;  // a response to us: we send no requests
     bool is_request = msg.contains("id");
     json id = is_request ? msg["id"] : json(nullptr);
-    std::string method = msg["method"].is_string() ? msg["method"].get<std::string>() : "";
-    json params = msg.value("params", json::object());
     if (!is_request) continue;  // notifications (initialized, cancelled) need no answer
+    if (!msg["method"].is_string() || !(id.is_string() || id.is_number_integer())) {
+      send(RpcError(id.is_string() || id.is_number_integer() ? id : json(nullptr), -32600,
+                    "invalid request: method must be a string and id a string or integer"));
+      continue;
+    }
+    std::string method = msg["method"].get<std::string>();
+    json params = msg.value("params", json::object());
     if (method == "initialize") {
       send({{"jsonrpc", "2.0"}, {"id", id}, {"result", {
-               {"protocolVersion", kProtocol},
+               {"protocolVersion", NegotiateProtocol(params)},
                {"capabilities", {{"tools", {{"listChanged", false}}}}},
                {"serverInfo", {{"name", "agentenv"}, {"version", "0.1.0"}}},
                {"instructions", "Tools to snapshot and roll back this environment's whole filesystem. "
@@ -86,6 +118,10 @@ int CmdMcp(int argc, char** argv) {
     } else if (method == "tools/call") {
       if (!params.is_object() || !params.contains("name") || !params["name"].is_string()) {
         send(RpcError(id, -32602, "tools/call needs params.name"));
+        continue;
+      }
+      if (!KnownTool(params["name"].get<std::string>())) {
+        send(RpcError(id, -32602, "unknown tool: " + params["name"].get<std::string>() + " (see tools/list)"));
         continue;
       }
       send({{"jsonrpc", "2.0"}, {"id", id}, {"result", CallTool(**repo, params)}});
