@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/ops.h"
+#include "cli/routed.h"
 
 namespace agentenv::cli {
 namespace {
@@ -52,11 +53,11 @@ json ToolList() {
   return {{"tools", tools}};
 }
 
-json CallTool(snap::Repo& repo, const json& params) {
+json CallTool(const std::string& root, snap::Repo& repo, const json& params) {
   std::string name = params.value("name", "");
   json args = params.contains("arguments") ? params["arguments"] : json::object();
   if (args.is_null()) args = json::object();
-  Result<json> r = RunOp(repo, name, args);
+  Result<json> r = RunOpAnywhere(root, repo, name, args);  // a daemon holds the lock: it runs the op
   if (!r) {
     // No structuredContent: it would have to match the tool's outputSchema,
     // which describes success.
@@ -124,7 +125,7 @@ int CmdMcp(int argc, char** argv) {
         send(RpcError(id, -32602, "unknown tool: " + params["name"].get<std::string>() + " (see tools/list)"));
         continue;
       }
-      send({{"jsonrpc", "2.0"}, {"id", id}, {"result", CallTool(**repo, params)}});
+      send({{"jsonrpc", "2.0"}, {"id", id}, {"result", CallTool(g.root, **repo, params)}});
     } else {
       send(RpcError(id, -32601, "method not found: " + method));
     }

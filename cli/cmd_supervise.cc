@@ -22,12 +22,16 @@
 #include "cli/commands.h"
 #include "cli/control_socket.h"
 #include "cli/ops.h"
+#include "cli/routed.h"
 #include "runner/runner.h"
 
 namespace agentenv::cli {
 namespace {
 
-bool IsRollback(const std::string& op) { return op == "rollback" || op == "checkout" || op == "restore"; }
+// "cli.restore" is `agentenv restore` run through this process (cli/routed.h).
+bool IsRollback(const std::string& op) {
+  return op == "rollback" || op == "checkout" || op == "restore" || op == "cli.restore";
+}
 
 class Supervisor {
  public:
@@ -48,7 +52,7 @@ class Supervisor {
       env_->KillAll();
       env_.reset();
     }
-    Result<nlohmann::json> r = RunOp(repo_, op, args);
+    Result<nlohmann::json> r = ServeRequest(repo_, op, args);
     auto env = runner::Env::Start(spec_);
     if (!env) return Unexpected<Error>(env.error());
     DaemonLog("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
@@ -139,9 +143,10 @@ int CmdSupervise(int argc, char** argv) {
   });
   if (!agent_server) return ReportError(g, agent_server.error());
   auto op_server = ControlServer::Start(SocketPath(g.root), [&](const std::string& op, const nlohmann::json& args) {
-    return IsRollback(op) ? sup.OperatorRollback(op, args) : RunOp(r, op, args);
+    return IsRollback(op) ? sup.OperatorRollback(op, args) : ServeRequest(r, op, args);
   });
   if (!op_server) return ReportError(g, op_server.error());
+  if (auto held = r.HoldLock(); !held) return ReportError(g, held.error());
   auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});
   if (!watcher) return ReportError(g, watcher.error());
   if (auto l = sup.Launch(); !l) return ReportError(g, l.error());

@@ -85,7 +85,22 @@ Result<std::string> Repo::Backend() {
   return *backend_;
 }
 
-Result<UniqueFd> Repo::Lock() {
+Result<Repo::WriteLock> Repo::Lock() {
+  WriteLock l{std::unique_lock<std::mutex>(write_mu_), UniqueFd()};
+  if (!held_lock_) {
+    AE_ASSIGN(l.file, LockFile());
+  }
+  return l;
+}
+
+Result<void> Repo::HoldLock() {
+  std::lock_guard<std::mutex> g(write_mu_);
+  if (held_lock_) return {};
+  AE_ASSIGN(held_lock_, LockFile());
+  return {};
+}
+
+Result<UniqueFd> Repo::LockFile() {
   std::string path = root_ + "/lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return FailErrno(path, errno);
@@ -93,7 +108,7 @@ Result<UniqueFd> Repo::Lock() {
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) return FailErrno(path, errno);
     if (std::chrono::steady_clock::now() > deadline)
-      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (a running daemon? use `agentenv ctl`)");
+      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (still busy after 30 s)");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return fd;
@@ -136,7 +151,7 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
 }
 
 Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
@@ -170,7 +185,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
   SnapOptions opt;
   opt.message = message;
@@ -179,7 +194,7 @@ Result<SnapResult> Repo::Import(const std::string& dir, const std::string& messa
 }
 
 Result<store::ObjectId> Repo::LiveTree() {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_ASSIGN(auto txn, meta_->Begin());
   for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
@@ -240,13 +255,13 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 }
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(opt.paths));
   return Commit(sc, opt);
 }
 
 Result<RestoreResult> Repo::Restore(const std::string& ref) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(Node to, LoadNode(*store_, target));
   AE_ASSIGN(std::string backend, Backend());
@@ -270,7 +285,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref) {
 
 Result<RepoStatus> Repo::Status() {
   RepoStatus st;
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(st.backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_ASSIGN(st.nodes, meta_->NodeCount());
