@@ -42,7 +42,7 @@ int CmdExec(int argc, char** argv) {
   j["node"] = nullptr;
   if (!no_snap) {
     std::string label = "exec: " + line.substr(0, 180);
-    auto s = CallLocked(g, "snap", {{"label", label}});
+    auto s = CallLocked(g, "snap", {{"label", label}}, repo->get());
     if (!s) return ReportError(g, s.error());
     std::string node = s->json["node"].is_object() ? s->json["node"].value("id", "") : "";
     if (!node.empty()) j["node"] = node;

@@ -68,7 +68,8 @@ int CmdImport(int argc, char** argv) {
   if (!x) return ReportError(g, x.error());
   std::error_code ec;
   std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
-  auto res = CallLocked(g, "import", {{"dir", dir}, {"message", message.empty() ? "imported " + archive : message}});
+  auto res = CallLocked(g, "import", {{"dir", dir}, {"message", message.empty() ? "imported " + archive : message}},
+                        repo->get());
   if (!res) return ReportError(g, res.error());
   std::string node = res->json.value("node", "");
   std::string text;

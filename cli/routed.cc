@@ -51,7 +51,7 @@ Error ErrorFromResponse(const json& error) {
   return Error{error.is_object() ? error.value("message", "daemon error") : "daemon error", 0, c};
 }
 
-Result<Reply> CallLocked(const Globals& g, const std::string& verb, const json& args) {
+Result<Reply> CallLocked(const Globals& g, const std::string& verb, const json& args, snap::Repo* open) {
   LockedFn fn = Find(verb);
   if (!fn) return Fail(ErrorCode::kInvalid, "no locked command '" + verb + "'");
   AE_ASSIGN(std::optional<json> resp, AskDaemon(g.root, std::string(kCliPrefix) + verb, args));
@@ -62,6 +62,7 @@ Result<Reply> CallLocked(const Globals& g, const std::string& verb, const json& 
       return Fail(ErrorCode::kCorrupt, SocketPath(g.root) + ": malformed reply to " + verb);
     return Reply{r["json"], r["text"].get<std::string>()};
   }
+  if (open) return fn(*open, args);
   AE_ASSIGN(auto repo, OpenRepo(g));
   return fn(*repo, args);
 }

@@ -38,9 +38,12 @@ Result<Reply> DiffLocked(snap::Repo& repo, const nlohmann::json& args);     // d
 Result<Reply> ImportLocked(snap::Repo& repo, const nlohmann::json& args);   // import
 
 // Runs `verb` through the daemon serving g.root, or here when no daemon
-// answers. Errors: the command's own, or the socket's (I/O) when a daemon
-// answered but the exchange failed.
-Result<Reply> CallLocked(const Globals& g, const std::string& verb, const nlohmann::json& args);
+// answers: on `open` when the caller has the repository open already (LMDB
+// must not be opened twice in one process), else on a repository opened
+// for the call. Errors: the command's own, or the socket's (I/O) when a
+// daemon answered but the exchange failed.
+Result<Reply> CallLocked(const Globals& g, const std::string& verb, const nlohmann::json& args,
+                         snap::Repo* open = nullptr);
 
 // CallLocked, then prints the reply (ReportOk) or the error (ReportError)
 // and returns the exit code.
