@@ -89,6 +89,8 @@ for size in $SIZES; do
   "$AE" init --root "$root" --from "$src" >>"$WORK/log" 2>&1 || die "init failed (see $WORK/log)"
   tree=$root/work/current
   round=0
+  # Setup writes must not be flushed inside the first measured fsyncs.
+  sync
 
   # journal: one daemon for every sample of this size.
   dlog=$WORK/daemon-$size.log
