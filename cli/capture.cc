@@ -1,15 +1,50 @@
 #include "cli/capture.h"
 
+#include <time.h>
+
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "cli/ops.h"
 #include "snap/fsops.h"
 
 namespace agentenv::cli {
 
+namespace {
+
+// Wall and CPU time of this thread since construction.
+class CpuWallTimer {
+ public:
+  CpuWallTimer() : wall_(std::chrono::steady_clock::now()), cpu_(ThreadCpuNs()) {}
+  // "wall_ms=1.234 cpu_ms=0.987"
+  std::string Describe() const {
+    double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "wall_ms=%.3f cpu_ms=%.3f", wall, double(ThreadCpuNs() - cpu_) / 1e6);
+    return buf;
+  }
+
+ private:
+  static int64_t ThreadCpuNs() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+  std::chrono::steady_clock::time_point wall_;
+  int64_t cpu_;
+};
+
+}  // namespace
+
 // No node if nothing really changed: the stat cache and tree ids decide.
 void Capture::Snapshot(const watch::ChangeSet& cs) {
-  std::lock_guard writer(WriterMutex());  // a running exec's changes belong to its own node
+  // A running exec's changes belong to its own node, so capture waits for
+  // the writer mutex, unless a writer holding it waits in Settle for this
+  // very snapshot: then the mutex is lent to us (a blocking lock here would
+  // deadlock with that writer).
+  std::unique_lock writer(WriterMutex(), std::defer_lock);
+  while (!lent_ && !writer.try_lock()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   snap::SnapOptions opt;
   if (!cs.rescan_all) {
     std::vector<std::string> paths;
@@ -17,6 +52,9 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
       (scope == watch::Scope::kSubtree ? paths : opt.entry_paths).push_back(path);
     opt.paths = std::move(paths);
   }
+  // The change set arrives when the debounce ends: from here to the
+  // committed node is the capture latency the benchmark reports.
+  CpuWallTimer timer;
   auto r = repo_.Snapshot(opt);
   if (!r && opt.paths) {
     // The change set would be lost with this snapshot: fall back to a full
@@ -31,7 +69,9 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   }
   if (!opt.paths) complete_ = true;
   if (!r->node) return;
-  DaemonLog("node " + Short(*r->node) + ": " + r->label);
+  DaemonLog("node " + Short(*r->node) + ": " + r->label + " (" +
+            (cs.rescan_all ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +
+            timer.Describe() + ")");
   // Thin history now and then; nodes are cheap to keep for a while.
   if (++since_retain_ < 64) return;
   since_retain_ = 0;
@@ -42,7 +82,9 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
 
 bool Capture::Settle() {
   if (stopped_) return false;
+  lent_ = true;
   watcher_->Flush();
+  lent_ = false;
   return complete_ && !watcher_->degraded() && !stopped_;
 }
 

@@ -32,7 +32,8 @@ class Capture {
   // Snapshots every change queued so far, now. True when history then holds
   // every change made to the live tree before the call (the journal missed
   // nothing and each snapshot worked); false when only a full scan can
-  // tell. Thread-safe; not from a capture callback.
+  // tell. The caller must hold WriterMutex() (every writer of this process
+  // does); not from a capture callback.
   bool Settle();
   // Stops watching; with deliver_pending the last changes become a node.
   void Stop(bool deliver_pending);
@@ -46,6 +47,7 @@ class Capture {
   std::unique_ptr<watch::Watcher> watcher_;
   std::atomic<bool> complete_{false};  // history holds every change delivered so far
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> lent_{false};  // a Settle caller holds WriterMutex() for us
   int since_retain_ = 0;  // capture thread only
 };
 

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/control_socket.h"
 #include "cli/ops.h"
+#include "cli/routed.h"
 
 namespace agentenv::cli {
 int CmdDaemon(int argc, char** argv) {
@@ -15,7 +16,8 @@ int CmdDaemon(int argc, char** argv) {
   int quiet_ms = 300, max_delay_ms = 3000;
   bool no_capture = false;
   CLI::App app{"Capture every change of the live tree automatically and serve the control socket "
-               "(<root>/agentenv.sock, newline-delimited JSON) until SIGINT/SIGTERM", "daemon"};
+               "(<root>/agentenv.sock, newline-delimited JSON) until SIGINT/SIGTERM. Holds the repository "
+               "lock while it runs: CLI writers (snap, restore, tag, ...) run through it", "daemon"};
   AddGlobals(app, g);
   app.add_option("--quiet-ms", quiet_ms, "Snapshot after this long without changes (default 300)")->check(CLI::Range(10, 600000));
   app.add_option("--max-delay-ms", max_delay_ms, "...but never later than this after the first change (default 3000)")->check(CLI::Range(10, 3600000));
@@ -33,11 +35,14 @@ int CmdDaemon(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   snap::Repo& r = **repo;
+  // The socket first: it refuses at once when another daemon serves this
+  // root. Then the lock, for good: from now on every writer runs here.
   auto server = ControlServer::Start(SocketPath(g.root), [&r](const std::string& op, const nlohmann::json& args,
                                                                const FrameSink& emit) {
-    return RunOpStream(r, op, args, emit);
+    return ServeRequest(r, op, args, emit);
   });
   if (!server) return ReportError(g, server.error());
+  if (auto held = r.HoldLock(); !held) return ReportError(g, held.error());
   std::unique_ptr<Capture> capture;
   if (!no_capture) {
     auto c = Capture::Start(r, {quiet_ms, max_delay_ms});
@@ -81,14 +86,7 @@ int CmdCtl(int argc, char** argv) {
   }
   auto resp = CallDaemon(SocketPath(g.root), op, args);
   if (!resp) return ReportError(g, resp.error());
-  if (!resp->value("ok", false)) {
-    const auto& e = (*resp)["error"];
-    std::string code = e.value("code", "io");
-    ErrorCode c = code == "invalid" ? ErrorCode::kInvalid : code == "not_found" ? ErrorCode::kNotFound
-                : code == "busy" ? ErrorCode::kBusy : code == "corrupt" ? ErrorCode::kCorrupt
-                : code == "exists" ? ErrorCode::kExists : ErrorCode::kIo;
-    return ReportError(g, Error{e.value("message", "daemon error"), 0, c});
-  }
+  if (!resp->value("ok", false)) return ReportError(g, ErrorFromResponse((*resp)["error"]));
   nlohmann::json result = (*resp)["result"];
   return ReportOk(g, result, result.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
 }

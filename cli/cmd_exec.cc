@@ -1,6 +1,7 @@
 // agentenv exec: one command inside the environment, then a snapshot.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/routed.h"
 #include "runner/runner.h"
 
 namespace agentenv::cli {
@@ -40,12 +41,12 @@ int CmdExec(int argc, char** argv) {
   }
   j["node"] = nullptr;
   if (!no_snap) {
-    snap::SnapOptions opt;
-    opt.label = "exec: " + line.substr(0, 180);
-    auto s = (*repo)->Snapshot(opt);
+    std::string label = "exec: " + line.substr(0, 180);
+    auto s = CallLocked(g, "snap", {{"label", label}}, repo->get());
     if (!s) return ReportError(g, s.error());
-    if (s->node) j["node"] = s->node->Hex();
-    if (!g.json && s->node) std::fprintf(stderr, "agentenv: node %s: %s\n", Short(*s->node).c_str(), opt.label.c_str());
+    std::string node = s->json["node"].is_object() ? s->json["node"].value("id", "") : "";
+    if (!node.empty()) j["node"] = node;
+    if (!g.json && !node.empty()) std::fprintf(stderr, "agentenv: node %s: %s\n", node.substr(0, 12).c_str(), label.c_str());
   }
   if (g.json) ReportOk(g, j, "");
   if (run->signal) return 128 + run->signal;

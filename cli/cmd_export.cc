@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/export.h"
+#include "cli/routed.h"
 #include "cli/tarball.h"
 
 namespace agentenv::cli {
@@ -66,12 +67,23 @@ int CmdImport(int argc, char** argv) {
   auto x = ExtractTarball(archive, tmpl, [&](const std::string& w) { warnings.push_back(w); },
                           UnprivilegedDevices::kRefuse);
   if (!x) return ReportError(g, x.error());
-  auto res = (*repo)->Import(tmpl, message.empty() ? "imported " + archive : message);
+  std::error_code ec;
+  std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
+  auto res = CallLocked(g, "import", {{"dir", dir}, {"message", message.empty() ? "imported " + archive : message}},
+                        repo->get());
   if (!res) return ReportError(g, res.error());
+  std::string node = res->json.value("node", "");
   std::string text;
   for (const auto& w : warnings) text += "warning: " + w + "\n";
-  text += "imported " + archive + " as " + Short(*res->node) + " (agentenv restore " + Short(*res->node) + " to use it)";
-  return ReportOk(g, {{"node", res->node->Hex()}, {"warnings", warnings}}, text);
+  text += "imported " + archive + " as " + node.substr(0, 12) + " (agentenv restore " + node.substr(0, 12) + " to use it)";
+  return ReportOk(g, {{"node", node}, {"warnings", warnings}}, text);
+}
+
+// Only the recording: the client unpacks, the lock holder records.
+Result<Reply> ImportLocked(snap::Repo& repo, const nlohmann::json& args) {
+  AE_ASSIGN(snap::SnapResult res, repo.Import(args.at("dir").get<std::string>(), args.at("message").get<std::string>()));
+  if (!res.node) return Fail(args.at("dir").get<std::string>() + ": import made no node");
+  return Reply{{{"node", res.node->Hex()}}, ""};
 }
 
 }  // namespace agentenv::cli

@@ -1,9 +1,39 @@
 // retain and gc: keep huge histories bounded.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/routed.h"
 #include "snap/fsops.h"
 
 namespace agentenv::cli {
+
+Result<Reply> RetainLocked(snap::Repo& repo, const nlohmann::json& args) {
+  snap::RetentionPolicy policy;
+  bool dry_run = args.at("dry_run").get<bool>();
+  policy.keep_last = args.at("keep_last").get<decltype(policy.keep_last)>();
+  policy.keep_within = std::chrono::seconds(args.at("keep_within_s").get<int64_t>());
+  AE_ASSIGN(snap::RetentionResult res, repo.Retain(policy, dry_run, snap::NowNs()));
+  nlohmann::json dropped = nlohmann::json::array();
+  std::string text;
+  for (const auto& r : res.dropped) {
+    dropped.push_back(NodeJson(r));
+    if (dry_run) text += "would drop " + NodeLine(r) + "\n";
+  }
+  text += (dry_run ? "would drop " : "dropped ") + std::to_string(res.dropped.size()) + " nodes, keeping " +
+          std::to_string(res.kept) + (dry_run ? "" : "; run `agentenv gc` to free their space");
+  return Reply{{{"dry_run", dry_run}, {"dropped", dropped}, {"kept", res.kept}, {"reparented", res.reparented}}, text};
+}
+
+Result<Reply> GcLocked(snap::Repo& repo, const nlohmann::json& args) {
+  store::CompactOptions compact;
+  compact.min_dead_fraction = args.value("compact_above", 50.0) / 100;
+  AE_ASSIGN(snap::GcResult res, repo.Gc(compact));
+  return Reply{{{"live_objects", res.live_objects}, {"dropped_objects", res.dropped_objects},
+                {"dropped_bytes", res.dropped_bytes}, {"bytes_freed", res.bytes_freed},
+                {"packs_rewritten", res.packs_rewritten}},
+               "dropped " + std::to_string(res.dropped_objects) + " unreachable objects (" + HumanBytes(res.dropped_bytes) +
+                   "); freed " + HumanBytes(res.bytes_freed) + " on disk by rewriting " +
+                   std::to_string(res.packs_rewritten) + " packs; " + std::to_string(res.live_objects) + " objects live"};
+}
 
 int CmdRetain(int argc, char** argv) {
   Globals g;
@@ -18,20 +48,7 @@ int CmdRetain(int argc, char** argv) {
   app.add_option("--keep-last", policy.keep_last, "Always keep this many newest nodes (default 50)");
   app.add_option("--keep-within", within_s, "Always keep nodes younger than this many seconds (default 600)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  policy.keep_within = std::chrono::seconds(within_s);
-  auto repo = OpenRepo(g);
-  if (!repo) return ReportError(g, repo.error());
-  auto res = (*repo)->Retain(policy, dry_run, snap::NowNs());
-  if (!res) return ReportError(g, res.error());
-  nlohmann::json dropped = nlohmann::json::array();
-  std::string text;
-  for (const auto& r : res->dropped) {
-    dropped.push_back(NodeJson(r));
-    if (dry_run) text += "would drop " + NodeLine(r) + "\n";
-  }
-  text += (dry_run ? "would drop " : "dropped ") + std::to_string(res->dropped.size()) + " nodes, keeping " +
-          std::to_string(res->kept) + (dry_run ? "" : "; run `agentenv gc` to free their space");
-  return ReportOk(g, {{"dry_run", dry_run}, {"dropped", dropped}, {"kept", res->kept}, {"reparented", res->reparented}}, text);
+  return RunLocked(g, "retain", {{"dry_run", dry_run}, {"keep_last", policy.keep_last}, {"keep_within_s", within_s}});
 }
 
 int CmdGc(int argc, char** argv) {
@@ -43,18 +60,7 @@ int CmdGc(int argc, char** argv) {
                  "Rewrite packs at least this percent dead (default 50; lower frees more now, copies more)")
       ->check(CLI::Range(0.0, 100.0));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  auto repo = OpenRepo(g);
-  if (!repo) return ReportError(g, repo.error());
-  store::CompactOptions compact;
-  compact.min_dead_fraction = compact_above / 100;
-  auto res = (*repo)->Gc(compact);
-  if (!res) return ReportError(g, res.error());
-  return ReportOk(g, {{"live_objects", res->live_objects}, {"dropped_objects", res->dropped_objects},
-                      {"dropped_bytes", res->dropped_bytes}, {"bytes_freed", res->bytes_freed},
-                      {"packs_rewritten", res->packs_rewritten}},
-                  "dropped " + std::to_string(res->dropped_objects) + " unreachable objects (" + HumanBytes(res->dropped_bytes) +
-                      "); freed " + HumanBytes(res->bytes_freed) + " on disk by rewriting " +
-                      std::to_string(res->packs_rewritten) + " packs; " + std::to_string(res->live_objects) + " objects live");
+  return RunLocked(g, "gc", {{"compact_above", compact_above}});
 }
 
 }  // namespace agentenv::cli

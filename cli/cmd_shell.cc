@@ -163,8 +163,11 @@ int CmdShell(int argc, char** argv) {
     if (::tcgetattr(0, &t) == 0) ::tcsetattr(pty->slave.get(), TCSANOW, &t);  // the caller's line settings
     CopyWinsize(0, pty->master.get());
   }
-  auto watcher = StartCapture(r, {quiet_ms, max_delay_ms});
-  if (!watcher) return ReportError(g, watcher.error());
+  // Like supervise: this process captures, so it holds the lock (a daemon
+  // serving the same root makes this wait, then fail with kBusy).
+  if (auto held = r.HoldLock(); !held) return ReportError(g, held.error());
+  auto capture = Capture::Start(r, {quiet_ms, max_delay_ms});
+  if (!capture) return ReportError(g, capture.error());
 
   runner::EnvSpec spec;
   spec.root = r.work_dir();
@@ -192,7 +195,7 @@ int CmdShell(int argc, char** argv) {
     std::lock_guard writer(WriterMutex());  // the whole session's tail goes into this node
     return r.Snapshot(opt);
   }();
-  (*watcher)->Stop(false);  // the snapshot above saw everything
+  (*capture)->Stop(false);  // the snapshot above saw everything
   if (!snap) return ReportError(g, snap.error());
   int code = !st ? kExitFailed : st->signal ? 128 + st->signal : st->exit_code;
   nlohmann::json j = {{"exit_code", code}, {"node", snap->node ? nlohmann::json(snap->node->Hex()) : nlohmann::json(nullptr)}};

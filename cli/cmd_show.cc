@@ -1,6 +1,7 @@
 // show and diff: what a node is and what changed.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/routed.h"
 #include "snap/diff.h"
 
 namespace agentenv::cli {
@@ -48,6 +49,32 @@ int CmdShow(int argc, char** argv) {
   return ReportOk(g, {{"node", j}}, text);
 }
 
+// Diffs against the live tree scan it, which takes the lock.
+Result<Reply> DiffLocked(snap::Repo& repo, const nlohmann::json& args) {
+  auto refs = args.at("refs").get<std::vector<std::string>>();
+  uint64_t limit = args.at("limit").get<uint64_t>();
+  auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
+    AE_ASSIGN(store::ObjectId id, repo.Resolve(ref));
+    AE_ASSIGN(snap::NodeRecord r, repo.Record(id));
+    return r.tree;
+  };
+  AE_ASSIGN(store::ObjectId from, tree_of(refs.empty() ? "HEAD" : refs[0]));
+  AE_ASSIGN(store::ObjectId to, refs.size() == 2 ? tree_of(refs[1]) : repo.LiveTree());
+  nlohmann::json arr = nlohmann::json::array();
+  std::string text;
+  uint64_t total = 0;
+  AE_TRY(snap::DiffTrees(repo.store(), from, to, [&](const snap::Difference& d) -> Result<void> {
+    if (total++ < limit) {
+      arr.push_back(ChangeJson(d.change));
+      text += std::string(1, d.change.op) + " " + d.change.path + (d.change.is_dir ? "/" : "") + "\n";
+    }
+    return {};
+  }));
+  if (total > limit) text += "... " + std::to_string(total - limit) + " more (use -n)\n";
+  if (total == 0) text = "no differences";
+  return Reply{{{"changes", arr}, {"total", total}}, text};
+}
+
 int CmdDiff(int argc, char** argv) {
   Globals g;
   std::vector<std::string> refs;
@@ -57,31 +84,14 @@ int CmdDiff(int argc, char** argv) {
   app.add_option("refs", refs, "Zero, one or two nodes")->expected(0, 2);
   app.add_option("-n,--limit", limit, "Show at most this many paths (default 1000)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  nlohmann::json args = {{"refs", refs}, {"limit", limit}};
+  if (refs.size() < 2) return RunLocked(g, "diff", args);
+  // Two nodes: a reader, no lock needed.
   auto repo = OpenRepo(g);
   if (!repo) return ReportError(g, repo.error());
-  auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
-    AE_ASSIGN(store::ObjectId id, (*repo)->Resolve(ref));
-    AE_ASSIGN(snap::NodeRecord r, (*repo)->Record(id));
-    return r.tree;
-  };
-  Result<store::ObjectId> from = tree_of(refs.empty() ? "HEAD" : refs[0]);
-  if (!from) return ReportError(g, from.error());
-  Result<store::ObjectId> to = refs.size() == 2 ? tree_of(refs[1]) : (*repo)->LiveTree();
-  if (!to) return ReportError(g, to.error());
-  nlohmann::json arr = nlohmann::json::array();
-  std::string text;
-  uint64_t total = 0;
-  auto r = snap::DiffTrees((*repo)->store(), *from, *to, [&](const snap::Difference& d) -> Result<void> {
-    if (total++ < limit) {
-      arr.push_back(ChangeJson(d.change));
-      text += std::string(1, d.change.op) + " " + d.change.path + (d.change.is_dir ? "/" : "") + "\n";
-    }
-    return {};
-  });
+  auto r = DiffLocked(**repo, args);
   if (!r) return ReportError(g, r.error());
-  if (total > limit) text += "... " + std::to_string(total - limit) + " more (use -n)\n";
-  if (total == 0) text = "no differences";
-  return ReportOk(g, {{"changes", arr}, {"total", total}}, text);
+  return ReportOk(g, std::move(r->json), r->text);
 }
 
 }  // namespace agentenv::cli

@@ -21,12 +21,16 @@
 #include "cli/control_socket.h"
 #include "cli/jobs.h"
 #include "cli/ops.h"
+#include "cli/routed.h"
 #include "runner/runner.h"
 
 namespace agentenv::cli {
 namespace {
 
-bool IsRollback(const std::string& op) { return op == "rollback" || op == "checkout" || op == "restore"; }
+// "cli.restore" is `agentenv restore` run through this process (cli/routed.h).
+bool IsRollback(const std::string& op) {
+  return op == "rollback" || op == "checkout" || op == "restore" || op == "cli.restore";
+}
 
 class Supervisor {
  public:
@@ -47,7 +51,7 @@ class Supervisor {
       env_->KillAll();
       env_.reset();
     }
-    Result<nlohmann::json> r = RunOp(repo_, op, args);
+    Result<nlohmann::json> r = ServeRequest(repo_, op, args, nullptr);
     auto env = runner::Env::Start(spec_);
     if (!env) return Unexpected<Error>(env.error());
     DaemonLog("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
@@ -154,9 +158,10 @@ int CmdSupervise(int argc, char** argv) {
                                                                  const FrameSink& emit) {
     if (IsRollback(op)) return sup.OperatorRollback(op, args);
     if (op == "ps") return sup.Ps(args, emit);
-    return RunOpStream(r, op, args, emit);
+    return ServeRequest(r, op, args, emit);
   });
   if (!op_server) return ReportError(g, op_server.error());
+  if (auto held = r.HoldLock(); !held) return ReportError(g, held.error());
   auto capture = Capture::Start(r, {quiet_ms, max_delay_ms});
   if (!capture) return ReportError(g, capture.error());
   if (auto l = sup.Launch(); !l) return ReportError(g, l.error());

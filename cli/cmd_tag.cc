@@ -1,7 +1,18 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/routed.h"
 
 namespace agentenv::cli {
+
+Result<Reply> TagLocked(snap::Repo& repo, const nlohmann::json& args) {
+  std::string name = args.at("name").get<std::string>();
+  if (args.value("delete", false)) {
+    AE_TRY(repo.Untag(name));
+    return Reply{{{"deleted", name}}, "deleted tag " + name};
+  }
+  AE_ASSIGN(store::ObjectId id, repo.Tag(name, args.value("ref", "HEAD")));
+  return Reply{{{"name", name}, {"id", id.Hex()}}, "tagged " + Short(id) + " as " + name};
+}
 
 int CmdTag(int argc, char** argv) {
   Globals g;
@@ -13,28 +24,19 @@ int CmdTag(int argc, char** argv) {
   app.add_option("ref", ref, "Node to tag (default HEAD)");
   app.add_flag("-d,--delete", del, "Delete the tag");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  if (name.empty() && del) return ReportError(g, Error{"tag -d: which tag? (tag -d NAME)", 0, ErrorCode::kInvalid});
+  if (!name.empty()) return RunLocked(g, "tag", {{"name", name}, {"ref", ref}, {"delete", del}});
   auto repo = OpenRepo(g);
   if (!repo) return ReportError(g, repo.error());
-  if (name.empty()) {
-    if (del) return ReportError(g, Error{"tag -d: which tag? (tag -d NAME)", 0, ErrorCode::kInvalid});
-    auto tags = (*repo)->Tags();
-    if (!tags) return ReportError(g, tags.error());
-    nlohmann::json arr = nlohmann::json::array();
-    std::string text;
-    for (const auto& [n, id] : *tags) {
-      arr.push_back({{"name", n}, {"id", id.Hex()}});
-      text += n + "  " + Short(id) + "\n";
-    }
-    return ReportOk(g, {{"tags", arr}}, text.empty() ? "no tags" : text);
+  auto tags = (*repo)->Tags();
+  if (!tags) return ReportError(g, tags.error());
+  nlohmann::json arr = nlohmann::json::array();
+  std::string text;
+  for (const auto& [n, id] : *tags) {
+    arr.push_back({{"name", n}, {"id", id.Hex()}});
+    text += n + "  " + Short(id) + "\n";
   }
-  if (del) {
-    auto r = (*repo)->Untag(name);
-    if (!r) return ReportError(g, r.error());
-    return ReportOk(g, {{"deleted", name}}, "deleted tag " + name);
-  }
-  auto id = (*repo)->Tag(name, ref);
-  if (!id) return ReportError(g, id.error());
-  return ReportOk(g, {{"name", name}, {"id", id->Hex()}}, "tagged " + Short(*id) + " as " + name);
+  return ReportOk(g, {{"tags", arr}}, text.empty() ? "no tags" : text);
 }
 
 }  // namespace agentenv::cli

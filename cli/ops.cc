@@ -19,8 +19,25 @@ json Obj(std::initializer_list<std::pair<const std::string, json>> props, std::v
 const json kStr = {{"type", "string"}};
 const json kInt = {{"type", "integer"}};
 const json kBool = {{"type", "boolean"}};
-const json kNode = {{"type", {"object", "null"}}, {"description", "id, short, seq, time, parent, title, changes"}};
 const json kOptStr = {{"type", {"string", "null"}}};
+// A node as NodeJson() writes it; `changes` is the count of changed paths.
+json NodeSchema(const json& changes, const json& extra = json::object()) {
+  json j = Obj({{"id", kStr}, {"short", kStr}, {"seq", kInt}, {"time", kStr}, {"time_ns", kInt},
+                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}},
+               {"id", "short", "seq", "time", "time_ns", "title", "changes", "parent"});
+  j["properties"].update(extra);
+  return j;
+}
+const json kNode = NodeSchema(kInt);
+const json kOptNode = [] {
+  json j = kNode;
+  j["type"] = {"object", "null"};
+  return j;
+}();
+const json kChange = Obj({{"op", {{"type", "string"}, {"enum", {"+", "-", "M"}}}}, {"path", kStr}, {"dir", kBool}},
+                         {"op", "path", "dir"});
+json ArrayOf(const json& items) { return {{"type", "array"}, {"items", items}}; }
+const json kStrings = ArrayOf(kStr);
 const json kRef = {{"type", "string"}, {"description", "Node: short id (12 hex digits), tag name, HEAD, or HEAD~N"}};
 
 Result<std::string> Str(const json& args, const char* key, const std::string& def, bool required = false) {
@@ -181,41 +198,57 @@ const std::vector<OpEntry>& Table() {
         "Changes are also captured automatically; an explicit snapshot adds a message that makes the "
         "node easy to find. Returns created=false when nothing changed.",
         Obj({{"message", {{"type", "string"}, {"description", "Why: what you are about to try or just finished"}}}}),
-        Obj({{"created", kBool}, {"node", kNode}}), true},
+        Obj({{"created", kBool}, {"node", kOptNode}, {"warnings", kStrings}}, {"created", "node", "warnings"}), true},
        Snapshot},
       {{"rollback",
         "Put the whole filesystem back to an earlier node (files, packages, config). Use `log` first "
         "and pick the newest node from before the change that broke things (read titles and change "
         "counts). Uncommitted changes are saved as a node first, so a rollback can itself be undone. "
         "Running processes are not restarted: re-run what you need afterwards.",
-        Obj({{"ref", kRef}}, {"ref"}), Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}}), true},
+        Obj({{"ref", kRef}}, {"ref"}),
+        Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}, {"removed", kInt}, {"created", kInt},
+             {"warnings", kStrings}},
+            {"node", "saved", "files_written", "removed", "created", "warnings"}),
+        true},
        Checkout},
       {{"log", "List recent nodes, newest first: id, time, title (message or automatic change summary), change count, head flag.",
         Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}}}),
-        Obj({{"nodes", {{"type", "array"}}}})},
+        Obj({{"nodes", ArrayOf(NodeSchema(kInt, {{"head", kBool}}))}}, {"nodes"})},
        Log},
       {{"diff",
         "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
         "filesystem (omit `to`). Ops: + added, - deleted, M modified.",
         Obj({{"from", kRef}, {"to", kRef}, {"limit", kInt}}),
-        Obj({{"changes", {{"type", "array"}}}, {"total", kInt}, {"truncated", kBool}})},
+        Obj({{"changes", ArrayOf(kChange)}, {"total", kInt}, {"truncated", kBool}}, {"changes", "total", "truncated"})},
        Diff},
       {{"show", "Details of one node: message, automatic label, parent, file count and a sample of changed paths.",
-        Obj({{"ref", kRef}}), Obj({{"node", kNode}})},
+        Obj({{"ref", kRef}}),
+        Obj({{"node", NodeSchema(Obj({{"added", kInt}, {"modified", kInt}, {"deleted", kInt}, {"sample", ArrayOf(kChange)}},
+                                     {"added", "modified", "deleted", "sample"}),
+                                 {{"message", kStr}, {"label", kStr}, {"files", kInt}, {"logical_bytes", kInt}})}},
+            {"node"})},
        Show},
-      {{"head", "The node the live filesystem was last snapshotted or rolled back to.", Obj({}), Obj({{"node", kNode}})},
+      {{"head", "The node the live filesystem was last snapshotted or rolled back to.", Obj({}), Obj({{"node", kNode}}, {"node"})},
        Head},
       {{"branches", "Tips of history (nodes without children). After a rollback and new work, the old line stays reachable here.",
-        Obj({}), Obj({{"branches", {{"type", "array"}}}})},
+        Obj({}), Obj({{"branches", ArrayOf(kNode)}}, {"branches"})},
        Branches},
       {{"tag", "Name a node so it is easy to return to (`name`, optional `ref`, default HEAD); with no name, list tags; with delete=true, remove the tag.",
-        Obj({{"name", kStr}, {"ref", kRef}, {"delete", kBool}}), Obj({{"name", kStr}, {"id", kStr}, {"tags", {{"type", "array"}}}}), true},
+        Obj({{"name", kStr}, {"ref", kRef}, {"delete", kBool}}), Obj({{"name", kStr}, {"id", kStr}, {"deleted", kStr}, {"tags", ArrayOf(Obj({{"name", kStr}, {"id", kStr}}, {"name", "id"}))}}),
+        true},
        Tag},
       {{"gc", "Thin old history with the retention policy, then free the storage nothing reaches any more. Recent nodes, tags, HEAD and branch tips always stay.",
-        Obj({}), Obj({{"nodes_dropped", kInt}, {"objects_dropped", kInt}, {"bytes_freed", kInt}}), true},
+        Obj({}),
+        Obj({{"nodes_dropped", kInt}, {"objects_dropped", kInt}, {"bytes_freed", kInt}},
+            {"nodes_dropped", "objects_dropped", "bytes_freed"}),
+        true},
        Gc},
       {{"status", "Whether the live filesystem has changes not yet in a node, which paths, plus HEAD, node count and storage use.",
-        Obj({}), Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", {{"type", "array"}}}, {"head", kNode}})},
+        Obj({}),
+        Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", ArrayOf(kChange)}, {"head", kOptNode}, {"nodes", kInt},
+             {"backend", kStr}, {"stored_bytes", kInt}, {"disk_bytes", kInt}, {"head_files", kInt},
+             {"head_bytes", kInt}, {"work", kStr}},
+            {"dirty", "changed", "changes", "head", "nodes"})},
        Status},
   };
   return table;

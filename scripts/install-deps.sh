@@ -19,15 +19,36 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# node and npm run the MCP conformance test. Debian's packages only when
+# there is no node at all: a node from elsewhere ships its own npm, and
+# Debian's npm would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  for p in nodejs npm; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
+elif [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}; run this script as root" >&2
   exit 1
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The official MCP TypeScript client for tests/mcp, exactly as its
+# package-lock.json pins it; no network when it is already installed.
+mcp_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/mcp" && pwd)"
+if node -e '
+  const lock = require(process.argv[1] + "/package-lock.json");
+  const want = lock.packages["node_modules/@modelcontextprotocol/sdk"].version;
+  const have = require(process.argv[1] + "/node_modules/@modelcontextprotocol/sdk/package.json").version;
+  process.exit(want === have ? 0 : 1);' "$mcp_dir" 2>/dev/null; then
+  echo "install-deps: tests/mcp/node_modules up to date"
+else
+  echo "install-deps: npm ci in tests/mcp"
+  (cd "$mcp_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -130,7 +130,7 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
 }
 
 Result<HistoryRepair> Repo::RepairHistory() {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   HistoryRepair res;
   DamageWalker walker(*store_);
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());

@@ -90,7 +90,22 @@ void Repo::set_settle(std::function<bool()> settle) {
   settle_ = std::move(settle);
 }
 
-Result<UniqueFd> Repo::Lock() {
+Result<Repo::WriteLock> Repo::Lock() {
+  WriteLock l{std::unique_lock<std::mutex>(write_mu_), UniqueFd()};
+  if (!held_lock_) {
+    AE_ASSIGN(l.file, LockFile());
+  }
+  return l;
+}
+
+Result<void> Repo::HoldLock() {
+  std::lock_guard<std::mutex> g(write_mu_);
+  if (held_lock_) return {};
+  AE_ASSIGN(held_lock_, LockFile());
+  return {};
+}
+
+Result<UniqueFd> Repo::LockFile() {
   std::string path = root_ + "/lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return FailErrno(path, errno);
@@ -98,7 +113,7 @@ Result<UniqueFd> Repo::Lock() {
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) return FailErrno(path, errno);
     if (std::chrono::steady_clock::now() > deadline)
-      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (a running daemon? use `agentenv ctl`)");
+      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (still busy after 30 s)");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return fd;
@@ -163,7 +178,7 @@ Result<void> Repo::CommitContent(Scanned& sc) {
 }
 
 Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
@@ -196,7 +211,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
   SnapOptions opt;
   opt.message = message;
@@ -205,7 +220,7 @@ Result<SnapResult> Repo::Import(const std::string& dir, const std::string& messa
 }
 
 Result<store::ObjectId> Repo::LiveTree() {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));
   AE_ASSIGN(auto txn, meta_->Begin());
@@ -280,7 +295,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 }
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanLive(opt.paths, opt.entry_paths));
   return Commit(sc, opt);
 }
@@ -296,7 +311,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
     }
     if (settle && settle()) changed.emplace();  // history holds every change
   }
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(NodeRecord rec, Record(target));
   if (rec.damaged())
@@ -325,7 +340,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
 
 Result<RepoStatus> Repo::Status() {
   RepoStatus st;
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(st.backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));

@@ -195,6 +195,13 @@ class Repo {
   // kBusy.
   Result<HistoryRepair> RepairHistory();
   // Scans the live tree (storing new content, making no node).
+  // Takes the repository lock until this object is destroyed, for a
+  // daemon that serves every writer itself: this object's writers then
+  // serialize among its threads, other processes' writers wait and get
+  // kBusy. Waits like a writer for one that is running. Errors: kBusy
+  // (another process kept the lock), I/O. Thread-safe.
+  Result<void> HoldLock();
+
   Result<RepoStatus> Status();
   // The tree id of the live tree as it is now (content is stored, no node
   // is made). Takes the lock.
@@ -225,7 +232,14 @@ class Repo {
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
   // With the lock held: scans a directory other than the live tree.
   Result<Scanned> ScanForeign(const std::string& dir);
-  Result<UniqueFd> Lock();
+  // Held while a writer runs: the in-process mutex, plus the file lock
+  // unless HoldLock() holds it for the object's lifetime.
+  struct WriteLock {
+    std::unique_lock<std::mutex> in_process;
+    UniqueFd file;
+  };
+  Result<WriteLock> Lock();
+  Result<UniqueFd> LockFile();
   Result<UniqueFd> OpenWork() const;
 
   std::string root_;
@@ -235,6 +249,8 @@ class Repo {
   std::mutex settle_mu_;  // guards settle_
   std::function<bool()> settle_;
   std::optional<std::string> backend_;
+  std::mutex write_mu_;
+  UniqueFd held_lock_;  // set by HoldLock
 };
 
 }  // namespace agentenv::snap

@@ -42,7 +42,7 @@ Result<void> MarkTree(const store::Store& s, const store::ObjectId& id, IdSet& l
 }  // namespace
 
 Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns) {
-  AE_ASSIGN(UniqueFd lock, Lock());
+  AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   AE_ASSIGN(auto tags, meta_->ListRefs("tag/"));
@@ -115,7 +115,7 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact) {
   {
     // Marking and dropping must not interleave with a snapshot: it could
     // deduplicate against an object we are about to drop.
-    AE_ASSIGN(UniqueFd lock, Lock());
+    AE_ASSIGN(WriteLock lock, Lock());
     IdSet live;
     AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
     for (const NodeRecord& r : nodes) {

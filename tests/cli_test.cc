@@ -2,6 +2,8 @@
 // argv, exit code, text and --json output, on real directories.
 #include <catch2/catch.hpp>
 
+#include <sys/file.h>
+
 #include <atomic>
 #include <set>
 
@@ -742,6 +744,103 @@ TEST_CASE("cli mcp: a tool call with wrongly typed arguments is an error result,
     CHECK(r["result"].value("isError", false));
   }
   CHECK(m.Call("head", json::object())["result"].value("isError", true) == false);
+}
+
+
+namespace {
+
+// Whether some process holds the repository lock (flock on <root>/lock).
+bool LockHeld(const fs::path& root) {
+  UniqueFd fd(::open((root / "lock").c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) return false;
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return false;
+  return errno == EWOULDBLOCK;
+}
+
+size_t Count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cli daemon: holds the lock and CLI writers run through it with the same output", "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  // Without a daemon: writers run here.
+  WriteFile(Work(root) / "direct.txt", "direct\n");
+  int code = -1;
+  json direct = AgentenvJson(root, {"snap", "-m", "direct"}, &code);
+  REQUIRE(code == 0);
+  CHECK(direct.value("created", false));
+  CmdResult nothing_direct = Agentenv(root, {"snap"});
+  CmdResult missing_direct = Agentenv(root, {"restore", "nosuch", "--json"});
+  CHECK_FALSE(LockHeld(root));
+
+  Daemon d(root, {"--no-capture"});
+  REQUIRE(d.WaitReady());
+  INFO("daemon log:\n" << d.Log());
+  CHECK(WaitFor([&] { return LockHeld(root); }, 10000));
+
+  // A second daemon is refused, clearly, and leaves the first one serving.
+  CmdResult second = Agentenv(root, {"daemon", "--no-capture"}, 10000);
+  CHECK(second.code == 5);
+  CHECK(second.err.find("another daemon is already serving") != std::string::npos);
+
+  WriteFile(Work(root) / "routed.txt", "routed\n");
+  json routed = AgentenvJson(root, {"snap", "-m", "through the daemon"}, &code);
+  CHECK(code == 0);
+  CHECK(routed.value("created", false));
+  CHECK(routed["node"].value("title", "") == "through the daemon");
+  std::set<std::string> keys_direct, keys_routed;
+  for (const auto& [k, v] : direct.items()) keys_direct.insert(k);
+  for (const auto& [k, v] : routed.items()) keys_routed.insert(k);
+  CHECK(keys_direct == keys_routed);
+  // Same text, same error JSON, same exit codes as without a daemon.
+  CmdResult nothing_routed = Agentenv(root, {"snap"});
+  CHECK(nothing_routed.code == nothing_direct.code);
+  CHECK(nothing_routed.out == nothing_direct.out);
+  CmdResult missing_routed = Agentenv(root, {"restore", "nosuch", "--json"});
+  CHECK(missing_routed.code == 3);
+  CHECK(missing_routed.out == missing_direct.out);
+
+  CmdResult tag = Agentenv(root, {"tag", "good"});
+  CHECK(tag.code == 0);
+  CHECK(tag.out.find("as good") != std::string::npos);
+  CmdResult restore = Agentenv(root, {"restore", "HEAD~1"});
+  CHECK(restore.code == 0);
+  CHECK_FALSE(fs::exists(Work(root) / "routed.txt"));
+  CHECK(fs::exists(Work(root) / "direct.txt"));
+  CHECK(AgentenvJson(root, {"status"}).value("dirty", true) == false);
+  // Readers run here: they never need the lock.
+  CmdResult log = Agentenv(root, {"log"});
+  CHECK(log.code == 0);
+  CHECK(log.out.find("through the daemon") != std::string::npos);
+
+  std::string dlog = d.Log();
+  CHECK(Count(dlog, "client: snap") == 2);
+  CHECK(Count(dlog, "client: restore") == 2);
+  CHECK(Count(dlog, "client: tag") == 1);
+  CHECK(Count(dlog, "client: status") == 1);
+  CHECK(Count(dlog, "client: log") == 0);
+
+  // The MCP server hands its writers to the daemon as well.
+  {
+    Mcp m(root);
+    WriteFile(Work(root) / "mcp.txt", "mcp\n");
+    json r = m.Call("snapshot", {{"message", "by mcp"}});
+    INFO(r.dump());
+    CHECK(r["result"].value("isError", true) == false);
+    CHECK(r["result"]["structuredContent"].value("created", false));
+  }
+
+  CHECK(d.Stop() == 0);
+  CHECK_FALSE(LockHeld(root));
+  // Without the daemon, writers run here again.
+  WriteFile(Work(root) / "after.txt", "after\n");
+  CHECK(AgentenvJson(root, {"snap", "-m", "after"}).value("created", false));
+  CHECK(Count(d.Log(), "client: snap") == 2);
 }
 
 }  // namespace agentenv::test
