@@ -2,7 +2,9 @@
 // argv, exit code, text and --json output, on real directories.
 #include <catch2/catch.hpp>
 
+#include <grp.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <set>
@@ -545,6 +547,72 @@ TEST_CASE("cli daemon: captures automatically, serves the socket, stops on SIGTE
   CHECK_FALSE(fs::exists(sock));
   CHECK(AgentenvJson(root, {"snap"}).value("created", true) == false);
   CHECK(Agentenv(root, {"ctl", "head"}).code == 3);  // no daemon
+}
+
+TEST_CASE("cli daemon: 50 concurrent clients are all answered, a peer of another uid is refused", "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  fs::path sock = root / "agentenv.sock";
+  Daemon d(root, {"--quiet-ms", "100"});
+  REQUIRE(d.WaitReady());
+  INFO("daemon log:\n" << d.Log());
+
+  // 50 connections open at once, each sending before any reads: a server
+  // that answered clients one after another would time out here.
+  std::vector<SocketClient> clients(50);
+  for (auto& c : clients) REQUIRE(c.Connect(sock));
+  for (size_t i = 0; i < clients.size(); ++i) {
+    std::string op = i % 3 == 0 ? "log" : i % 3 == 1 ? "head" : "status";
+    REQUIRE(clients[i].Send("{\"id\":" + std::to_string(i) + ",\"op\":\"" + op + "\"}"));
+  }
+  int answered = 0;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    json r = clients[i].Receive();
+    answered += r.is_object() && r.value("ok", false) && r["id"] == i;
+  }
+  CHECK(answered == 50);
+
+  if (::geteuid() != 0) {
+    WARN("skipping the other-uid peer check: needs root to act as uid 65534");
+    return;
+  }
+  // Let uid 65534 reach the socket through the file system, so that only
+  // the daemon's SO_PEERCRED check stands between it and the repository.
+  for (fs::path p = sock.parent_path(); p != tmp.path().parent_path(); p = p.parent_path())
+    ::chmod(p.c_str(), 0755);
+  REQUIRE(::chmod(sock.c_str(), 0666) == 0);
+  int pipefd[2];
+  REQUIRE(::pipe(pipefd) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(10);
+    SocketClient c;
+    if (!c.Connect(sock)) ::_exit(11);
+    json r = c.Call(R"({"id":1,"op":"rollback","args":{"ref":"HEAD"}})");
+    std::string out = r.is_object() ? r.dump() : "no answer";
+    if (::write(pipefd[1], out.data(), out.size()) < 0) ::_exit(12);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;) got.append(buf, n);
+  ::close(pipefd[0]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  INFO(got);
+  json r = json::parse(got, nullptr, false);
+  REQUIRE(r.is_object());
+  CHECK(r.value("ok", true) == false);
+  CHECK(r["error"].value("code", "") == "denied");
+  // The daemon still serves its own uid.
+  CHECK(Ctl(root, "head").value("ok", false));
 }
 
 TEST_CASE("cli daemon: a request with wrongly typed arguments gets an error and the daemon survives",
