@@ -48,50 +48,6 @@ json Snap(const fs::path& root, const std::string& msg) {
   return j["node"];
 }
 
-// ---- a minimal ustar writer, so that tests can build archives GNU tar refuses to write ----
-
-struct TarEntry {
-  std::string name;
-  char type = '0';  // '0' file, '1' hardlink, '2' symlink, '5' directory
-  std::string link;
-  std::string data;
-  unsigned mode = 0644;
-};
-
-void Octal(char* field, size_t width, uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%0*llo", int(width - 1), (unsigned long long)v);
-  std::memcpy(field, buf, width - 1);  // the last byte stays NUL
-}
-
-void WriteTar(const fs::path& path, const std::vector<TarEntry>& entries) {
-  std::string out;
-  for (const auto& e : entries) {
-    char h[512] = {};
-    REQUIRE(e.name.size() < 100);
-    REQUIRE(e.link.size() < 100);
-    std::memcpy(h, e.name.data(), e.name.size());
-    Octal(h + 100, 8, e.mode);
-    Octal(h + 108, 8, 0);
-    Octal(h + 116, 8, 0);
-    Octal(h + 124, 12, e.data.size());
-    Octal(h + 136, 12, 1700000000);
-    h[156] = e.type;
-    std::memcpy(h + 157, e.link.data(), e.link.size());
-    std::memcpy(h + 257, "ustar", 6);
-    std::memcpy(h + 263, "00", 2);
-    std::memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (unsigned char c : h) sum += c;
-    std::snprintf(h + 148, 8, "%06o", sum);
-    h[155] = ' ';
-    out.append(h, 512);
-    out += e.data;
-    out.append((512 - e.data.size() % 512) % 512, '\0');
-  }
-  out.append(1024, '\0');
-  WriteFile(path, out);
-}
 
 }  // namespace
 

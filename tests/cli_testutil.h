@@ -423,4 +423,59 @@ inline std::string ManifestDiff(const Manifest& want, const Manifest& got, size_
   return out;
 }
 
+// One entry of a hand-built ustar archive (written byte by byte, so the
+// tests can make archives no well-behaved tar would: hardlinks with data,
+// absolute names, "..").
+struct TarEntry {
+  std::string name;
+  char type = '0';   // '0' file, '1' hardlink, '2' symlink, '3' char device, '5' directory
+  std::string link;  // symlink or hardlink target
+  std::string data;
+  unsigned major = 0, minor = 0;
+  bool pax = false;  // precede it with a pax header (libarchive then honours data on hardlinks)
+};
+
+inline void Octal(char* field, size_t width, uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llo", int(width - 1), (unsigned long long)v);
+  std::memcpy(field, buf, width - 1);  // the last byte stays NUL
+}
+
+inline void WriteTar(const fs::path& path, const std::vector<TarEntry>& given) {
+  std::vector<TarEntry> entries;
+  for (const auto& e : given) {
+    if (e.pax) entries.push_back({"PaxHeader/x", 'x', "", "15 comment=pax\n"});
+    entries.push_back(e);
+  }
+  std::string out;
+  for (const auto& e : entries) {
+    char h[512] = {};
+    REQUIRE(e.name.size() < 100);
+    REQUIRE(e.link.size() < 100);
+    std::memcpy(h, e.name.data(), e.name.size());
+    Octal(h + 100, 8, e.type == '5' ? 0755 : 0644);
+    Octal(h + 108, 8, 0);
+    Octal(h + 116, 8, 0);
+    Octal(h + 124, 12, e.data.size());
+    Octal(h + 136, 12, 1700000000);
+    h[156] = e.type;
+    std::memcpy(h + 157, e.link.data(), e.link.size());
+    std::memcpy(h + 257, "ustar", 6);
+    std::memcpy(h + 263, "00", 2);
+    Octal(h + 329, 8, e.major);
+    Octal(h + 337, 8, e.minor);
+    std::memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (unsigned char c : h) sum += c;
+    std::snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    out.append(h, 512);
+    out += e.data;
+    out.append((512 - e.data.size() % 512) % 512, '\0');
+  }
+  out.append(1024, '\0');
+  WriteFile(path, out);
+}
+
+
 }  // namespace agentenv::test

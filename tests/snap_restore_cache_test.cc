@@ -17,19 +17,6 @@ namespace {
 
 using snap::Repo;
 
-std::unique_ptr<Repo> MakeRepo(const std::string& root) {
-  auto r = Repo::Create(root);
-  REQUIRE(r);
-  return std::move(*r);
-}
-
-store::ObjectId Snap(Repo& r) {
-  auto s = r.Snapshot({});
-  REQUIRE(s);
-  REQUIRE(s->node);
-  return *s->node;
-}
-
 // Files restored with an mtime inside the racy window are (rightly) not
 // cached; let the written states age past it.
 void PastRacyWindow() { std::this_thread::sleep_for(std::chrono::milliseconds(120)); }

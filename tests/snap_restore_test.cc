@@ -15,19 +15,6 @@ namespace {
 
 using snap::Repo;
 
-std::unique_ptr<Repo> MakeRepo(const std::string& root) {
-  auto r = Repo::Create(root);
-  REQUIRE(r);
-  return std::move(*r);
-}
-
-store::ObjectId Snap(Repo& r) {
-  auto s = r.Snapshot({});
-  REQUIRE(s);
-  REQUIRE(s->node);
-  return *s->node;
-}
-
 void Restore(Repo& r, const store::ObjectId& id, const Manifest& want) {
   auto res = r.Restore(id.Hex());
   REQUIRE(res);

@@ -20,12 +20,6 @@ namespace {
 
 using snap::Repo;
 
-std::unique_ptr<Repo> MakeRepo(const std::string& root) {
-  auto r = Repo::Create(root);
-  REQUIRE(r);
-  return std::move(*r);
-}
-
 store::ObjectId HeadTree(Repo& r) {
   auto head = r.Head();
   REQUIRE(head);

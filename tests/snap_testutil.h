@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "snap/repo.h"
 #include "testutil.h"
 
 namespace agentenv::test {
@@ -367,5 +368,20 @@ class XfsMount {
   std::string mnt_, dev_;
   bool mounted_ = false;
 };
+
+// A new repository at `root`; the test fails if it cannot be created.
+inline std::unique_ptr<snap::Repo> MakeRepo(const std::string& root) {
+  auto r = snap::Repo::Create(root);
+  REQUIRE(r);
+  return std::move(*r);
+}
+
+// Snapshots the live tree; the test fails unless a node is made.
+inline store::ObjectId Snap(snap::Repo& r) {
+  auto s = r.Snapshot({});
+  REQUIRE(s);
+  REQUIRE(s->node);
+  return *s->node;
+}
 
 }  // namespace agentenv::test
