@@ -80,39 +80,21 @@ Streamed Exec(const fs::path& root, const json& args, int timeout_ms = 30000) {
   }
 }
 
-// An `agentenv mcp` process (as 65534) spoken to line by line.
-class NobodyMcp {
+// An initialized `agentenv mcp` process as 65534; Call returns the tool
+// call's result (content, structuredContent, isError).
+class NobodyMcp : public Mcp {
  public:
-  explicit NobodyMcp(const fs::path& root) {
-    child_.Start(AsNobody({AGENTENV_BIN, "mcp", "--root", root.string()}), true, true,
-                 (root.parent_path() / "mcp.log").string());
+  explicit NobodyMcp(const fs::path& root) : Mcp(root, AsNobody({})) {
     REQUIRE(Request("initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
                                    {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
                 .contains("result"));
   }
-  ~NobodyMcp() {
-    child_.CloseIn();
-    if (child_.Wait(5000) < 0) child_.Kill();
-  }
-  json Request(const std::string& method, const json& params) {
-    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
-    if (!child_.WriteAll(msg.dump() + "\n")) return json();
-    std::string line;
-    if (!child_.ReadLine(&line, 30000)) return json();
-    json r = json::parse(line, nullptr, false);
-    return r.is_discarded() ? json() : r;
-  }
-  // The tool result (content, structuredContent, isError).
   json Call(const std::string& tool, const json& args) {
-    json r = Request("tools/call", {{"name", tool}, {"arguments", args}});
+    json r = Mcp::Call(tool, args);
     INFO(tool << " " << args.dump() << " -> " << r.dump().substr(0, 800));
     REQUIRE(r.contains("result"));
     return r["result"];
   }
-
- private:
-  Child child_;
-  int id_ = 0;
 };
 
 }  // namespace

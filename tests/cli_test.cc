@@ -597,38 +597,6 @@ TEST_CASE("cli daemon: a request with wrongly typed arguments gets an error and 
 
 namespace {
 
-// An `agentenv mcp` process spoken to line by line.
-class Mcp {
- public:
-  explicit Mcp(const fs::path& root) {
-    child_.Start({AGENTENV_BIN, "mcp", "--root", root.string()}, true, true,
-                 (root.parent_path() / "mcp.log").string());
-  }
-  ~Mcp() {
-    child_.CloseIn();
-    if (child_.Wait(5000) < 0) child_.Kill();
-  }
-  json Request(const std::string& method, const json& params) {
-    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
-    if (!child_.WriteAll(msg.dump() + "\n")) return json();
-    std::string line;
-    if (!child_.ReadLine(&line, 20000)) return json();
-    json r = json::parse(line, nullptr, false);
-    if (r.is_discarded() || r.value("id", -1) != id_) return json();
-    return r;
-  }
-  void Notify(const std::string& method) {
-    child_.WriteAll(json{{"jsonrpc", "2.0"}, {"method", method}}.dump() + "\n");
-  }
-  json Call(const std::string& tool, const json& args) {
-    return Request("tools/call", {{"name", tool}, {"arguments", args}});
-  }
-  Child& child() { return child_; }
-
- private:
-  Child child_;
-  int id_ = 0;
-};
 
 // Whether `v` has the JSON type named by `type` (null is no type's value).
 bool HasType(const json& v, const std::string& type) {

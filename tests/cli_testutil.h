@@ -423,6 +423,40 @@ inline std::string ManifestDiff(const Manifest& want, const Manifest& got, size_
   return out;
 }
 
+// An `agentenv mcp` process spoken to line by line; `prefix` runs it
+// through another program (e.g. setpriv to drop privileges).
+class Mcp {
+ public:
+  explicit Mcp(const fs::path& root, std::vector<std::string> prefix = {}) {
+    prefix.insert(prefix.end(), {AGENTENV_BIN, "mcp", "--root", root.string()});
+    child_.Start(prefix, true, true, (root.parent_path() / "mcp.log").string());
+  }
+  ~Mcp() {
+    child_.CloseIn();
+    if (child_.Wait(5000) < 0) child_.Kill();
+  }
+  json Request(const std::string& method, const json& params) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    if (!child_.WriteAll(msg.dump() + "\n")) return json();
+    std::string line;
+    if (!child_.ReadLine(&line, 30000)) return json();
+    json r = json::parse(line, nullptr, false);
+    if (r.is_discarded() || r.value("id", -1) != id_) return json();
+    return r;
+  }
+  void Notify(const std::string& method) {
+    child_.WriteAll(json{{"jsonrpc", "2.0"}, {"method", method}}.dump() + "\n");
+  }
+  json Call(const std::string& tool, const json& args) {
+    return Request("tools/call", {{"name", tool}, {"arguments", args}});
+  }
+  Child& child() { return child_; }
+
+ private:
+  Child child_;
+  int id_ = 0;
+};
+
 // One entry of a hand-built ustar archive (written byte by byte, so the
 // tests can make archives no well-behaved tar would: hardlinks with data,
 // absolute names, "..").
