@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "store/inspect.h"
 #include "store_testutil.h"
 #include "testutil.h"
 
@@ -209,6 +210,35 @@ TEST_CASE("store: PutFile from many threads in one batch") {
   REQUIRE(errors == 0);
   CommitOk(*b);
   for (int i = 0; i < kFiles; ++i) CHECK(ReadBack(*s, refs[i]) == data[i]);
+  CHECK(Fsck(*s).empty());
+}
+
+TEST_CASE("store: a parallel batch leaves at most one open pack per writer, later batches fill them") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto packs = [&] { return store::ListPackFiles(s->dir())->size(); };
+  auto b = *s->BeginBatch();
+  std::vector<std::thread> threads;
+  std::atomic<int> next{0}, errors{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < 400;) {
+        if (!b->Put(ObjectType::kChunk, RandomBytes(20000, 7000 + i))) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(errors == 0);
+  CommitOk(*b);
+  size_t after_parallel = packs();
+  CHECK(after_parallel >= 1);
+  CHECK(after_parallel <= 4);  // one per thread appending at the same time, at most
+  for (int i = 0; i < 5; ++i) {  // small batches reuse the packs with room
+    b = *s->BeginBatch();
+    REQUIRE(b->Put(ObjectType::kChunk, RandomBytes(5000, 9000 + i)));
+    CommitOk(*b);
+  }
+  CHECK(packs() == after_parallel);
   CHECK(Fsck(*s).empty());
 }
 
