@@ -1,6 +1,7 @@
 #include "fsck/fsck.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <condition_variable>
 #include <cstring>
@@ -84,19 +85,6 @@ class Checker {
   void Verify(Entry* e, const ObjectId& id, const store::RecordHeader& h, uint32_t pack,
               uint64_t offset, std::span<const uint8_t> payload);
   void ResolveUnseen();
-  // Payload copies for the hashing threads are recycled: fresh large
-  // allocations would cost a page fault per 4 KiB.
-  std::vector<uint8_t> TakeBuffer() {
-    std::lock_guard lock(bufs_mu_);
-    if (bufs_.empty()) return {};
-    auto b = std::move(bufs_.back());
-    bufs_.pop_back();
-    return b;
-  }
-  void ReturnBuffer(std::vector<uint8_t> b) {
-    std::lock_guard lock(bufs_mu_);
-    bufs_.push_back(std::move(b));
-  }
   void CheckManifests();
 
   const store::Store& s_;
@@ -109,8 +97,6 @@ class Checker {
   std::set<uint32_t> vanished_;  // packs deleted by a compaction during the check
   std::vector<ObjectId> manifests_;
   InFlight in_flight_;
-  std::mutex bufs_mu_;
-  std::vector<std::vector<uint8_t>> bufs_;
   std::unique_ptr<store::WorkerPool> pool_;
 };
 
@@ -169,6 +155,7 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     return {};
   }
   const bool verify = opts_.verify_content;
+  std::shared_ptr<const store::PackMapping> map;  // while verifying: the pack's bytes
   uint64_t records = 0, stored = 0, logical = 0, unindexed = 0, last_progress = 0;
   auto on_record = [&](const store::ScannedRecord& r) -> Result<void> {
     const store::RecordHeader& h = r.header;
@@ -194,11 +181,9 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
         if (!in_flight_.TryAcquire(n)) {
           Verify(&e, h.id, h, p.pack, off, r.payload);  // the workers are busy: help
         } else {
-          std::vector<uint8_t> copy = TakeBuffer();
-          copy.assign(r.payload.begin(), r.payload.end());
-          pool_->Submit([this, &e, hdr = h, pack = p.pack, off, n, data = std::move(copy)]() mutable {
-            Verify(&e, hdr.id, hdr, pack, off, data);
-            ReturnBuffer(std::move(data));
+          // The payload is the mapped page cache itself: no copy.
+          pool_->Submit([this, &e, hdr = h, pack = p.pack, off, n, map, payload = r.payload] {
+            Verify(&e, hdr.id, hdr, pack, off, payload);
             in_flight_.Release(n);
           });
         }
@@ -217,7 +202,18 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
            std::nullopt, p.pack, off, what);
     return {};
   };
-  auto r = store::ScanPack(fd.get(), p.committed, on_record, on_damage, verify);
+  Result<void> r;
+  if (verify) {
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return FailErrno(path, errno);
+    auto m = store::PackMapping::Map(fd.get(), std::min<uint64_t>(uint64_t(st.st_size), p.committed));
+    if (!m) return Wrap(path, m.error());
+    map = *m;
+    r = store::ScanPackMapping(*map, p.committed, on_record, on_damage);
+    map.reset();  // the verify tasks hold it as long as they need it
+  } else {
+    r = store::ScanPack(fd.get(), p.committed, on_record, on_damage, false);
+  }
   if (!r) return Wrap(path, r.error());
   progress_.bytes_done += p.committed - last_progress;
   report_.bytes_checked += p.committed;

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,6 +97,33 @@ struct ScannedRecord {
   RecordHeader header;
   std::span<const uint8_t> payload;  // valid during the callback only
 };
+
+// The first `length` bytes of a pack file mapped read-only (the kernel's
+// page-cache pages, no copy). Holding the pointer keeps the mapping, so
+// tasks verifying records on other threads can share it. Thread-safe.
+class PackMapping {
+ public:
+  // Maps [0, length) of `fd` (length may be 0). Errors: I/O.
+  static Result<std::shared_ptr<const PackMapping>> Map(int fd, uint64_t length);
+  ~PackMapping();
+  PackMapping(const PackMapping&) = delete;
+  PackMapping& operator=(const PackMapping&) = delete;
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  PackMapping(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  const uint8_t* data_;
+  size_t size_;
+};
+
+// Like ScanPack with payloads, over a mapping of the pack's committed
+// range; payload spans point into `m` and stay valid as long as it does.
+// `limit` is the committed length: a mapping shorter than it (the file is
+// short) is reported to on_damage. Errors: the first error of a callback.
+Result<void> ScanPackMapping(const PackMapping& m, uint64_t limit,
+                             const std::function<Result<void>(const ScannedRecord&)>& on_record,
+                             const std::function<Result<void>(uint64_t offset, const std::string& what)>&
+                                 on_damage);
 
 // Reads every record of the open pack `fd` in [0, limit) in order,
 // sequentially through a large buffer. Damage (bad header, record crossing

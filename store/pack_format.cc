@@ -1,5 +1,6 @@
 // Pack record headers and sequential pack scanning (see inspect.h).
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,24 +123,32 @@ class Window {
 
 }  // namespace
 
-Result<void> ScanPack(int fd, uint64_t limit,
-                      const std::function<Result<void>(const ScannedRecord&)>& on_record,
-                      const std::function<Result<void>(uint64_t, const std::string&)>& on_damage,
-                      bool payloads) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return FailErrno("fstat", errno);
-  if (uint64_t(st.st_size) < limit) {
-    AE_TRY(on_damage(uint64_t(st.st_size), "pack file is shorter than its committed length " +
-                                               std::to_string(limit)));
-    limit = st.st_size;
+namespace {
+
+// Bytes of a mapped pack, with Window's interface.
+class Mapped {
+ public:
+  explicit Mapped(std::span<const uint8_t> b) : b_(b) {}
+  Result<std::span<const uint8_t>> Get(uint64_t off, size_t n) {
+    if (off >= b_.size()) return std::span<const uint8_t>();
+    return b_.subspan(off, std::min<uint64_t>(n, b_.size() - off));
   }
-  // Header-only scans read small windows so that payloads are skipped.
-  Window win(fd, payloads ? size_t{8} << 20 : size_t{64} << 10);
+
+ private:
+  std::span<const uint8_t> b_;
+};
+
+// The record walk shared by the read and the mapped scans.
+template <typename Source>
+Result<void> ScanRecords(Source& src, uint64_t limit,
+                         const std::function<Result<void>(const ScannedRecord&)>& on_record,
+                         const std::function<Result<void>(uint64_t, const std::string&)>& on_damage,
+                         bool payloads) {
   uint64_t off = 0;
   bool in_damage = false;  // report one damaged stretch once, not per word
   while (off + 8 <= limit) {
     size_t want = std::min<uint64_t>(kRecordHeaderSize, limit - off);
-    AE_ASSIGN(auto hb, win.Get(off, want));
+    AE_ASSIGN(auto hb, src.Get(off, want));
     if (hb.size() < 8) break;
     if (Get64(hb.data()) == 0) {  // padding between records
       off += 8;
@@ -161,7 +170,7 @@ Result<void> ScanPack(int fd, uint64_t limit,
     in_damage = false;
     std::span<const uint8_t> payload;
     if (payloads) {
-      AE_ASSIGN(payload, win.Get(off + kRecordHeaderSize, h->stored_size));
+      AE_ASSIGN(payload, src.Get(off + kRecordHeaderSize, h->stored_size));
       if (payload.size() != h->stored_size) {
         AE_TRY(on_damage(off, "short read of record payload"));
         break;
@@ -171,6 +180,51 @@ Result<void> ScanPack(int fd, uint64_t limit,
     off = (off + kRecordHeaderSize + h->stored_size + 7) & ~uint64_t{7};
   }
   return {};
+}
+
+// A file shorter than its committed length is damage; returns the length
+// that can be scanned.
+Result<uint64_t> ScannableLength(uint64_t file_size, uint64_t limit,
+                                 const std::function<Result<void>(uint64_t, const std::string&)>& on_damage) {
+  if (file_size >= limit) return limit;
+  AE_TRY(on_damage(file_size, "pack file is shorter than its committed length " + std::to_string(limit)));
+  return file_size;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const PackMapping>> PackMapping::Map(int fd, uint64_t length) {
+  if (length == 0) return std::shared_ptr<const PackMapping>(new PackMapping(nullptr, 0));
+  void* p = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return FailErrno("mmap", errno);
+  // One pass front to back: read ahead aggressively, start reading now.
+  ::madvise(p, length, MADV_SEQUENTIAL);
+  ::madvise(p, length, MADV_WILLNEED);
+  return std::shared_ptr<const PackMapping>(new PackMapping(static_cast<const uint8_t*>(p), length));
+}
+
+PackMapping::~PackMapping() {
+  if (size_ != 0) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Result<void> ScanPackMapping(const PackMapping& m, uint64_t limit,
+                             const std::function<Result<void>(const ScannedRecord&)>& on_record,
+                             const std::function<Result<void>(uint64_t, const std::string&)>& on_damage) {
+  AE_ASSIGN(limit, ScannableLength(m.bytes().size(), limit, on_damage));
+  Mapped src(m.bytes());
+  return ScanRecords(src, limit, on_record, on_damage, true);
+}
+
+Result<void> ScanPack(int fd, uint64_t limit,
+                      const std::function<Result<void>(const ScannedRecord&)>& on_record,
+                      const std::function<Result<void>(uint64_t, const std::string&)>& on_damage,
+                      bool payloads) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return FailErrno("fstat", errno);
+  AE_ASSIGN(limit, ScannableLength(uint64_t(st.st_size), limit, on_damage));
+  // Header-only scans read small windows so that payloads are skipped.
+  Window win(fd, payloads ? size_t{8} << 20 : size_t{64} << 10);
+  return ScanRecords(win, limit, on_record, on_damage, payloads);
 }
 
 }  // namespace agentenv::store

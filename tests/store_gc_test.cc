@@ -96,11 +96,13 @@ TEST_CASE("store gc: drop + compact frees the dropped bytes and keeps shared chu
   CHECK(rep.dead_records == drop.size());
 
   std::vector<store::CompactProgress> progress;
-  auto r = s->Compact(store::CompactOptions{.min_dead_fraction = 0.2},
+  // The batch's parallel writers spread it over one or more packs: any
+  // pack with a dropped record qualifies.
+  auto r = s->Compact(store::CompactOptions{.min_dead_fraction = 0.01},
                       [&](const store::CompactProgress& p) { progress.push_back(p); });
   INFO((r ? "" : r.error().message));
   REQUIRE(r);
-  CHECK(r->packs_rewritten == 1);
+  CHECK(r->packs_rewritten >= 1);
   CHECK(!progress.empty());
   auto after = *s->Stats();
   // Freed: the dropped payloads plus their headers and alignment padding.
