@@ -542,16 +542,18 @@ TEST_CASE("cli history: retain then gc returns the space of dropped nodes, share
   REQUIRE(AgentenvJson(root, {"log", "-n", "100"})["nodes"].size() < 6);
   uintmax_t before = PackBytes(root);
 
-  // The dropped nodes' files are ~20% of the pack: below the default threshold
-  // they are only marked dead; a lower threshold rewrites the pack.
+  // The dropped nodes' files are ~20% of the data. Which packs they share
+  // with the rest depends on how init's parallel writers spread it, so the
+  // default threshold may or may not rewrite a pack; 10% surely does.
   json g = AgentenvJson(root, {"gc"}, &code);
   REQUIRE(code == 0);
   CHECK(g.value("dropped_objects", 0) >= 6);
-  CHECK(g.value("packs_rewritten", 99) == 0);
+  int rewritten = g.value("packs_rewritten", 0);
+  uint64_t freed = g.value("bytes_freed", uint64_t(0));
   g = AgentenvJson(root, {"gc", "--compact-above", "10"}, &code);
   REQUIRE(code == 0);
-  CHECK(g.value("packs_rewritten", 0) >= 1);
-  CHECK(g.value("bytes_freed", uint64_t(0)) > (300u << 10));
+  CHECK(rewritten + g.value("packs_rewritten", 0) >= 1);
+  CHECK(freed + g.value("bytes_freed", uint64_t(0)) > (300u << 10));
   uintmax_t after = PackBytes(root);
   INFO("pack bytes " << before << " -> " << after);
   CHECK(after + (300u << 10) < before);

@@ -163,8 +163,11 @@ TEST_CASE("runner: network deny blocks host loopback, inner loopback works") {
   int srv;
   std::string port = std::to_string(Listen(&srv));
   std::string script = "echo x | nc -w 1 127.0.0.1 " + port + " && echo host-reached; "
-                       "nc -l -p 7777 > /tmp/got & sleep 0.2; echo inner | nc -w 1 127.0.0.1 7777; "
-                       "sleep 0.2; cat /tmp/got";
+                       // Retry until the listener is up (a loaded host may be slow to
+                       // start it), then wait for it to finish writing.
+                       "nc -l -p 7777 > /tmp/got & l=$!; "
+                       "for i in 1 2 3 4 5 6 7 8 9 10; do echo inner | nc -w 1 127.0.0.1 7777 && break; sleep 0.1; done; "
+                       "wait $l; cat /tmp/got";
   EnvSpec s = Spec(root, script);
   s.network = Network::kDeny;
   s.limits.timeout = std::chrono::seconds(5);  // a wrongly reached server would hold nc open
