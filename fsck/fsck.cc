@@ -156,6 +156,31 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
   }
   const bool verify = opts_.verify_content;
   std::shared_ptr<const store::PackMapping> map;  // while verifying: the pack's bytes
+  // Records go to the workers in groups of about 1 MiB: one task per small
+  // record cost more in wake-ups than its hashing.
+  constexpr uint64_t kGroupBytes = 1 << 20;
+  struct Job {
+    Entry* e;
+    store::RecordHeader h;
+    uint64_t offset;
+    std::span<const uint8_t> payload;  // the mapped page cache itself: no copy
+  };
+  std::vector<Job> group;
+  uint64_t group_bytes = 0;
+  auto flush = [&] {
+    if (group.empty()) return;
+    uint64_t n = group_bytes;
+    if (!in_flight_.TryAcquire(n)) {  // the workers are busy: help
+      for (const Job& j : group) Verify(j.e, j.h.id, j.h, p.pack, j.offset, j.payload);
+    } else {
+      pool_->Submit([this, map, n, pack = p.pack, jobs = std::move(group)] {
+        for (const Job& j : jobs) Verify(j.e, j.h.id, j.h, pack, j.offset, j.payload);
+        in_flight_.Release(n);
+      });
+    }
+    group.clear();
+    group_bytes = 0;
+  };
   uint64_t records = 0, stored = 0, logical = 0, unindexed = 0, last_progress = 0;
   auto on_record = [&](const store::ScannedRecord& r) -> Result<void> {
     const store::RecordHeader& h = r.header;
@@ -177,16 +202,9 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
                "index entry does not match the record header");
       } else if (verify && (h.type != store::ObjectType::kChunk ||
                             Sampled(h.id, opts_.subset_percent))) {
-        uint64_t n = r.payload.size(), off = r.offset;
-        if (!in_flight_.TryAcquire(n)) {
-          Verify(&e, h.id, h, p.pack, off, r.payload);  // the workers are busy: help
-        } else {
-          // The payload is the mapped page cache itself: no copy.
-          pool_->Submit([this, &e, hdr = h, pack = p.pack, off, n, map, payload = r.payload] {
-            Verify(&e, hdr.id, hdr, pack, off, payload);
-            in_flight_.Release(n);
-          });
-        }
+        group.push_back(Job{&e, h, r.offset, r.payload});
+        group_bytes += r.payload.size();
+        if (group_bytes >= kGroupBytes) flush();
       }
     }
     ++report_.records;
@@ -210,6 +228,7 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     if (!m) return Wrap(path, m.error());
     map = *m;
     r = store::ScanPackMapping(*map, p.committed, on_record, on_damage);
+    flush();
     map.reset();  // the verify tasks hold it as long as they need it
   } else {
     r = store::ScanPack(fd.get(), p.committed, on_record, on_damage, false);

@@ -20,8 +20,9 @@ struct Encoded {
 // kRaw. Thread-safe (per-thread compression contexts).
 Encoded Encode(std::span<const uint8_t> data, int level);
 
-// The id of a payload's decoded content, decoding in small pieces into a
-// cache-sized buffer (no allocation of `size` bytes): for verification.
+// The id of a payload's decoded content, for verification: objects up to
+// 1 MiB decode in one call into a per-thread buffer, larger ones in small
+// pieces into a cache-sized one (never an allocation of `size` bytes).
 // Errors: kCorrupt like Decode. Thread-safe.
 Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint64_t size);
 
