@@ -408,8 +408,9 @@ TEST_CASE("refcount: a repository without counts is counted once, gc --full drop
 }
 
 // The child: snapshots forever (each node's content derives from its
-// message), thinning and collecting every few nodes, and reports each
-// committed node on `out`.
+// message), thinning and collecting every few nodes. It reports each
+// committed node on `out` as a line of hex, and "g" / "G" around retain
+// and gc, so the parent knows where the kill landed.
 [[noreturn]] void SnapshotAndCollect(const std::string& root, int out, int round) {
   auto repo = Repo::Open(root);
   if (!repo) ::_exit(3);
@@ -425,11 +426,13 @@ TEST_CASE("refcount: a repository without counts is counted once, gc --full drop
     std::string line = r->node->Hex() + "\n";
     if (::write(out, line.data(), line.size()) != ssize_t(line.size())) ::_exit(5);
     if (i % 3 == 2) {
+      if (::write(out, "g\n", 2) != 2) ::_exit(5);
       snap::RetentionPolicy keep;
       keep.keep_last = 2;
       keep.keep_within = std::chrono::seconds(0);
       if (!(*repo)->Retain(keep, false, snap::NowNs())) ::_exit(6);
       if (!(*repo)->Gc(store::CompactOptions{0.2})) ::_exit(7);
+      if (::write(out, "G\n", 2) != 2) ::_exit(5);
     }
   }
 }
@@ -442,7 +445,9 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
   std::string root = t.str() + "/r";
   REQUIRE(Repo::Create(root));
   std::mt19937 rng(42);
-  for (int round = 0; round < 8; ++round) {
+  // Until kills have landed in retain/gc and in snapshots a few times each.
+  int in_gc = 0, elsewhere = 0;
+  for (int round = 0; round < 40 && (in_gc < 3 || elsewhere < 3); ++round) {
     int p[2];
     REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
     pid_t pid = ::fork();
@@ -462,12 +467,17 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
     char buf[4096];
     for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) reported.append(buf, size_t(n));
     ::close(p[0]);
+    std::vector<std::string> lines;
+    for (size_t at = 0, nl; (nl = reported.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(reported.substr(at, nl - at));
+    (!lines.empty() && lines.back() == "g" ? in_gc : elsewhere)++;
 
     auto repo = *Repo::Open(root);
-    // The newest committed node is HEAD's or newer: never lost.
-    if (reported.size() >= 65) {
-      auto last = *ObjectId::FromHex(reported.substr(reported.size() - 65, 64));
-      CHECK(*repo->meta().GetNode(last));
+    // The newest committed node is HEAD or older than it: never lost.
+    for (auto l = lines.rbegin(); l != lines.rend(); ++l) {
+      if (l->size() != 64) continue;
+      CHECK(*repo->meta().GetNode(*ObjectId::FromHex(*l)));
+      break;
     }
     // History whole, counts equal to a recount (none too low), store sound.
     CHECK(HistoryErrors(*repo) == 0);
@@ -485,6 +495,9 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
       CHECK(Read(repo->work_dir() + "/dir" + std::to_string(i % 4) + "/f") == r.title);
     }
   }
+  INFO(in_gc << " kills in retain or gc, " << elsewhere << " elsewhere");
+  CHECK(in_gc >= 3);
+  CHECK(elsewhere >= 3);
   // Leftovers of killed snapshots are only unreferenced objects.
   auto repo = *Repo::Open(root);
   auto full = repo->Gc({}, true);
