@@ -124,10 +124,18 @@ Result<UniqueFd> Repo::LockFile() {
   return fd;
 }
 
-Result<void> Repo::PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries) {
+Result<void> Repo::PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries,
+                            const ScanOutput* scanned) {
   AE_ASSIGN(bool counted, txn.Counted());
   RefCounter refs(*store_, txn, counted);
   for (const auto& [path, e] : entries) AE_TRY(refs.PutStat(path, e));
+  if (scanned) AE_TRY(HealStored(refs, *scanned));
+  return {};
+}
+
+Result<void> Repo::HealStored(RefCounter& refs, const ScanOutput& scanned) {
+  for (const auto& [tree, bytes] : scanned.trees) AE_TRY(refs.Heal(tree, store::ObjectType::kTree));
+  for (const auto& [path, e] : scanned.stat_updates) AE_TRY(refs.Heal(e.ref.id, e.ref.type));
   return {};
 }
 
@@ -236,7 +244,7 @@ Result<store::ObjectId> Repo::LiveTree() {
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));
   AE_ASSIGN(auto txn, meta_->Begin());
-  AE_TRY(PutStats(*txn, sc.out.stat_updates));
+  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
   AE_TRY(txn->Commit());
   return sc.out.tree;
 }
@@ -252,7 +260,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
     // Content may be new even so (files the stat cache will name).
     AE_TRY(CommitContent(sc));
     AE_ASSIGN(auto txn, meta_->Begin());
-    AE_TRY(PutStats(*txn, sc.out.stat_updates));
+    AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
     AE_TRY(txn->Commit());
     return res;
   }
@@ -306,8 +314,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
   AE_TRY(txn->PutNode(rec));
   AE_TRY(refs.AddNode(id, n.tree));
-  for (const auto& [tree, bytes] : sc.out.trees) AE_TRY(refs.Heal(tree, store::ObjectType::kTree));
-  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(refs.Heal(e.ref.id, e.ref.type));
+  AE_TRY(HealStored(refs, sc.out));
   if (n.parent) {
     AE_TRY(txn->AddChild(*n.parent, id));
     AE_TRY(txn->DeleteRef("tip/" + n.parent->Hex()));
@@ -394,7 +401,7 @@ Result<RepoStatus> Repo::Status() {
   st.changes = std::move(delta.changes);
   // Keep what the scan learned, so the next snapshot need not read again.
   AE_ASSIGN(auto txn, meta_->Begin());
-  AE_TRY(PutStats(*txn, sc.out.stat_updates));
+  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
   AE_TRY(txn->Commit());
   return st;
 }

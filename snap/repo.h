@@ -256,8 +256,13 @@ class Repo {
   Result<WriteLock> Lock();
   Result<UniqueFd> LockFile();
   Result<UniqueFd> OpenWork() const;
-  // Writes stat cache entries, moving their content references.
-  Result<void> PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries);
+  // Writes stat cache entries, moving their content references; with
+  // `scanned`, also heals what that scan stored (HealStored).
+  Result<void> PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries,
+                        const ScanOutput* scanned = nullptr);
+  // A scan may store again a tree or manifest that was lost and is counted
+  // as pending: count its children now (RefCounter::Heal).
+  Result<void> HealStored(RefCounter& refs, const ScanOutput& scanned);
   // With the lock held: builds the reference counts if this repository has
   // none yet (made before they existed). Returns whether it built them.
   Result<bool> EnsureCounted(RefStats* stats);

@@ -349,6 +349,33 @@ TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][
   CheckExactCounts(*repo);
 }
 
+TEST_CASE("refcount: a lost tree stored again by a scan gets its children counted", "[refcount][fsck]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  Write(w + "/d/f1", "one");
+  Write(w + "/d/f2", Random(300000, 6));
+  ObjectId n = SnapAt(*repo, snap::NowNs());
+  ObjectId sub = EntryId(*repo, repo->Record(n)->tree, "d");
+  {
+    auto b = *repo->store().BeginBatch();
+    REQUIRE(b->Drop(sub));
+    REQUIRE(b->Commit());
+  }
+  // Repair marks the node and recounts: d/ is counted but cannot be
+  // opened, so its files are counted by the stat cache only.
+  auto rep = repo->RepairHistory();
+  REQUIRE(rep);
+  REQUIRE(rep->marked.size() == 1);
+  CHECK(*repo->meta().RefCount(sub) == 1);
+  // A status scan stores d/ again (the live tree still has it): its
+  // children count from now on, as a recount says.
+  REQUIRE(repo->Status());
+  REQUIRE(*repo->store().Has(sub));
+  CHECK(HistoryErrors(*repo) == 0);
+  CheckExactCounts(*repo);
+}
+
 TEST_CASE("refcount: a repository without counts is counted once, gc --full drops unreferenced objects",
           "[refcount]") {
   TempDir t;
