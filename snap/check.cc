@@ -144,11 +144,11 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
   for (const auto& [ref, id] : refs) {
     if (!known.count(id)) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
   }
-  // The reference counts against a recount. The write transaction keeps
-  // the history still while counting and is aborted, so nothing changes;
-  // counts live in LMDB, not in memory.
-  // Compared only when history is whole: a lost object makes its
-  // children's counts differ from a recount, and --repair rebuilds them.
+  // The reference counts against a recount, only when history is whole: a
+  // lost object makes its children's counts differ from a recount, and
+  // --repair rebuilds them. The write transaction keeps the history still
+  // while counting and is aborted, so nothing changes; counts live in LMDB,
+  // not in memory.
   if (errors) return errors;
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_ASSIGN(bool counted, txn->Counted());

@@ -119,7 +119,8 @@ class MetaDb {
     Result<void> ForEachStat(const std::function<Result<void>(const StatEntry&)>& fn);
 
     // Reference counts. kLive is the refcount table; kRecount is fsck's
-    // scratch table (its transaction is aborted, never committed).
+    // scratch table, empty whenever a transaction commits (fsck aborts its
+    // transaction, repair clears the table before committing).
     enum class Counts { kLive, kRecount };
     // A row of a count table. `pending`: the object was missing when it
     // was first counted, so its own references (children) are not counted

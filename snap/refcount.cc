@@ -44,8 +44,8 @@ Result<void> RefCounter::CountChildren(const store::ObjectId& id, store::ObjectT
 
 Result<void> RefCounter::Add(const store::ObjectId& id, store::ObjectType type) {
   AE_ASSIGN(auto row, txn_.AdjustRef(table_, id, +1));
-  // 0 -> 1: the object's own references start to count (again); a pending
-  // object's count as soon as it can be read.
+  // 0 -> 1: the object's own references start to count (again); those of
+  // a pending object count as soon as it can be read.
   if (!HasChildren(type) || (row->count != 1 && !row->pending)) return {};
   return CountChildren(id, type, row->pending);
 }
