@@ -20,7 +20,8 @@ int CmdFsck(int argc, char** argv) {
   app.add_flag("--structure-only", structure, "Check index and record headers only (fast, no re-hash)");
   app.add_option("--subset", subset, "Re-hash only this percentage of chunks (0-100)")->check(CLI::Range(0.0, 100.0));
   app.add_flag("--repair", repair, "Rewrite damaged packs, dropping (and listing) unreadable objects; mark the nodes "
-               "that reached them as damaged (kept in history, not restorable); remove refs naming no node");
+               "that reached them as damaged (kept in history, not restorable); remove refs naming no node; "
+               "rebuild the reference counts");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = OpenRepo(g);
   if (!repo) return ReportError(g, repo.error());
@@ -74,7 +75,7 @@ int CmdFsck(int argc, char** argv) {
   Result<uint64_t> history = 0;
   nlohmann::json lost = nlohmann::json::array(), marked = nlohmann::json::array(),
                  healed = nlohmann::json::array(), fixed = nlohmann::json::array();
-  uint64_t stat_cleared = 0;
+  uint64_t stat_cleared = 0, counts_fixed = 0;
   if (repair) {
     auto r = fsck::RepairStore((*repo)->store(), cb);
     if (!r) return ReportError(g, r.error());
@@ -86,10 +87,13 @@ int CmdFsck(int argc, char** argv) {
     for (const auto& n : h->healed) healed.push_back(NodeJson(n));
     for (const auto& f : h->fixed) fixed.push_back(f);
     stat_cleared = h->stat_cleared;
+    counts_fixed = h->counts_fixed;
     if (!g.json) {
       for (const auto& n : h->marked) std::fprintf(stderr, "marked damaged: %s: %s\n", Short(n.id).c_str(), n.damage.c_str());
       for (const auto& n : h->healed) std::fprintf(stderr, "whole again: %s\n", Short(n.id).c_str());
       for (const auto& f : h->fixed) std::fprintf(stderr, "fixed: %s\n", f.c_str());
+      if (h->counts_fixed)
+        std::fprintf(stderr, "fixed: %llu wrong reference counts (recounted)\n", (unsigned long long)h->counts_fixed);
     }
     auto again = fsck::CheckStore((*repo)->store(), {}, {});
     if (!again) return ReportError(g, again.error());
@@ -121,6 +125,7 @@ int CmdFsck(int argc, char** argv) {
     j["healed"] = healed;
     j["fixed"] = fixed;
     j["stat_cleared"] = stat_cleared;
+    j["counts_fixed"] = counts_fixed;
   }
   std::string text = std::to_string(rep.objects) + " objects in " + std::to_string(rep.packs) + " packs; " +
                      std::to_string(rep.objects_verified) + " re-hashed (" + HumanBytes(rep.bytes_verified) + "); " +

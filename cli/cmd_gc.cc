@@ -20,19 +20,26 @@ Result<Reply> RetainLocked(snap::Repo& repo, const nlohmann::json& args) {
   }
   text += (dry_run ? "would drop " : "dropped ") + std::to_string(res.dropped.size()) + " nodes, keeping " +
           std::to_string(res.kept) + (dry_run ? "" : "; run `agentenv gc` to free their space");
-  return Reply{{{"dry_run", dry_run}, {"dropped", dropped}, {"kept", res.kept}, {"reparented", res.reparented}}, text};
+  return Reply{{{"dry_run", dry_run}, {"dropped", dropped}, {"kept", res.kept}, {"reparented", res.reparented},
+                {"released_objects", res.released}},
+               text};
 }
 
 Result<Reply> GcLocked(snap::Repo& repo, const nlohmann::json& args) {
   store::CompactOptions compact;
   compact.min_dead_fraction = args.value("compact_above", 50.0) / 100;
-  AE_ASSIGN(snap::GcResult res, repo.Gc(compact));
+  bool full = args.value("full", false);
+  AE_ASSIGN(snap::GcResult res, repo.Gc(compact, full));
+  std::string text = "dropped " + std::to_string(res.dropped_objects) + " unreferenced objects (" +
+                     HumanBytes(res.dropped_bytes) + "); freed " + HumanBytes(res.bytes_freed) +
+                     " on disk by rewriting " + std::to_string(res.packs_rewritten) + " packs; " +
+                     std::to_string(res.live_objects) + " objects referenced";
+  if (res.counted) text += " (reference counts rebuilt: " + std::to_string(res.objects_read) + " trees and manifests read)";
   return Reply{{{"live_objects", res.live_objects}, {"dropped_objects", res.dropped_objects},
                 {"dropped_bytes", res.dropped_bytes}, {"bytes_freed", res.bytes_freed},
-                {"packs_rewritten", res.packs_rewritten}},
-               "dropped " + std::to_string(res.dropped_objects) + " unreachable objects (" + HumanBytes(res.dropped_bytes) +
-                   "); freed " + HumanBytes(res.bytes_freed) + " on disk by rewriting " +
-                   std::to_string(res.packs_rewritten) + " packs; " + std::to_string(res.live_objects) + " objects live"};
+                {"packs_rewritten", res.packs_rewritten}, {"counted", res.counted},
+                {"objects_read", res.objects_read}},
+               text};
 }
 
 int CmdRetain(int argc, char** argv) {
@@ -54,13 +61,17 @@ int CmdRetain(int argc, char** argv) {
 int CmdGc(int argc, char** argv) {
   Globals g;
   double compact_above = 50;
+  bool full = false;
   CLI::App app{"Free the storage of objects no node reaches (shared chunks stay) and compact packs", "gc"};
   AddGlobals(app, g);
   app.add_option("--compact-above", compact_above,
                  "Rewrite packs at least this percent dead (default 50; lower frees more now, copies more)")
       ->check(CLI::Range(0.0, 100.0));
+  app.add_flag("--full", full,
+               "Recount every reference from scratch and drop everything unreferenced (objects of snapshots "
+               "interrupted before their node was saved); reads every tree once");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  return RunLocked(g, "gc", {{"compact_above", compact_above}});
+  return RunLocked(g, "gc", {{"compact_above", compact_above}, {"full", full}});
 }
 
 }  // namespace agentenv::cli

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "snap/refcount.h"
 #include "snap/repo.h"
 #include "store/manifest.h"
 
@@ -101,6 +102,23 @@ class DamageWalker {
 
 std::string Name(const store::ObjectId& id) { return "node " + id.Hex().substr(0, 12); }
 
+// Recounts every reference into the scratch table of `txn` and calls fn for
+// each object whose stored count differs. Returns how many differ.
+Result<uint64_t> CompareWithRecount(
+    const store::Store& s, const MetaDb& meta, MetaDb::Txn& txn,
+    const std::function<void(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
+  AE_TRY(CountAll(s, meta, txn, MetaDb::Txn::Counts::kRecount));
+  uint64_t differ = 0;
+  AE_TRY(txn.CompareCounts([&](const store::ObjectId& id, uint64_t live, uint64_t recount) -> Result<void> {
+    if (fn) fn(id, live, recount);
+    ++differ;
+    return {};
+  }));
+  return differ;
+}
+
+constexpr uint64_t kCountFindings = 20;  // listed one by one; the rest summed up
+
 }  // namespace
 
 Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFinding&)>& finding) {
@@ -126,6 +144,25 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
   for (const auto& [ref, id] : refs) {
     if (!known.count(id)) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
   }
+  // The reference counts against a recount, only when history is whole: a
+  // lost object makes its children's counts differ from a recount, and
+  // --repair rebuilds them. The write transaction keeps the history still
+  // while counting and is aborted, so nothing changes; counts live in LMDB,
+  // not in memory.
+  if (errors) return errors;
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(bool counted, txn->Counted());
+  if (!counted) return errors;  // built by the first retain or gc
+  uint64_t shown = 0;
+  AE_ASSIGN(uint64_t differ,
+            CompareWithRecount(*store_, *meta_, *txn, [&](const store::ObjectId& id, uint64_t live, uint64_t recount) {
+              if (shown++ >= kCountFindings) return;
+              report("refcount", "object " + id.Hex() + ": reference count " + std::to_string(live) +
+                                     ", but " + std::to_string(recount) +
+                                     " references exist (fsck --repair recounts)");
+            }));
+  if (differ > kCountFindings)
+    report("refcount", std::to_string(differ - kCountFindings) + " more objects have a wrong reference count");
   return errors;
 }
 
@@ -137,6 +174,12 @@ Result<HistoryRepair> Repo::RepairHistory() {
   std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
   for (const NodeRecord& r : nodes) known.insert(r.id);
   AE_ASSIGN(auto txn, meta_->Begin());
+  // Counts that differ from a recount, before anything here changes them.
+  AE_ASSIGN(bool counted, txn->Counted());
+  if (counted) {
+    AE_ASSIGN(res.counts_fixed, CompareWithRecount(*store_, *meta_, *txn, {}));
+    AE_TRY(txn->ClearCounts(MetaDb::Txn::Counts::kRecount));
+  }
   for (const NodeRecord& old : nodes) {
     AE_ASSIGN(Damage d, walker.Node(old));
     NodeRecord r = old;
@@ -185,6 +228,9 @@ Result<HistoryRepair> Repo::RepairHistory() {
   if (stale) {
     AE_ASSIGN(res.stat_cleared, txn->ClearStats());
   }
+  // Reference counts are rebuilt from what is left (this also lists
+  // unreferenced objects as garbage for the next gc).
+  AE_TRY(CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kLive));
   AE_TRY(txn->Commit());
   return res;
 }

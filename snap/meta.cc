@@ -4,9 +4,14 @@
 
 #include <cstring>
 
+#include "snap/meta_internal.h"
 #include "snap/varint.h"
 
 namespace agentenv::snap {
+
+using meta_internal::IdOf;
+using meta_internal::Val;
+
 namespace {
 
 // Virtual size of the map. LMDB grows the file only as pages are used, so
@@ -15,23 +20,6 @@ constexpr size_t kMapSize = size_t{64} << 30;
 // LMDB keys are at most 511 bytes; longer paths are keyed by their hash.
 constexpr size_t kMaxPathKey = 480;
 
-Error MdbError(const std::string& dir, int rc) {
-  return Error{dir + ": " + mdb_strerror(rc), rc > 0 ? rc : 0,
-               rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ? ErrorCode::kCorrupt : ErrorCode::kIo};
-}
-#define MDB_TRY(dir, expr)                                       \
-  do {                                                           \
-    int rc_ = (expr);                                            \
-    if (rc_ != 0) return Unexpected<Error>(MdbError(dir, rc_)); \
-  } while (0)
-
-MDB_val Val(const void* p, size_t n) { return MDB_val{n, const_cast<void*>(p)}; }
-MDB_val Val(const store::ObjectId& id) { return Val(id.bytes.data(), 32); }
-store::ObjectId IdOf(const MDB_val& v) {
-  store::ObjectId id;
-  if (v.mv_size == 32) std::memcpy(id.bytes.data(), v.mv_data, 32);
-  return id;
-}
 std::span<const uint8_t> Span(const MDB_val& v) {
   return {static_cast<const uint8_t*>(v.mv_data), v.mv_size};
 }
@@ -122,7 +110,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   std::unique_ptr<MetaDb> db(new MetaDb);
   db->dir_ = dir;
   MDB_TRY(dir, mdb_env_create(&db->env_));
-  MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 8));
+  MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 16));
   MDB_TRY(dir, mdb_env_set_mapsize(db->env_, kMapSize));
   MDB_TRY(dir, mdb_env_set_maxreaders(db->env_, 1022));
   MDB_TRY(dir, mdb_env_open(db->env_, dir.c_str(), MDB_NOTLS, 0644));
@@ -138,6 +126,11 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
                                   {"info", &db->info_, 0u}}) {
     if ((rc = mdb_dbi_open(txn, name, flags | extra, dbi)) != 0) break;
   }
+  // Tables added after the first format: created in older indexes too.
+  for (auto [name, dbi] : {std::pair{"refcount", &db->refcount_}, {"garbage", &db->garbage_},
+                           {"recount", &db->recount_}}) {
+    if (rc == 0) rc = mdb_dbi_open(txn, name, MDB_CREATE, dbi);
+  }
   if (rc == 0) rc = mdb_txn_commit(txn);
   else mdb_txn_abort(txn);
   if (rc == MDB_NOTFOUND) return Fail(ErrorCode::kNotFound, dir + ": not an agentenv metadata index");
@@ -149,19 +142,6 @@ MetaDb::~MetaDb() {
   if (env_) mdb_env_close(env_);
 }
 
-namespace {
-// A read transaction closed on scope exit.
-struct ReadTxn {
-  MDB_txn* txn = nullptr;
-  ~ReadTxn() {
-    if (txn) mdb_txn_abort(txn);
-  }
-};
-}  // namespace
-
-#define READ_TXN(t)    \
-  ReadTxn t;           \
-  MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn))
 
 Result<std::optional<NodeRecord>> MetaDb::GetNode(const store::ObjectId& id) const {
   READ_TXN(t);
@@ -421,6 +401,27 @@ Result<uint64_t> MetaDb::Txn::ClearStats() {
   MDB_TRY(db_->dir_, mdb_stat(txn_, db_->stat_, &st));
   MDB_TRY(db_->dir_, mdb_drop(txn_, db_->stat_, 0));
   return uint64_t(st.ms_entries);
+}
+
+Result<std::optional<StatEntry>> MetaDb::Txn::GetStat(std::string_view path) {
+  std::string key = PathKey(path);
+  MDB_val k = Val(key.data(), key.size()), v;
+  int rc = mdb_get(txn_, db_->stat_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<StatEntry>();
+  MDB_TRY(db_->dir_, rc);
+  return DecodeStat(Span(v));
+}
+
+Result<void> MetaDb::Txn::ForEachStat(const std::function<Result<void>(const StatEntry&)>& fn) {
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->stat_, &c));
+  MDB_val k, v;
+  Result<void> err;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && err; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    if (auto e = DecodeStat(Span(v))) err = fn(*e);
+  }
+  mdb_cursor_close(c);
+  return err;
 }
 
 Result<void> MetaDb::Txn::Commit() {

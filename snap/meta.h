@@ -1,10 +1,13 @@
 // snap/meta: the repository's metadata index (LMDB under <root>/meta).
 //
 // Tables: nodes (id -> NodeRecord), seq (creation order -> id), children
-// (parent -> child ids), refs (name -> id: "HEAD", "tag/<name>") and stat
+// (parent -> child ids), refs (name -> id: "HEAD", "tag/<name>"), stat
 // (tree-relative path -> StatEntry, the stat cache that lets a snapshot skip
-// reading unchanged files). Node objects in the store are the truth; this
-// index makes log/head/branches O(answer) and holds the mutable graph.
+// reading unchanged files), refcount (object id -> references, absent = 0),
+// garbage (ids whose count reached 0: gc's candidates) and recount (scratch
+// for fsck's comparison, empty outside its aborted transaction). Node
+// objects in the store are the truth; this index makes log/head/branches
+// O(answer) and holds the mutable graph. Counting rules: snap/refcount.h.
 //
 // Thread-safety: a MetaDb may be shared by threads. Readers never block the
 // writer; write transactions are serialized by LMDB across processes.
@@ -86,6 +89,13 @@ class MetaDb {
   };
   Result<std::unique_ptr<StatReader>> ReadStats() const;
 
+  // Up to `limit` ids of the garbage table, in id order (gc's candidates).
+  Result<std::vector<store::ObjectId>> Garbage(size_t limit) const;
+  // References of `id` (0 when it has no row).
+  Result<uint64_t> RefCount(const store::ObjectId& id) const;
+  // Rows of the refcount table (objects with at least one reference).
+  Result<uint64_t> CountedObjects() const;
+
   // One write transaction; nothing is visible until Commit.
   class Txn {
    public:
@@ -102,6 +112,44 @@ class MetaDb {
     Result<void> DeleteStat(std::string_view path);
     // Empties the stat cache; returns how many entries it had.
     Result<uint64_t> ClearStats();
+    // The stat cache entry of `path` as this transaction sees it.
+    Result<std::optional<StatEntry>> GetStat(std::string_view path);
+    // Calls fn with every stat cache entry as this transaction sees it;
+    // stops at fn's first error.
+    Result<void> ForEachStat(const std::function<Result<void>(const StatEntry&)>& fn);
+
+    // Reference counts. kLive is the refcount table; kRecount is fsck's
+    // scratch table, empty whenever a transaction commits (fsck aborts its
+    // transaction, repair clears the table before committing).
+    enum class Counts { kLive, kRecount };
+    // A row of a count table. `pending`: the object was missing when it
+    // was first counted, so its own references (children) are not counted
+    // yet; they are when it is readable again (snap/refcount.h).
+    struct RefRow {
+      uint64_t count = 0;
+      bool pending = false;
+    };
+    // Adds `delta` to the count of `id` and returns the new row; a row
+    // reaching 0 is deleted. A decrement below 0 changes nothing and
+    // returns nullopt (the table is damaged there: fsck reports it,
+    // --repair recounts).
+    Result<std::optional<RefRow>> AdjustRef(Counts table, const store::ObjectId& id, int64_t delta);
+    Result<RefRow> GetRef(Counts table, const store::ObjectId& id);
+    // Sets the pending mark of an existing row.
+    Result<void> SetPending(Counts table, const store::ObjectId& id, bool pending);
+    // Empties a count table (kLive also empties garbage and clears the
+    // "counted" flag).
+    Result<void> ClearCounts(Counts table);
+    // Walks both count tables in id order and calls fn(id, live, recount)
+    // for every id whose counts differ; stops at fn's first error.
+    Result<void> CompareCounts(
+        const std::function<Result<void>(const store::ObjectId&, uint64_t live, uint64_t recount)>& fn);
+    // Whether the refcount table holds every reference (a repository made
+    // before reference counting has no counts until they are built once).
+    Result<bool> Counted();
+    Result<void> SetCounted();
+    Result<void> PutGarbage(const store::ObjectId& id);
+    Result<void> DeleteGarbage(const store::ObjectId& id);
     Result<void> Commit();
 
    private:
@@ -116,6 +164,7 @@ class MetaDb {
   std::string dir_;
   MDB_env* env_ = nullptr;
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, info_ = 0;
+  MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0;
 };
 
 }  // namespace agentenv::snap

@@ -12,6 +12,7 @@
 
 #include "snap/diff.h"
 #include "snap/fsops.h"
+#include "snap/refcount.h"
 
 namespace agentenv::snap {
 namespace {
@@ -57,6 +58,10 @@ Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
   r->root_ = root;
   AE_ASSIGN(r->store_, store::Store::Open(root + "/store", store::Store::Mode::kCreate));
   AE_ASSIGN(r->meta_, MetaDb::Open(root + "/meta", true));
+  // No references yet: the empty table is the full count.
+  AE_ASSIGN(auto txn, r->meta_->Begin());
+  AE_TRY(txn->SetCounted());
+  AE_TRY(txn->Commit());
   return r;
 }
 
@@ -117,6 +122,21 @@ Result<UniqueFd> Repo::LockFile() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return fd;
+}
+
+Result<void> Repo::PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries,
+                            const ScanOutput* scanned) {
+  AE_ASSIGN(bool counted, txn.Counted());
+  RefCounter refs(*store_, txn, counted);
+  for (const auto& [path, e] : entries) AE_TRY(refs.PutStat(path, e));
+  if (scanned) AE_TRY(HealStored(refs, *scanned));
+  return {};
+}
+
+Result<void> Repo::HealStored(RefCounter& refs, const ScanOutput& scanned) {
+  for (const auto& [tree, bytes] : scanned.trees) AE_TRY(refs.Heal(tree, store::ObjectType::kTree));
+  for (const auto& [path, e] : scanned.stat_updates) AE_TRY(refs.Heal(e.ref.id, e.ref.type));
+  return {};
 }
 
 Result<UniqueFd> Repo::OpenWork() const {
@@ -224,7 +244,7 @@ Result<store::ObjectId> Repo::LiveTree() {
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));
   AE_ASSIGN(auto txn, meta_->Begin());
-  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
   AE_TRY(txn->Commit());
   return sc.out.tree;
 }
@@ -240,7 +260,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
     // Content may be new even so (files the stat cache will name).
     AE_TRY(CommitContent(sc));
     AE_ASSIGN(auto txn, meta_->Begin());
-    for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+    AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
     AE_TRY(txn->Commit());
     return res;
   }
@@ -270,8 +290,20 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   AE_ASSIGN(store::ObjectId id, sc.batch->Put(store::ObjectType::kNode, EncodeNode(n)));
   AE_TRY(CommitContent(sc));
 
+  // The commit point: the node record and every reference it adds (its
+  // store objects are durable by now) in one transaction. A crash before
+  // leaves objects nothing counts, which gc --full reclaims; counts are
+  // never too low.
   AE_ASSIGN(auto txn, meta_->Begin());
-  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  AE_ASSIGN(bool counted, txn->Counted());
+  RefCounter refs(*store_, *txn, counted, MetaDb::Txn::Counts::kLive, load);
+  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(refs.PutStat(path, e));
+  if (move_head) {
+    // Files gone from the live tree: their stat entries would otherwise
+    // keep their content referenced (and stored) for ever.
+    for (const Change& c : delta.changes)
+      if (c.op == '-' && !c.is_dir) AE_TRY(refs.DeleteStat(c.path));
+  }
   NodeRecord rec;
   rec.id = id;
   AE_ASSIGN(rec.seq, txn->NextSeq());
@@ -281,6 +313,8 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   rec.changes = n.changes.total();
   rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
   AE_TRY(txn->PutNode(rec));
+  AE_TRY(refs.AddNode(id, n.tree));
+  AE_TRY(HealStored(refs, sc.out));
   if (n.parent) {
     AE_TRY(txn->AddChild(*n.parent, id));
     AE_TRY(txn->DeleteRef("tip/" + n.parent->Hex()));
@@ -332,7 +366,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   ro.privileged = ::geteuid() == 0;
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
-  for (const auto& [path, e] : res.stats.stat_entries) AE_TRY(txn->PutStat(path, e));
+  AE_TRY(PutStats(*txn, res.stats.stat_entries));
   AE_TRY(txn->SetRef("HEAD", target));
   AE_TRY(txn->Commit());
   return res;
@@ -367,7 +401,7 @@ Result<RepoStatus> Repo::Status() {
   st.changes = std::move(delta.changes);
   // Keep what the scan learned, so the next snapshot need not read again.
   AE_ASSIGN(auto txn, meta_->Begin());
-  for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(txn->PutStat(path, e));
+  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
   AE_TRY(txn->Commit());
   return st;
 }

@@ -20,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "snap/meta.h"
 #include "snap/node.h"
+#include "snap/refcount.h"
 #include "snap/restore.h"
 #include "snap/scan.h"
 #include "store/store.h"
@@ -84,13 +85,18 @@ struct RetentionResult {
   std::vector<NodeRecord> dropped;
   uint64_t kept = 0;
   uint64_t reparented = 0;  // surviving nodes that got a new parent
+  // Releasing the dropped nodes' references: objects whose count reached
+  // 0 (gc's garbage) and trees/manifests read to release their children.
+  uint64_t released = 0, objects_read = 0;
 };
 
 struct GcResult {
-  uint64_t live_objects = 0;
+  uint64_t live_objects = 0;                        // objects with a reference
   uint64_t dropped_objects = 0, dropped_bytes = 0;  // stored bytes of dropped objects
   uint64_t bytes_freed = 0;                         // by pack compaction
   uint32_t packs_rewritten = 0;
+  bool counted = false;       // the reference counts were (re)built by this gc
+  uint64_t objects_read = 0;  // trees and manifests read (only when counting)
 };
 
 // One problem found by Repo::CheckHistory.
@@ -108,6 +114,7 @@ struct HistoryRepair {
   std::vector<NodeRecord> healed;  // marks cleared: their objects are all back
   std::vector<std::string> fixed;  // dangling refs and parents dealt with, one line each
   uint64_t stat_cleared = 0;       // stat cache entries forgotten (some named lost content)
+  uint64_t counts_fixed = 0;       // reference counts that differed from a recount
 };
 
 class Repo {
@@ -173,15 +180,23 @@ class Repo {
   // reparented to their nearest kept ancestor, with their change summary
   // recomputed against it. dry_run: plan only. Takes the lock.
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
-  // Removes every stored object that no node (and no stat cache entry)
-  // reaches, then compacts packs so the disk space is returned (packs at
-  // least `compact.min_dead_fraction` dead are rewritten). Holds the lock
-  // while marking and dropping; compaction runs after. Errors: I/O.
-  Result<GcResult> Gc(const store::CompactOptions& compact = {});
+  // Removes the stored objects whose reference count reached 0 (the
+  // garbage table, fed by Retain and by stat cache changes; see
+  // snap/refcount.h), then compacts packs so the disk space is returned
+  // (packs at least `compact.min_dead_fraction` dead are rewritten). Cost:
+  // the ids dropped, not the live history. The first gc of a repository
+  // without counts builds them once. `full`: recounts every reference from
+  // scratch and drops every object nothing references (objects of
+  // snapshots killed before their node was committed, counts left too
+  // high). Holds the lock while dropping, so no snapshot deduplicates
+  // against a dropped id; compaction runs after. Errors: I/O, kCorrupt.
+  Result<GcResult> Gc(const store::CompactOptions& compact = {}, bool full = false);
   // Checks that every node, the trees it reaches, their file contents
   // (and manifests' chunks) exist and decode, and that refs and parents
   // name nodes in history. One finding per affected node, naming the first
-  // problem; each unique tree is read once. Nodes marked damaged are
+  // problem; each unique tree is read once. Then recounts every reference
+  // (in a transaction that is aborted) and reports each object whose
+  // stored count differs ("refcount"). Nodes marked damaged are
   // reported as known (HistoryFinding::known) and not counted. Errors: I/O
   // only. Returns the number of findings that are not known damage.
   Result<uint64_t> CheckHistory(const std::function<void(const HistoryFinding&)>& finding);
@@ -190,9 +205,9 @@ class Repo {
   // missing, and clears the mark of nodes that are whole again; a parent
   // not in history is cut (the node becomes a root); refs naming no node
   // are removed (HEAD moves to the newest node); the stat cache is
-  // forgotten if it names lost content. Never deletes a node. Afterwards
-  // CheckHistory finds only known damage. Takes the lock. Errors: I/O,
-  // kBusy.
+  // forgotten if it names lost content; the reference counts are rebuilt.
+  // Never deletes a node. Afterwards CheckHistory finds only known damage.
+  // Takes the lock. Errors: I/O, kBusy.
   Result<HistoryRepair> RepairHistory();
   // Scans the live tree (storing new content, making no node).
   // Takes the repository lock until this object is destroyed, for a
@@ -241,6 +256,16 @@ class Repo {
   Result<WriteLock> Lock();
   Result<UniqueFd> LockFile();
   Result<UniqueFd> OpenWork() const;
+  // Writes stat cache entries, moving their content references; with
+  // `scanned`, also heals what that scan stored (HealStored).
+  Result<void> PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::string, StatEntry>>& entries,
+                        const ScanOutput* scanned = nullptr);
+  // A scan may store again a tree or manifest that was lost and is counted
+  // as pending: count its children now (RefCounter::Heal).
+  Result<void> HealStored(RefCounter& refs, const ScanOutput& scanned);
+  // With the lock held: builds the reference counts if this repository has
+  // none yet (made before they existed). Returns whether it built them.
+  Result<bool> EnsureCounted(RefStats* stats);
 
   std::string root_;
   std::unique_ptr<store::Store> store_;

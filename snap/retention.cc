@@ -2,44 +2,12 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "snap/diff.h"
+#include "snap/refcount.h"
 #include "snap/repo.h"
-#include "store/manifest.h"
 
 namespace agentenv::snap {
-namespace {
-
-using IdSet = std::unordered_set<store::ObjectId, store::ObjectIdHash>;
-
-// Adds tree `id` and everything it reaches to `live`; shared subtrees are
-// walked once. `damaged`: the node is marked damaged, so objects it lost
-// are skipped instead of failing the whole gc.
-Result<void> MarkTree(const store::Store& s, const store::ObjectId& id, IdSet& live, bool damaged) {
-  if (!live.insert(id).second) return {};
-  if (damaged) {
-    AE_ASSIGN(bool has, s.Has(id));
-    if (!has) return {};
-  }
-  AE_ASSIGN(Tree t, LoadTree(s, id));
-  for (const Entry& e : t) {
-    if (e.kind == Kind::kDir) {
-      AE_TRY(MarkTree(s, e.id, live, damaged));
-    } else if (e.kind == Kind::kFile && live.insert(e.id).second && e.content == store::ObjectType::kManifest) {
-      if (damaged) {
-        AE_ASSIGN(bool has, s.Has(e.id));
-        if (!has) continue;
-      }
-      AE_ASSIGN(auto bytes, s.Get(e.id));
-      AE_ASSIGN(auto chunks, store::DecodeManifest(bytes));
-      for (const auto& c : chunks) live.insert(c.id);
-    }
-  }
-  return {};
-}
-
-}  // namespace
 
 Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns) {
   AE_ASSIGN(WriteLock lock, Lock());
@@ -83,6 +51,8 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   }
   if (dry_run || res.dropped.empty()) return res;
 
+  RefStats counting;
+  AE_TRY(EnsureCounted(&counting));
   // Reparent survivors whose parent goes, recomputing their summaries.
   auto survivor = [&](std::optional<store::ObjectId> p) {
     while (p && !keep[index.at(*p)]) p = nodes[index.at(*p)].parent;
@@ -102,48 +72,71 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
     if (np) AE_TRY(txn->AddChild(*np, r.id));
     ++res.reparented;
   }
+  // The dropped nodes' references go in the same transaction as their
+  // records: what only they reached reaches 0 and becomes gc's garbage.
+  RefCounter refs(*store_, *txn, true);
   for (const NodeRecord& r : res.dropped) {
     AE_TRY(txn->DeleteNode(r));
     if (r.parent) AE_TRY(txn->RemoveChild(*r.parent, r.id));
+    AE_TRY(refs.ReleaseNode(r.id, r.tree));
   }
   AE_TRY(txn->Commit());
+  res.released = refs.stats().released;
+  res.objects_read = refs.stats().objects_read;
   return res;
 }
 
-Result<GcResult> Repo::Gc(const store::CompactOptions& compact) {
+Result<bool> Repo::EnsureCounted(RefStats* stats) {
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(bool counted, txn->Counted());
+  if (counted) return false;
+  AE_ASSIGN(*stats, CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kLive));
+  AE_TRY(txn->Commit());
+  return true;
+}
+
+Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
   GcResult res;
   {
-    // Marking and dropping must not interleave with a snapshot: it could
-    // deduplicate against an object we are about to drop.
+    // Dropping must not interleave with a snapshot: it could deduplicate
+    // against an object being dropped, or reference one again.
     AE_ASSIGN(WriteLock lock, Lock());
-    IdSet live;
-    AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
-    for (const NodeRecord& r : nodes) {
-      live.insert(r.id);
-      AE_TRY(MarkTree(*store_, r.tree, live, r.damaged()));
+    RefStats counting;
+    if (full) {
+      AE_ASSIGN(auto txn, meta_->Begin());
+      AE_ASSIGN(counting, CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kLive));
+      AE_TRY(txn->Commit());
+      res.counted = true;
+    } else {
+      AE_ASSIGN(res.counted, EnsureCounted(&counting));
     }
-    live.insert(EmptyTreeId());
-    Result<void> mark_stats;
-    AE_TRY(meta_->ForEachStat([&](const StatEntry& e) {
-      if (!live.insert(e.ref.id).second || e.ref.type != store::ObjectType::kManifest || !mark_stats) return;
-      auto bytes = store_->Get(e.ref.id);
-      auto chunks = bytes ? store::DecodeManifest(*bytes) : Unexpected<Error>(bytes.error());
-      if (!chunks) {
-        mark_stats = Unexpected<Error>(chunks.error());
-        return;
+    res.objects_read = counting.objects_read;
+    // Page by page: the store drops first, then the garbage rows go. A
+    // crash in between leaves rows naming ids the store no longer has,
+    // which the next gc skips; counts are never touched here.
+    constexpr size_t kPage = 65536;
+    for (;;) {
+      AE_ASSIGN(std::vector<store::ObjectId> ids, meta_->Garbage(kPage));
+      if (ids.empty()) break;
+      AE_ASSIGN(auto batch, store_->BeginBatch());
+      for (const store::ObjectId& id : ids) {
+        // Referenced again since it reached 0 (a later snapshot), or the
+        // empty tree, which diffs of root nodes read: kept.
+        AE_ASSIGN(uint64_t n, meta_->RefCount(id));
+        if (n || id == EmptyTreeId()) continue;
+        auto info = store_->Stat(id);
+        if (!info && info.error().code == ErrorCode::kNotFound) continue;
+        if (!info) return Unexpected<Error>(info.error());
+        ++res.dropped_objects;
+        res.dropped_bytes += info->stored_size;
+        AE_TRY(batch->Drop(id));
       }
-      for (const auto& c : *chunks) live.insert(c.id);
-    }));
-    AE_TRY(mark_stats);
-    res.live_objects = live.size();
-    AE_ASSIGN(auto batch, store_->BeginBatch());
-    AE_TRY(store_->ForEach([&](const store::ObjectId& id, const store::ObjectInfo& info) -> Result<void> {
-      if (live.count(id)) return {};
-      ++res.dropped_objects;
-      res.dropped_bytes += info.stored_size;
-      return batch->Drop(id);
-    }));
-    AE_TRY(batch->Commit());
+      AE_TRY(batch->Commit());
+      AE_ASSIGN(auto txn, meta_->Begin());
+      for (const store::ObjectId& id : ids) AE_TRY(txn->DeleteGarbage(id));
+      AE_TRY(txn->Commit());
+    }
+    AE_ASSIGN(res.live_objects, meta_->CountedObjects());
   }
   AE_ASSIGN(store::CompactResult c, store_->Compact(compact));
   res.bytes_freed = c.bytes_freed;

@@ -563,6 +563,13 @@ TEST_CASE("cli history: retain then gc returns the space of dropped nodes, share
   CHECK(ReadFile(Work(root) / "shared") == std::string(shared.begin(), shared.end()));
   CHECK(fs::exists(Work(root) / "own8"));
   CHECK(Agentenv(root, {"gc", "--compact-above", "101"}).code == 2);
+  // A full recount agrees: nothing is left unreferenced.
+  g = AgentenvJson(root, {"gc", "--full"}, &code);
+  REQUIRE(code == 0);
+  CHECK(g.value("counted", false));
+  CHECK(g.value("objects_read", 0) > 0);
+  CHECK(g.value("dropped_objects", 99) == 0);
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
 }
 
 }  // namespace agentenv::test

@@ -1,0 +1,172 @@
+// The reference count tables of the metadata index (refcount, garbage,
+// recount; see meta.h and snap/refcount.h).
+#include <cstring>
+
+#include "snap/meta.h"
+#include "snap/meta_internal.h"
+
+namespace agentenv::snap {
+
+using meta_internal::IdOf;
+using meta_internal::Val;
+
+Result<std::vector<store::ObjectId>> MetaDb::Garbage(size_t limit) const {
+  READ_TXN(t);
+  std::vector<store::ObjectId> out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, garbage_, &c));
+  MDB_val k, v;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && out.size() < limit;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+    out.push_back(IdOf(k));
+  mdb_cursor_close(c);
+  return out;
+}
+
+namespace {
+// A count row is 8 bytes: the count, with the top bit set while the
+// object's children are not counted (RefRow::pending).
+constexpr uint64_t kPendingBit = uint64_t{1} << 63;
+uint64_t RawCount(const MDB_val& v) {
+  uint64_t n = 0;
+  if (v.mv_size == 8) std::memcpy(&n, v.mv_data, 8);
+  return n;
+}
+uint64_t CountOf(const MDB_val& v) { return RawCount(v) & ~kPendingBit; }
+}  // namespace
+
+Result<uint64_t> MetaDb::RefCount(const store::ObjectId& id) const {
+  READ_TXN(t);
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(t.txn, refcount_, &k, &v);
+  if (rc == MDB_NOTFOUND) return uint64_t{0};
+  MDB_TRY(dir_, rc);
+  return CountOf(v);
+}
+
+Result<uint64_t> MetaDb::CountedObjects() const {
+  READ_TXN(t);
+  MDB_stat st;
+  MDB_TRY(dir_, mdb_stat(t.txn, refcount_, &st));
+  return uint64_t(st.ms_entries);
+}
+
+namespace {
+constexpr std::string_view kCountedKey = "refcount";
+// Version of the counting rules the refcount table follows (snap/refcount.h).
+constexpr std::string_view kCountedVersion = "1";
+}  // namespace
+
+Result<std::optional<MetaDb::Txn::RefRow>> MetaDb::Txn::AdjustRef(Counts table, const store::ObjectId& id,
+                                                                  int64_t delta) {
+  MDB_dbi dbi = table == Counts::kLive ? db_->refcount_ : db_->recount_;
+  MDB_val k = Val(id), v;
+  uint64_t raw = 0;
+  int rc = mdb_get(txn_, dbi, &k, &v);
+  if (rc == 0) raw = RawCount(v);
+  else if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  RefRow row{raw & ~kPendingBit, (raw & kPendingBit) != 0};
+  if (delta < 0 && uint64_t(-delta) > row.count) return std::optional<RefRow>();
+  row.count = uint64_t(int64_t(row.count) + delta);
+  if (row.count == 0) {
+    rc = mdb_del(txn_, dbi, &k, nullptr);
+    if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  } else {
+    uint64_t n = row.count | (row.pending ? kPendingBit : 0);
+    MDB_val nv = Val(&n, 8);
+    MDB_TRY(db_->dir_, mdb_put(txn_, dbi, &k, &nv, 0));
+  }
+  return std::optional<RefRow>(row);
+}
+
+Result<MetaDb::Txn::RefRow> MetaDb::Txn::GetRef(Counts table, const store::ObjectId& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn_, table == Counts::kLive ? db_->refcount_ : db_->recount_, &k, &v);
+  if (rc == MDB_NOTFOUND) return RefRow{};
+  MDB_TRY(db_->dir_, rc);
+  return RefRow{CountOf(v), (RawCount(v) & kPendingBit) != 0};
+}
+
+Result<void> MetaDb::Txn::SetPending(Counts table, const store::ObjectId& id, bool pending) {
+  MDB_dbi dbi = table == Counts::kLive ? db_->refcount_ : db_->recount_;
+  MDB_val k = Val(id), v;
+  MDB_TRY(db_->dir_, mdb_get(txn_, dbi, &k, &v));
+  uint64_t n = CountOf(v) | (pending ? kPendingBit : 0);
+  MDB_val nv = Val(&n, 8);
+  MDB_TRY(db_->dir_, mdb_put(txn_, dbi, &k, &nv, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::ClearCounts(Counts table) {
+  if (table == Counts::kRecount) {
+    MDB_TRY(db_->dir_, mdb_drop(txn_, db_->recount_, 0));
+    return {};
+  }
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->refcount_, 0));
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->garbage_, 0));
+  MDB_val k = Val(kCountedKey.data(), kCountedKey.size());
+  int rc = mdb_del(txn_, db_->info_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+Result<void> MetaDb::Txn::CompareCounts(
+    const std::function<Result<void>(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
+  MDB_cursor *a, *b;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->refcount_, &a));
+  if (int rc = mdb_cursor_open(txn_, db_->recount_, &b); rc != 0) {
+    mdb_cursor_close(a);
+    MDB_TRY(db_->dir_, rc);
+  }
+  MDB_val ka, va, kb, vb;
+  int ra = mdb_cursor_get(a, &ka, &va, MDB_FIRST), rb = mdb_cursor_get(b, &kb, &vb, MDB_FIRST);
+  Result<void> err;
+  // A merge of two id-ordered tables: memory stays constant.
+  while (err && (ra == 0 || rb == 0)) {
+    int cmp = ra != 0 ? 1 : rb != 0 ? -1 : std::memcmp(ka.mv_data, kb.mv_data, 32);
+    if (cmp < 0) {
+      err = fn(IdOf(ka), CountOf(va), 0);
+      ra = mdb_cursor_get(a, &ka, &va, MDB_NEXT);
+    } else if (cmp > 0) {
+      err = fn(IdOf(kb), 0, CountOf(vb));
+      rb = mdb_cursor_get(b, &kb, &vb, MDB_NEXT);
+    } else {
+      if (CountOf(va) != CountOf(vb)) err = fn(IdOf(ka), CountOf(va), CountOf(vb));
+      ra = mdb_cursor_get(a, &ka, &va, MDB_NEXT);
+      rb = mdb_cursor_get(b, &kb, &vb, MDB_NEXT);
+    }
+  }
+  mdb_cursor_close(a);
+  mdb_cursor_close(b);
+  return err;
+}
+
+Result<bool> MetaDb::Txn::Counted() {
+  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()), v;
+  int rc = mdb_get(txn_, db_->info_, &k, &v);
+  if (rc == MDB_NOTFOUND) return false;
+  MDB_TRY(db_->dir_, rc);
+  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size) == kCountedVersion;
+}
+
+Result<void> MetaDb::Txn::SetCounted() {
+  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()),
+          v = Val(kCountedVersion.data(), kCountedVersion.size());
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::PutGarbage(const store::ObjectId& id) {
+  MDB_val k = Val(id), v = Val("", 0);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->garbage_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeleteGarbage(const store::ObjectId& id) {
+  MDB_val k = Val(id);
+  int rc = mdb_del(txn_, db_->garbage_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
+}  // namespace agentenv::snap

@@ -1,0 +1,45 @@
+// Internal to snap/meta*.cc: LMDB helpers shared by the metadata index's
+// source files. Not part of snap/'s API.
+#pragma once
+
+#include <lmdb.h>
+
+#include <cstring>
+#include <string>
+
+#include "common/result.h"
+#include "store/store.h"
+
+namespace agentenv::snap::meta_internal {
+
+inline Error MdbError(const std::string& dir, int rc) {
+  return Error{dir + ": " + mdb_strerror(rc), rc > 0 ? rc : 0,
+               rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ? ErrorCode::kCorrupt : ErrorCode::kIo};
+}
+#define MDB_TRY(dir, expr)                                       \
+  do {                                                           \
+    int rc_ = (expr);                                            \
+    if (rc_ != 0) return Unexpected<Error>(::agentenv::snap::meta_internal::MdbError(dir, rc_)); \
+  } while (0)
+
+inline MDB_val Val(const void* p, size_t n) { return MDB_val{n, const_cast<void*>(p)}; }
+inline MDB_val Val(const store::ObjectId& id) { return Val(id.bytes.data(), 32); }
+inline store::ObjectId IdOf(const MDB_val& v) {
+  store::ObjectId id;
+  if (v.mv_size == 32) std::memcpy(id.bytes.data(), v.mv_data, 32);
+  return id;
+}
+
+// A read transaction closed on scope exit.
+struct ReadTxn {
+  MDB_txn* txn = nullptr;
+  ~ReadTxn() {
+    if (txn) mdb_txn_abort(txn);
+  }
+};
+
+}  // namespace agentenv::snap::meta_internal
+
+#define READ_TXN(t)                \
+  meta_internal::ReadTxn t;        \
+  MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &t.txn))

@@ -1,0 +1,101 @@
+// snap/refcount: reference counts of stored objects, so that gc costs what
+// was dropped instead of a mark of everything live.
+//
+// Who references what (one reference per naming, so an id named twice by
+// one tree counts twice):
+//   - a node record: its node object and its root tree;
+//   - a tree (while its own count is > 0): each subtree and each file's
+//     content (chunk or manifest);
+//   - a manifest (while its count is > 0): each of its chunks;
+//   - a stat cache entry: the content it names (a later snapshot may name
+//     that content without reading the file, so it must not be dropped).
+// Only an object going 0 -> 1 is opened to count its children, and only one
+// reaching 0 is opened to release them, so a snapshot costs O(changes) and
+// dropping a node costs O(what only it reached). An object counted while
+// missing from the store (a damaged node's) is marked pending: its children
+// are counted when it is stored again, and never released before. Ids reaching 0 are put in
+// the garbage table; gc drops those still at 0. Counts live in LMDB (meta/),
+// never all in memory.
+//
+// A RefCounter works inside one MetaDb write transaction, so references
+// change atomically with the records that make them. Not thread-safe (one
+// transaction, one thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "common/result.h"
+#include "snap/diff.h"
+#include "snap/meta.h"
+#include "store/store.h"
+
+namespace agentenv::snap {
+
+struct RefStats {
+  uint64_t objects_read = 0;  // trees and manifests opened to count their children
+  uint64_t released = 0;      // objects whose count reached 0 (now garbage)
+};
+
+class RefCounter {
+ public:
+  // `enabled` false (a repository whose table is not built yet, see
+  // CountAll): the counting calls change nothing; PutStat and ClearStats
+  // still write the stat cache. `load` reads trees (default: from `store`);
+  // a snapshot passes its in-memory encodings of the trees it made.
+  RefCounter(const store::Store& store, MetaDb::Txn& txn, bool enabled,
+             MetaDb::Txn::Counts table = MetaDb::Txn::Counts::kLive, TreeLoader load = {});
+
+  // A node record was added (or removed): its node object and root tree.
+  // Errors: I/O, kCorrupt (a tree or manifest going 0 -> 1 does not decode;
+  // one that is missing counts but has no children, as in a damaged node).
+  Result<void> AddNode(const store::ObjectId& node, const store::ObjectId& tree);
+  Result<void> ReleaseNode(const store::ObjectId& node, const store::ObjectId& tree);
+  // A stat cache entry's content.
+  Result<void> AddContent(const store::FileRef& f);
+  Result<void> ReleaseContent(const store::FileRef& f);
+  // Writes a stat cache entry, moving the reference from the content the
+  // old entry named (if any) to the new one.
+  Result<void> PutStat(std::string_view path, const StatEntry& e);
+  // Removes a stat cache entry (a deleted file), releasing its content.
+  Result<void> DeleteStat(std::string_view path);
+  // Empties the stat cache, releasing what its entries named; returns how
+  // many entries there were.
+  Result<uint64_t> ClearStats();
+
+  // An object this snapshot stored (again): if it was counted while
+  // missing (pending), its children are counted now. Without this, a lost
+  // tree that comes back below an already counted parent would leave its
+  // children undercounted.
+  Result<void> Heal(const store::ObjectId& id, store::ObjectType type);
+
+  const RefStats& stats() const { return stats_; }
+
+ private:
+  Result<void> CountChildren(const store::ObjectId& id, store::ObjectType type, bool pending);
+  Result<void> Add(const store::ObjectId& id, store::ObjectType type);
+  Result<void> Release(const store::ObjectId& id, store::ObjectType type);
+  // Calls fn for each child of a tree or manifest (which must be stored).
+  Result<void> Children(const store::ObjectId& id, store::ObjectType type,
+                        const std::function<Result<void>(const store::ObjectId&, store::ObjectType)>& fn);
+
+  const store::Store& store_;
+  MetaDb::Txn& txn_;
+  bool enabled_;
+  MetaDb::Txn::Counts table_;
+  TreeLoader load_;
+  RefStats stats_;
+};
+
+// Builds a count table from scratch inside `txn`: clears it, then adds every
+// node record and stat cache entry. For kLive it then puts every stored
+// object without a reference in the garbage table (objects of snapshots
+// that crashed before their node was committed, or of a repository older
+// than the table) and sets the counted flag. Cost: every unique tree and
+// manifest read once and one pass over the store index; memory bounded
+// (counts stay in LMDB). Callers hold the repository lock for kLive.
+Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,
+                          MetaDb::Txn::Counts table);
+
+}  // namespace agentenv::snap

@@ -1,0 +1,537 @@
+// Reference-counted gc: counts equal a naive recount after snapshots that
+// share subtrees and chunks, dropping a node frees exactly what only it
+// reached (and du goes down), the cost follows what was dropped, kill -9
+// during snapshots and gc loses nothing and never undercounts, fsck finds
+// and repairs a wrong count, and an older repository gets counted once.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fsck/fsck.h"
+#include "snap/fsops.h"
+#include "snap/refcount.h"
+#include "snap/repo.h"
+#include "store/manifest.h"
+#include "tests/testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+using snap::Repo;
+using store::ObjectId;
+using Counts = std::map<ObjectId, uint64_t>;
+
+constexpr int64_t kMs = 1'000'000, kDay = 24 * 3600 * 1000 * kMs;
+
+void Write(const std::string& path, const std::string& data) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string Random(size_t n, uint64_t seed) {
+  auto b = RandomBytes(n, seed);
+  return std::string(b.begin(), b.end());
+}
+
+uint64_t DiskBytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) n += uint64_t(st.st_blocks) * 512;
+  }
+  return n;
+}
+
+// Midnight-aligned, 400 days ago: retention's daily bucket holds the nodes
+// of a test in one window.
+int64_t OldDay() {
+  int64_t now = snap::NowNs();
+  return (now - 400 * kDay) / kDay * kDay + 3600 * 1000 * kMs;
+}
+
+ObjectId SnapAt(Repo& repo, int64_t time_ns, const std::string& msg = "") {
+  // Files written within 50 ms of a scan are not stat-cached (racy-clean
+  // rule); waiting makes the stat cache, and so the counts, deterministic.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  snap::SnapOptions o;
+  o.time_ns = time_ns;
+  o.message = msg;
+  auto r = repo.Snapshot(o);
+  INFO((r ? "" : r.error().message));
+  REQUIRE(r);
+  REQUIRE(r->node);
+  return *r->node;
+}
+
+// Every reference of the repository, counted naively in memory by the
+// rules of snap/refcount.h (children of an object counted once).
+void CountTree(const store::Store& s, const ObjectId& id, store::ObjectType type, Counts& c) {
+  if (c[id]++ > 0) return;
+  if (type == store::ObjectType::kManifest) {
+    auto chunks = store::DecodeManifest(*s.Get(id));
+    REQUIRE(chunks);
+    for (const auto& ch : *chunks) c[ch.id]++;
+    return;
+  }
+  if (type != store::ObjectType::kTree) return;
+  auto t = snap::LoadTree(s, id);
+  REQUIRE(t);
+  for (const auto& e : *t) {
+    if (e.kind == snap::Kind::kDir) CountTree(s, e.id, store::ObjectType::kTree, c);
+    else if (e.kind == snap::Kind::kFile) CountTree(s, e.id, e.content, c);
+  }
+}
+
+Counts NaiveCounts(Repo& repo) {
+  Counts c;
+  auto nodes = repo.meta().AllNodes();
+  REQUIRE(nodes);
+  for (const auto& r : *nodes) {
+    c[r.id]++;
+    CountTree(repo.store(), r.tree, store::ObjectType::kTree, c);
+  }
+  REQUIRE(repo.meta().ForEachStat([&](const snap::StatEntry& e) { CountTree(repo.store(), e.ref.id, e.ref.type, c); }));
+  return c;
+}
+
+// The table equals the naive count for every stored and every counted id.
+void CheckExactCounts(Repo& repo) {
+  Counts want = NaiveCounts(repo);
+  REQUIRE(repo.store().ForEach([&](const ObjectId& id, const store::ObjectInfo&) -> Result<void> {
+    want.try_emplace(id, 0);
+    return {};
+  }));
+  uint64_t rows = 0;
+  for (const auto& [id, n] : want) {
+    INFO("object " << id.Hex());
+    CHECK(*repo.meta().RefCount(id) == n);
+    rows += n > 0;
+  }
+  CHECK(*repo.meta().CountedObjects() == rows);
+}
+
+std::set<ObjectId> StoredIds(Repo& repo) {
+  std::set<ObjectId> ids;
+  REQUIRE(repo.store().ForEach([&](const ObjectId& id, const store::ObjectInfo&) -> Result<void> {
+    ids.insert(id);
+    return {};
+  }));
+  return ids;
+}
+
+ObjectId EntryId(Repo& repo, const ObjectId& tree, const std::string& name) {
+  auto t = snap::LoadTree(repo.store(), tree);
+  REQUIRE(t);
+  for (const auto& e : *t)
+    if (e.name == name) return e.id;
+  FAIL("no entry " << name);
+  return {};
+}
+
+uint64_t HistoryErrors(Repo& repo, std::vector<std::string>* kinds = nullptr) {
+  auto r = repo.CheckHistory([&](const snap::HistoryFinding& f) {
+    UNSCOPED_INFO(f.kind << ": " << f.message);
+    if (kinds) kinds->push_back(f.kind);
+  });
+  REQUIRE(r);
+  return *r;
+}
+
+TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and chunks", "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  std::string big = Random(1 << 20, 1);  // a manifest of FastCDC chunks
+  Write(w + "/a/f1", "one");
+  Write(w + "/a/big", big);
+  Write(w + "/b/f1", "one");  // b/ equals a/: one shared subtree
+  Write(w + "/b/big", big);
+  Write(w + "/c/big2", big + Random(8192, 2));  // shares most chunks with big
+  for (std::string f : {"a/f1", "a/big", "b/f1", "b/big"}) {
+    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, 0) == 0);
+  }
+  int64_t t0 = OldDay();
+  ObjectId n1 = SnapAt(*repo, t0);
+  auto rec1 = *repo->Record(n1);
+  ObjectId sub = EntryId(*repo, rec1.tree, "a");
+  CHECK(sub == EntryId(*repo, rec1.tree, "b"));
+  CHECK(*repo->meta().RefCount(sub) == 2);  // named by the root twice
+  CHECK(*repo->meta().RefCount(n1) == 1);
+  CHECK(*repo->meta().RefCount(rec1.tree) == 1);
+  CheckExactCounts(*repo);
+
+  Write(w + "/a/f1", "changed");
+  ObjectId n2 = SnapAt(*repo, t0 + kMs);
+  CHECK(*repo->meta().RefCount(sub) == 3);  // root 1 (a, b) and root 2 (b)
+  CheckExactCounts(*repo);
+
+  // A deleted file's stat entry goes with it, and so does its reference.
+  std::filesystem::remove(w + "/c/big2");
+  SnapAt(*repo, t0 + 2 * kMs);
+  auto stats = repo->meta().ReadStats();
+  REQUIRE(stats);
+  CHECK_FALSE((*stats)->Get("c/big2"));
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+  static_cast<void>(n2);
+}
+
+TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared chunks stay, du goes down",
+          "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  std::string r1 = Random(1 << 20, 11), r2 = Random(1 << 20, 12), r3 = Random(1 << 20, 13);
+  int64_t t0 = OldDay();
+  Write(w + "/shared.bin", r1);
+  Write(w + "/etc/conf", "v0");
+  ObjectId n0 = SnapAt(*repo, t0, "n0");
+  Write(w + "/etc/conf", "v1");
+  ObjectId n1 = SnapAt(*repo, t0 + kMs, "n1");
+  Write(w + "/unique.bin", r2 + r3);  // only n2 has it; its r3 chunks reappear in n3
+  ObjectId n2 = SnapAt(*repo, t0 + 2 * kMs, "n2");
+  std::filesystem::remove(w + "/unique.bin");
+  Write(w + "/tail.bin", r3 + "tail");
+  Write(w + "/etc/conf", "v3");
+  ObjectId n3 = SnapAt(*repo, t0 + 3 * kMs, "n3");
+  CheckExactCounts(*repo);
+
+  // What only n2 reaches: its node object and reachable ids that neither
+  // another node nor the stat cache reaches.
+  Counts all = NaiveCounts(*repo), others;
+  for (ObjectId n : {n0, n1, n3}) {
+    others[n]++;
+    CountTree(repo->store(), repo->Record(n)->tree, store::ObjectType::kTree, others);
+  }
+  REQUIRE(repo->meta().ForEachStat([&](const snap::StatEntry& e) {
+    CountTree(repo->store(), e.ref.id, e.ref.type, others);
+  }));
+  std::set<ObjectId> expect;
+  for (const auto& [id, n] : all)
+    if (!others.count(id)) expect.insert(id);
+  ObjectId unique = EntryId(*repo, repo->Record(n2)->tree, "unique.bin");
+  CHECK(expect.count(unique));
+  CHECK(expect.count(n2));
+  auto chunks = *store::DecodeManifest(*repo->store().Get(unique));
+  size_t shared_chunks = 0;
+  for (const auto& c : chunks) shared_chunks += others.count(c.id);
+  CHECK(shared_chunks > 0);  // r3's chunks are in tail.bin too
+  CHECK(shared_chunks < chunks.size());
+
+  snap::RetentionPolicy keep;
+  keep.keep_last = 1;
+  keep.keep_within = std::chrono::seconds(0);
+  auto ret = repo->Retain(keep, false, snap::NowNs());
+  REQUIRE(ret);
+  REQUIRE(ret->dropped.size() == 1);
+  CHECK(ret->dropped[0].id == n2);
+  CHECK(ret->released == expect.size());
+  CheckExactCounts(*repo);
+
+  std::set<ObjectId> before = StoredIds(*repo);
+  uint64_t du_before = DiskBytes(t.str() + "/r/store");
+  auto gc = repo->Gc(store::CompactOptions{0.0});
+  REQUIRE(gc);
+  CHECK_FALSE(gc->counted);
+  CHECK(gc->objects_read == 0);
+  std::set<ObjectId> after = StoredIds(*repo), gone;
+  for (const auto& id : before)
+    if (!after.count(id)) gone.insert(id);
+  CHECK(gone == expect);
+  CHECK(gc->dropped_objects == expect.size());
+  uint64_t du_after = DiskBytes(t.str() + "/r/store");
+  INFO("store " << du_before << " -> " << du_after << " bytes");
+  CHECK(du_after + (1 << 20) < du_before);  // at least r2's MiB is gone from disk
+  CHECK(*repo->meta().Garbage(10) == std::vector<ObjectId>{});
+  CHECK(HistoryErrors(*repo) == 0);
+  auto st = fsck::CheckStore(repo->store(), {}, {});
+  REQUIRE(st);
+  CHECK(st->errors == 0);
+
+  // The survivors restore exactly, shared chunks included.
+  REQUIRE(repo->Restore(n1.Hex()));
+  CHECK(Read(w + "/shared.bin") == r1);
+  CHECK(Read(w + "/etc/conf") == "v1");
+  CHECK_FALSE(std::filesystem::exists(w + "/unique.bin"));
+  REQUIRE(repo->Restore(n3.Hex()));
+  CHECK(Read(w + "/tail.bin") == r3 + "tail");
+  CHECK(Read(w + "/shared.bin") == r1);
+  CHECK(Read(w + "/etc/conf") == "v3");
+  CheckExactCounts(*repo);
+}
+
+TEST_CASE("refcount: gc after dropping 1 node of many reads only what that node alone reached", "[refcount]") {
+  ::setenv("TMPDIR", "/dev/shm", 1);  // hundreds of durable commits
+  TempDir t;
+  ::unsetenv("TMPDIR");
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  // 40 directories of 10 files; each node changes one file.
+  for (int d = 0; d < 40; ++d)
+    for (int f = 0; f < 10; ++f) Write(w + "/d" + std::to_string(d) + "/f" + std::to_string(f), Random(512, d * 10 + f));
+  int64_t t0 = OldDay();
+  const int nodes = 200;
+  for (int i = 0; i < nodes; ++i) {
+    if (i) Write(w + "/d" + std::to_string(i % 40) + "/f0", "state " + std::to_string(i));
+    snap::SnapOptions o;
+    o.time_ns = t0 + i * kMs;
+    o.allow_empty = true;
+    if (i) o.paths = std::vector<std::string>{"d" + std::to_string(i % 40) + "/f0"};
+    REQUIRE(repo->Snapshot(o));
+  }
+  snap::RetentionPolicy keep;
+  keep.keep_last = nodes - 3;  // the root, the day's first node and the newest: one node goes
+  keep.keep_within = std::chrono::seconds(0);
+  auto ret = repo->Retain(keep, false, snap::NowNs());
+  REQUIRE(ret);
+  REQUIRE(ret->dropped.size() == 1);
+  // Its root tree and the one directory it changed: read to release them;
+  // everything else only decremented.
+  CHECK(ret->objects_read <= 2);
+  CHECK(ret->released <= 4);  // node, root tree, d2 tree, d2/f0's content
+  auto gc = repo->Gc();
+  REQUIRE(gc);
+  CHECK(gc->objects_read == 0);
+  CHECK(gc->dropped_objects == ret->released);
+  // The mark it replaces reads every unique tree: here 199 roots and
+  // 240 directory trees.
+  auto full = repo->Gc({}, true);
+  REQUIRE(full);
+  INFO("full recount read " << full->objects_read);
+  CHECK(full->objects_read > 400);
+  CHECK(full->dropped_objects == 0);
+  CheckExactCounts(*repo);
+}
+
+TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][fsck]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  Write(w + "/d/f", "x");
+  Write(w + "/g", Random(300000, 3));
+  ObjectId n = SnapAt(*repo, snap::NowNs());
+  ObjectId sub = EntryId(*repo, repo->Record(n)->tree, "d");
+  CHECK(HistoryErrors(*repo) == 0);
+  for (int64_t delta : {+1, -1}) {
+    {
+      auto txn = *repo->meta().Begin();
+      REQUIRE(txn->AdjustRef(snap::MetaDb::Txn::Counts::kLive, sub, delta));
+      REQUIRE(txn->Commit());
+    }
+    std::vector<std::string> kinds;
+    CHECK(HistoryErrors(*repo, &kinds) == 1);
+    CHECK(kinds == std::vector<std::string>{"refcount"});
+    auto rep = repo->RepairHistory();
+    REQUIRE(rep);
+    CHECK(rep->counts_fixed == 1);
+    CHECK(rep->marked.empty());
+    CHECK(HistoryErrors(*repo) == 0);
+    CHECK(*repo->meta().RefCount(sub) == 1);
+  }
+  CheckExactCounts(*repo);
+}
+
+TEST_CASE("refcount: a lost tree stored again by a scan gets its children counted", "[refcount][fsck]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  Write(w + "/d/f1", "one");
+  Write(w + "/d/f2", Random(300000, 6));
+  ObjectId n = SnapAt(*repo, snap::NowNs());
+  ObjectId sub = EntryId(*repo, repo->Record(n)->tree, "d");
+  {
+    auto b = *repo->store().BeginBatch();
+    REQUIRE(b->Drop(sub));
+    REQUIRE(b->Commit());
+  }
+  // Repair marks the node and recounts: d/ is counted but cannot be
+  // opened, so its files are counted by the stat cache only.
+  auto rep = repo->RepairHistory();
+  REQUIRE(rep);
+  REQUIRE(rep->marked.size() == 1);
+  CHECK(*repo->meta().RefCount(sub) == 1);
+  // A status scan stores d/ again (the live tree still has it): its
+  // children count from now on, as a recount says.
+  REQUIRE(repo->Status());
+  REQUIRE(*repo->store().Has(sub));
+  CHECK(HistoryErrors(*repo) == 0);
+  CheckExactCounts(*repo);
+}
+
+TEST_CASE("refcount: a repository without counts is counted once, gc --full drops unreferenced objects",
+          "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  Write(w + "/a", "a");
+  Write(w + "/big", Random(600000, 4));
+  int64_t t0 = OldDay();
+  SnapAt(*repo, t0);
+  // As made before reference counting: no table, no flag.
+  {
+    auto txn = *repo->meta().Begin();
+    REQUIRE(txn->ClearCounts(snap::MetaDb::Txn::Counts::kLive));
+    REQUIRE(txn->Commit());
+  }
+  Write(w + "/a", "a2");
+  SnapAt(*repo, t0 + kMs);
+  Write(w + "/a", "a3");
+  SnapAt(*repo, t0 + 2 * kMs);
+  CHECK(*repo->meta().CountedObjects() == 0);
+  CHECK(HistoryErrors(*repo) == 0);  // nothing to compare yet
+  // What a snapshot killed before its node commit leaves: stored, unnamed.
+  auto orphan_bytes = RandomBytes(5000, 5);
+  ObjectId orphan;
+  {
+    auto b = *repo->store().BeginBatch();
+    orphan = *b->Put(store::ObjectType::kChunk, orphan_bytes);
+    REQUIRE(b->Commit());
+  }
+  auto gc = repo->Gc();
+  REQUIRE(gc);
+  CHECK(gc->counted);
+  CHECK(gc->objects_read > 0);
+  CHECK(gc->dropped_objects == 1);  // the orphan: every node's objects stay
+  CHECK_FALSE(*repo->store().Has(orphan));
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+
+  // Counted now: a new orphan is not garbage (nothing released it) until
+  // gc --full recounts.
+  {
+    auto b = *repo->store().BeginBatch();
+    orphan = *b->Put(store::ObjectType::kChunk, orphan_bytes);
+    REQUIRE(b->Commit());
+  }
+  auto again = repo->Gc();
+  REQUIRE(again);
+  CHECK_FALSE(again->counted);
+  CHECK(again->dropped_objects == 0);
+  CHECK(*repo->store().Has(orphan));
+  auto full = repo->Gc({}, true);
+  REQUIRE(full);
+  CHECK(full->counted);
+  CHECK(full->dropped_objects == 1);
+  CHECK_FALSE(*repo->store().Has(orphan));
+  CheckExactCounts(*repo);
+}
+
+// The child: snapshots forever (each node's content derives from its
+// message), thinning and collecting every few nodes. It reports each
+// committed node on `out` as a line of hex, and "g" / "G" around retain
+// and gc, so the parent knows where the kill landed.
+[[noreturn]] void SnapshotAndCollect(const std::string& root, int out, int round) {
+  auto repo = Repo::Open(root);
+  if (!repo) ::_exit(3);
+  std::string w = (*repo)->work_dir();
+  for (int i = 0;; ++i) {
+    std::string tag = std::to_string(round) + "." + std::to_string(i);
+    Write(w + "/big", Random(300000, uint64_t(round) * 1000 + uint64_t(i)));
+    Write(w + "/dir" + std::to_string(i % 4) + "/f", tag);
+    snap::SnapOptions o;
+    o.message = tag;
+    auto r = (*repo)->Snapshot(o);
+    if (!r || !r->node) ::_exit(4);
+    std::string line = r->node->Hex() + "\n";
+    if (::write(out, line.data(), line.size()) != ssize_t(line.size())) ::_exit(5);
+    if (i % 3 == 2) {
+      if (::write(out, "g\n", 2) != 2) ::_exit(5);
+      snap::RetentionPolicy keep;
+      keep.keep_last = 2;
+      keep.keep_within = std::chrono::seconds(0);
+      if (!(*repo)->Retain(keep, false, snap::NowNs())) ::_exit(6);
+      if (!(*repo)->Gc(store::CompactOptions{0.2})) ::_exit(7);
+      if (::write(out, "G\n", 2) != 2) ::_exit(5);
+    }
+  }
+}
+
+TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and never undercounts",
+          "[refcount][crash]") {
+  ::setenv("TMPDIR", "/dev/shm", 1);
+  TempDir t;
+  ::unsetenv("TMPDIR");
+  std::string root = t.str() + "/r";
+  REQUIRE(Repo::Create(root));
+  std::mt19937 rng(42);
+  // Until kills have landed in retain/gc and in snapshots a few times each.
+  int in_gc = 0, elsewhere = 0;
+  for (int round = 0; round < 40 && (in_gc < 3 || elsewhere < 3); ++round) {
+    int p[2];
+    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(p[0]);
+      SnapshotAndCollect(root, p[1], round);
+    }
+    ::close(p[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO("round " << round);
+    REQUIRE(WIFSIGNALED(status));
+    std::string reported;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) reported.append(buf, size_t(n));
+    ::close(p[0]);
+    std::vector<std::string> lines;
+    for (size_t at = 0, nl; (nl = reported.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(reported.substr(at, nl - at));
+    (!lines.empty() && lines.back() == "g" ? in_gc : elsewhere)++;
+
+    auto repo = *Repo::Open(root);
+    // The newest committed node is HEAD or older than it: never lost.
+    for (auto l = lines.rbegin(); l != lines.rend(); ++l) {
+      if (l->size() != 64) continue;
+      CHECK(*repo->meta().GetNode(*ObjectId::FromHex(*l)));
+      break;
+    }
+    // History whole, counts equal to a recount (none too low), store sound.
+    CHECK(HistoryErrors(*repo) == 0);
+    auto st = fsck::CheckStore(repo->store(), {}, {});
+    REQUIRE(st);
+    CHECK(st->errors == 0);
+    // Every node the child made restores exactly what its snapshot saw
+    // (restore's own "uncommitted changes" nodes have other titles).
+    auto nodes = *repo->meta().AllNodes();
+    for (const auto& r : nodes) {
+      uint64_t rr = 0, i = 0;
+      if (std::sscanf(r.title.c_str(), "%lu.%lu", &rr, &i) != 2) continue;
+      REQUIRE(repo->Restore(r.id.Hex()));
+      CHECK(Read(repo->work_dir() + "/big") == Random(300000, rr * 1000 + i));
+      CHECK(Read(repo->work_dir() + "/dir" + std::to_string(i % 4) + "/f") == r.title);
+    }
+  }
+  INFO(in_gc << " kills in retain or gc, " << elsewhere << " elsewhere");
+  CHECK(in_gc >= 3);
+  CHECK(elsewhere >= 3);
+  // Leftovers of killed snapshots are only unreferenced objects.
+  auto repo = *Repo::Open(root);
+  auto full = repo->Gc({}, true);
+  REQUIRE(full);
+  CHECK(HistoryErrors(*repo) == 0);
+  CheckExactCounts(*repo);
+}
+
+}  // namespace
+}  // namespace agentenv::test
