@@ -15,6 +15,7 @@
 #include "fsck/fsck.h"
 #include "snap/repo.h"
 #include "store/inspect.h"
+#include "tests/history_testutil.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
@@ -47,12 +48,7 @@ ObjectId Snap(Repo& repo, const std::string& msg) {
 
 // The id of entry `name` in the root tree of node `n`.
 ObjectId EntryId(Repo& repo, const ObjectId& n, const std::string& name) {
-  auto t = snap::LoadTree(repo.store(), repo.Record(n)->tree);
-  REQUIRE(t);
-  for (const auto& e : *t)
-    if (e.name == name) return e.id;
-  FAIL("no entry " << name);
-  return {};
+  return TreeEntryId(repo, repo.Record(n)->tree, name);
 }
 
 // Errors (not known damage) and the known-damaged node messages.

@@ -24,6 +24,7 @@
 #include "snap/refcount.h"
 #include "snap/repo.h"
 #include "store/manifest.h"
+#include "tests/history_testutil.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
@@ -48,15 +49,6 @@ std::string Read(const std::string& path) {
 std::string Random(size_t n, uint64_t seed) {
   auto b = RandomBytes(n, seed);
   return std::string(b.begin(), b.end());
-}
-
-uint64_t DiskBytes(const std::string& dir) {
-  uint64_t n = 0;
-  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    struct stat st;
-    if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) n += uint64_t(st.st_blocks) * 512;
-  }
-  return n;
 }
 
 // Midnight-aligned, 400 days ago: retention's daily bucket holds the nodes
@@ -136,15 +128,6 @@ std::set<ObjectId> StoredIds(Repo& repo) {
   return ids;
 }
 
-ObjectId EntryId(Repo& repo, const ObjectId& tree, const std::string& name) {
-  auto t = snap::LoadTree(repo.store(), tree);
-  REQUIRE(t);
-  for (const auto& e : *t)
-    if (e.name == name) return e.id;
-  FAIL("no entry " << name);
-  return {};
-}
-
 uint64_t HistoryErrors(Repo& repo, std::vector<std::string>* kinds = nullptr) {
   auto r = repo.CheckHistory([&](const snap::HistoryFinding& f) {
     UNSCOPED_INFO(f.kind << ": " << f.message);
@@ -171,8 +154,8 @@ TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and
   int64_t t0 = OldDay();
   ObjectId n1 = SnapAt(*repo, t0);
   auto rec1 = *repo->Record(n1);
-  ObjectId sub = EntryId(*repo, rec1.tree, "a");
-  CHECK(sub == EntryId(*repo, rec1.tree, "b"));
+  ObjectId sub = TreeEntryId(*repo, rec1.tree, "a");
+  CHECK(sub == TreeEntryId(*repo, rec1.tree, "b"));
   CHECK(*repo->meta().RefCount(sub) == 2);  // named by the root twice
   CHECK(*repo->meta().RefCount(n1) == 1);
   CHECK(*repo->meta().RefCount(rec1.tree) == 1);
@@ -227,7 +210,7 @@ TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared 
   std::set<ObjectId> expect;
   for (const auto& [id, n] : all)
     if (!others.count(id)) expect.insert(id);
-  ObjectId unique = EntryId(*repo, repo->Record(n2)->tree, "unique.bin");
+  ObjectId unique = TreeEntryId(*repo, repo->Record(n2)->tree, "unique.bin");
   CHECK(expect.count(unique));
   CHECK(expect.count(n2));
   auto chunks = *store::DecodeManifest(*repo->store().Get(unique));
@@ -328,7 +311,7 @@ TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][
   Write(w + "/d/f", "x");
   Write(w + "/g", Random(300000, 3));
   ObjectId n = SnapAt(*repo, snap::NowNs());
-  ObjectId sub = EntryId(*repo, repo->Record(n)->tree, "d");
+  ObjectId sub = TreeEntryId(*repo, repo->Record(n)->tree, "d");
   CHECK(HistoryErrors(*repo) == 0);
   for (int64_t delta : {+1, -1}) {
     {
@@ -356,7 +339,7 @@ TEST_CASE("refcount: a lost tree stored again by a scan gets its children counte
   Write(w + "/d/f1", "one");
   Write(w + "/d/f2", Random(300000, 6));
   ObjectId n = SnapAt(*repo, snap::NowNs());
-  ObjectId sub = EntryId(*repo, repo->Record(n)->tree, "d");
+  ObjectId sub = TreeEntryId(*repo, repo->Record(n)->tree, "d");
   {
     auto b = *repo->store().BeginBatch();
     REQUIRE(b->Drop(sub));

@@ -9,6 +9,7 @@
 
 #include "snap/diff.h"
 #include "snap/repo.h"
+#include "tests/history_testutil.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
@@ -24,15 +25,6 @@ void Write(const std::string& path, const std::string& data) {
 std::string Read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-uint64_t DiskBytes(const std::string& dir) {
-  uint64_t n = 0;
-  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    struct stat st;
-    if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) n += uint64_t(st.st_blocks) * 512;
-  }
-  return n;
 }
 
 TEST_CASE("retention: a simulated week stays bounded with an exponential tail, gc frees and keeps") {

@@ -1,0 +1,36 @@
+// Helpers shared by the history tests (retention, refcount, repair).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "snap/repo.h"
+#include "snap/tree.h"
+
+namespace agentenv::test {
+
+// Bytes allocated on disk by the regular files under `dir`.
+inline uint64_t DiskBytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) n += uint64_t(st.st_blocks) * 512;
+  }
+  return n;
+}
+
+// The id of entry `name` in tree `tree` (fails the test if absent).
+inline store::ObjectId TreeEntryId(snap::Repo& repo, const store::ObjectId& tree, const std::string& name) {
+  auto t = snap::LoadTree(repo.store(), tree);
+  REQUIRE(t);
+  for (const auto& e : *t)
+    if (e.name == name) return e.id;
+  FAIL("no entry " << name);
+  return {};
+}
+
+}  // namespace agentenv::test
