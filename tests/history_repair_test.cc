@@ -26,16 +26,6 @@ using store::ObjectId;
 
 void Write(const std::string& path, const std::string& data) { std::ofstream(path, std::ios::binary) << data; }
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Random(size_t n, uint64_t seed) {
-  auto b = RandomBytes(n, seed);
-  return std::string(b.begin(), b.end());
-}
-
 ObjectId Snap(Repo& repo, const std::string& msg) {
   snap::SnapOptions o;
   o.message = msg;
@@ -75,7 +65,7 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   std::string w = repo->work_dir();
   Write(w + "/keep", "keep\n");
   ObjectId a = Snap(*repo, "A");
-  Write(w + "/flip.bin", Random(200000, 1));  // one raw chunk, only in B
+  Write(w + "/flip.bin", RandomString(200000, 1));  // one raw chunk, only in B
   ObjectId b = Snap(*repo, "B");
   ::unlink((w + "/flip.bin").c_str());
   std::filesystem::create_directories(w + "/gone");
@@ -85,7 +75,7 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   Write(w + "/keep", "keep, changed\n");
   ObjectId d = Snap(*repo, "D");
   REQUIRE(repo->Tag("ok", d.Hex()));
-  Write(w + "/tail.bin", Random(100000, 2));
+  Write(w + "/tail.bin", RandomString(100000, 2));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // not racy-clean: the stat cache keeps it
   ObjectId e = Snap(*repo, "E");
   REQUIRE(CheckHistory(*repo) == 0);
@@ -105,11 +95,7 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   }
   // 2. A missing object: C's tree of gone/.
   ObjectId gone = EntryId(*repo, c, "gone");
-  {
-    auto batch = *repo->store().BeginBatch();
-    REQUIRE(batch->Drop(gone));
-    REQUIRE(batch->Commit());
-  }
+  LoseObject(*repo, gone);
   // 3. A dangling ref.
   ObjectId ghost = ObjectId::Of(std::vector<uint8_t>{1, 2, 3});
   {
@@ -176,10 +162,10 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   auto to_d = repo->Restore("ok");
   INFO((to_d ? "" : to_d.error().message));
   REQUIRE(to_d);
-  CHECK(Read(w + "/keep") == "keep, changed\n");
+  CHECK(ReadString(w + "/keep") == "keep, changed\n");
   CHECK_FALSE(std::filesystem::exists(w + "/tail.bin"));
   REQUIRE(repo->Restore(a.Hex()));
-  CHECK(Read(w + "/keep") == "keep\n");
+  CHECK(ReadString(w + "/keep") == "keep\n");
   // Snapshots go on; gc runs past the damaged nodes and leaves fsck clean.
   Write(w + "/new", "after repair\n");
   ObjectId f = Snap(*repo, "F");
@@ -190,23 +176,19 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   CHECK(StoreErrors(*repo) == 0);
   CHECK(CheckHistory(*repo) == 0);
   REQUIRE(repo->Restore(d.Hex()));
-  CHECK(Read(w + "/keep") == "keep, changed\n");
+  CHECK(ReadString(w + "/keep") == "keep, changed\n");
 }
 
 TEST_CASE("fsck repair clears the mark of a node whose objects came back", "[fsck][history]") {
   TempDir t;
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
-  std::string data = Random(50000, 9);
+  std::string data = RandomString(50000, 9);
   Write(w + "/f", data);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // not racy-clean: the stat cache keeps it
   ObjectId a = Snap(*repo, "A");
   ObjectId content = EntryId(*repo, a, "f");
-  {
-    auto batch = *repo->store().BeginBatch();
-    REQUIRE(batch->Drop(content));
-    REQUIRE(batch->Commit());
-  }
+  LoseObject(*repo, content);
   auto hr = repo->RepairHistory();
   REQUIRE(hr);
   REQUIRE(hr->marked.size() == 1);

@@ -6,12 +6,25 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "snap/repo.h"
 #include "snap/tree.h"
+#include "tests/testutil.h"
 
 namespace agentenv::test {
+
+inline std::string ReadString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline std::string RandomString(size_t n, uint64_t seed) {
+  auto b = RandomBytes(n, seed);
+  return std::string(b.begin(), b.end());
+}
 
 // Bytes allocated on disk by the regular files under `dir`.
 inline uint64_t DiskBytes(const std::string& dir) {
@@ -31,6 +44,14 @@ inline store::ObjectId TreeEntryId(snap::Repo& repo, const store::ObjectId& tree
     if (e.name == name) return e.id;
   FAIL("no entry " << name);
   return {};
+}
+
+// Loses `id` from the store behind history's back (as damage would).
+inline void LoseObject(snap::Repo& repo, const store::ObjectId& id) {
+  auto b = repo.store().BeginBatch();
+  REQUIRE(b);
+  REQUIRE((*b)->Drop(id));
+  REQUIRE((*b)->Commit());
 }
 
 }  // namespace agentenv::test

@@ -41,16 +41,6 @@ void Write(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
 }
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string Random(size_t n, uint64_t seed) {
-  auto b = RandomBytes(n, seed);
-  return std::string(b.begin(), b.end());
-}
-
 // Midnight-aligned, 400 days ago: retention's daily bucket holds the nodes
 // of a test in one window.
 int64_t OldDay() {
@@ -141,12 +131,12 @@ TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and
   TempDir t;
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
-  std::string big = Random(1 << 20, 1);  // a manifest of FastCDC chunks
+  std::string big = RandomString(1 << 20, 1);  // a manifest of FastCDC chunks
   Write(w + "/a/f1", "one");
   Write(w + "/a/big", big);
   Write(w + "/b/f1", "one");  // b/ equals a/: one shared subtree
   Write(w + "/b/big", big);
-  Write(w + "/c/big2", big + Random(8192, 2));  // shares most chunks with big
+  Write(w + "/c/big2", big + RandomString(8192, 2));  // shares most chunks with big
   for (std::string f : {"a/f1", "a/big", "b/f1", "b/big"}) {
     struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
     REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, 0) == 0);
@@ -182,7 +172,7 @@ TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared 
   TempDir t;
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
-  std::string r1 = Random(1 << 20, 11), r2 = Random(1 << 20, 12), r3 = Random(1 << 20, 13);
+  std::string r1 = RandomString(1 << 20, 11), r2 = RandomString(1 << 20, 12), r3 = RandomString(1 << 20, 13);
   int64_t t0 = OldDay();
   Write(w + "/shared.bin", r1);
   Write(w + "/etc/conf", "v0");
@@ -251,13 +241,13 @@ TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared 
 
   // The survivors restore exactly, shared chunks included.
   REQUIRE(repo->Restore(n1.Hex()));
-  CHECK(Read(w + "/shared.bin") == r1);
-  CHECK(Read(w + "/etc/conf") == "v1");
+  CHECK(ReadString(w + "/shared.bin") == r1);
+  CHECK(ReadString(w + "/etc/conf") == "v1");
   CHECK_FALSE(std::filesystem::exists(w + "/unique.bin"));
   REQUIRE(repo->Restore(n3.Hex()));
-  CHECK(Read(w + "/tail.bin") == r3 + "tail");
-  CHECK(Read(w + "/shared.bin") == r1);
-  CHECK(Read(w + "/etc/conf") == "v3");
+  CHECK(ReadString(w + "/tail.bin") == r3 + "tail");
+  CHECK(ReadString(w + "/shared.bin") == r1);
+  CHECK(ReadString(w + "/etc/conf") == "v3");
   CheckExactCounts(*repo);
 }
 
@@ -269,7 +259,7 @@ TEST_CASE("refcount: gc after dropping 1 node of many reads only what that node 
   std::string w = repo->work_dir();
   // 40 directories of 10 files; each node changes one file.
   for (int d = 0; d < 40; ++d)
-    for (int f = 0; f < 10; ++f) Write(w + "/d" + std::to_string(d) + "/f" + std::to_string(f), Random(512, d * 10 + f));
+    for (int f = 0; f < 10; ++f) Write(w + "/d" + std::to_string(d) + "/f" + std::to_string(f), RandomString(512, d * 10 + f));
   int64_t t0 = OldDay();
   const int nodes = 200;
   for (int i = 0; i < nodes; ++i) {
@@ -309,7 +299,7 @@ TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
   Write(w + "/d/f", "x");
-  Write(w + "/g", Random(300000, 3));
+  Write(w + "/g", RandomString(300000, 3));
   ObjectId n = SnapAt(*repo, snap::NowNs());
   ObjectId sub = TreeEntryId(*repo, repo->Record(n)->tree, "d");
   CHECK(HistoryErrors(*repo) == 0);
@@ -337,14 +327,10 @@ TEST_CASE("refcount: a lost tree stored again by a scan gets its children counte
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
   Write(w + "/d/f1", "one");
-  Write(w + "/d/f2", Random(300000, 6));
+  Write(w + "/d/f2", RandomString(300000, 6));
   ObjectId n = SnapAt(*repo, snap::NowNs());
   ObjectId sub = TreeEntryId(*repo, repo->Record(n)->tree, "d");
-  {
-    auto b = *repo->store().BeginBatch();
-    REQUIRE(b->Drop(sub));
-    REQUIRE(b->Commit());
-  }
+  LoseObject(*repo, sub);
   // Repair marks the node and recounts: d/ is counted but cannot be
   // opened, so its files are counted by the stat cache only.
   auto rep = repo->RepairHistory();
@@ -365,7 +351,7 @@ TEST_CASE("refcount: a repository without counts is counted once, gc --full drop
   auto repo = *Repo::Create(t.str() + "/r");
   std::string w = repo->work_dir();
   Write(w + "/a", "a");
-  Write(w + "/big", Random(600000, 4));
+  Write(w + "/big", RandomString(600000, 4));
   int64_t t0 = OldDay();
   SnapAt(*repo, t0);
   // As made before reference counting: no table, no flag.
@@ -427,7 +413,7 @@ TEST_CASE("refcount: a repository without counts is counted once, gc --full drop
   std::string w = (*repo)->work_dir();
   for (int i = 0;; ++i) {
     std::string tag = std::to_string(round) + "." + std::to_string(i);
-    Write(w + "/big", Random(300000, uint64_t(round) * 1000 + uint64_t(i)));
+    Write(w + "/big", RandomString(300000, uint64_t(round) * 1000 + uint64_t(i)));
     Write(w + "/dir" + std::to_string(i % 4) + "/f", tag);
     snap::SnapOptions o;
     o.message = tag;
@@ -501,8 +487,8 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
       uint64_t rr = 0, i = 0;
       if (std::sscanf(r.title.c_str(), "%lu.%lu", &rr, &i) != 2) continue;
       REQUIRE(repo->Restore(r.id.Hex()));
-      CHECK(Read(repo->work_dir() + "/big") == Random(300000, rr * 1000 + i));
-      CHECK(Read(repo->work_dir() + "/dir" + std::to_string(i % 4) + "/f") == r.title);
+      CHECK(ReadString(repo->work_dir() + "/big") == RandomString(300000, rr * 1000 + i));
+      CHECK(ReadString(repo->work_dir() + "/dir" + std::to_string(i % 4) + "/f") == r.title);
     }
   }
   INFO(in_gc << " kills in retain or gc, " << elsewhere << " elsewhere");

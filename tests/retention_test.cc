@@ -22,11 +22,6 @@ void Write(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary) << data;
 }
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 TEST_CASE("retention: a simulated week stays bounded with an exponential tail, gc frees and keeps") {
   // Thousands of durable commits: on tmpfs, fsync costs nothing.
   ::setenv("TMPDIR", "/dev/shm", 1);
@@ -120,11 +115,11 @@ TEST_CASE("retention: a simulated week stays bounded with an exponential tail, g
   CHECK(disk_after < disk_before);
   // Every survivor still restores exactly; the shared chunk survived.
   REQUIRE(repo->Restore(tagged->Hex()));
-  CHECK(Read(w + "/shared") == std::string(shared.begin(), shared.end()));
+  CHECK(ReadString(w + "/shared") == std::string(shared.begin(), shared.end()));
   auto expect = RandomBytes(2000, 100);
-  CHECK(Read(w + "/log") == std::string(expect.begin(), expect.end()));
+  CHECK(ReadString(w + "/log") == std::string(expect.begin(), expect.end()));
   REQUIRE(repo->Restore(branch_tip.node->Hex()));
-  CHECK(Read(w + "/branch-file") == "on a branch");
+  CHECK(ReadString(w + "/branch-file") == "on a branch");
 
   // History check: clean after gc; a lost tree object is named.
   auto clean = repo->CheckHistory({});
