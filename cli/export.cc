@@ -1,11 +1,10 @@
 #include "cli/export.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <sys/stat.h>
 
 #include <memory>
 
+#include "cli/libarchive.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 
@@ -13,11 +12,12 @@ namespace agentenv::cli {
 namespace {
 
 using WriteArchive = std::unique_ptr<archive, decltype(&archive_write_free)>;
-using Entry = std::unique_ptr<archive_entry, decltype(&archive_entry_free)>;
+using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free)>;
 
 class TarWriter {
  public:
-  TarWriter(const store::Store& s, archive* a, const std::string& out) : s_(s), a_(a), out_(out) {}
+  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out)
+      : A(lib), s_(s), a_(a), out_(out) {}
 
   Result<void> Put(const snap::Entry& e, const std::string& path);
   Result<void> Whiteout(const std::string& path);
@@ -28,43 +28,44 @@ class TarWriter {
 
  private:
   Result<void> Fail(const std::string& path) {
-    return agentenv::Fail(out_ + ": " + path + ": " + archive_error_string(a_));
+    return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
   }
+  const ArchiveLib& A;
   const store::Store& s_;
   archive* a_;
   std::string out_;
 };
 
 Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
-  Entry ae(archive_entry_new(), archive_entry_free);
+  ArchiveEntry ae(A.archive_entry_new(), A.archive_entry_free);
   std::string name = e.kind == snap::Kind::kDir ? path + "/" : path;
-  archive_entry_set_pathname(ae.get(), name.c_str());
-  archive_entry_set_uid(ae.get(), e.meta.uid);
-  archive_entry_set_gid(ae.get(), e.meta.gid);
-  archive_entry_set_mtime(ae.get(), e.meta.mtime_ns / 1000000000, e.meta.mtime_ns % 1000000000);
+  A.archive_entry_set_pathname(ae.get(), name.c_str());
+  A.archive_entry_set_uid(ae.get(), e.meta.uid);
+  A.archive_entry_set_gid(ae.get(), e.meta.gid);
+  A.archive_entry_set_mtime(ae.get(), e.meta.mtime_ns / 1000000000, e.meta.mtime_ns % 1000000000);
   mode_t type = 0;
   switch (e.kind) {
-    case snap::Kind::kFile: type = AE_IFREG; archive_entry_set_size(ae.get(), int64_t(e.size)); break;
+    case snap::Kind::kFile: type = AE_IFREG; A.archive_entry_set_size(ae.get(), int64_t(e.size)); break;
     case snap::Kind::kDir: type = AE_IFDIR; break;
-    case snap::Kind::kSymlink: type = AE_IFLNK; archive_entry_set_symlink(ae.get(), e.target.c_str()); break;
+    case snap::Kind::kSymlink: type = AE_IFLNK; A.archive_entry_set_symlink(ae.get(), e.target.c_str()); break;
     case snap::Kind::kHardlink:
       type = AE_IFREG;
-      archive_entry_set_hardlink(ae.get(), e.target.c_str());
-      archive_entry_set_size(ae.get(), 0);
+      A.archive_entry_set_hardlink(ae.get(), e.target.c_str());
+      A.archive_entry_set_size(ae.get(), 0);
       break;
     case snap::Kind::kFifo: type = AE_IFIFO; break;
-    case snap::Kind::kChar: type = AE_IFCHR; archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
-    case snap::Kind::kBlock: type = AE_IFBLK; archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
+    case snap::Kind::kChar: type = AE_IFCHR; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
+    case snap::Kind::kBlock: type = AE_IFBLK; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
     case snap::Kind::kSocket: return {};  // tar has no sockets
   }
-  archive_entry_set_filetype(ae.get(), type);
-  archive_entry_set_perm(ae.get(), e.meta.mode & 07777);
-  for (const auto& [k, v] : e.meta.xattrs) archive_entry_xattr_add_entry(ae.get(), k.c_str(), v.data(), v.size());
-  if (archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(path);
+  A.archive_entry_set_filetype(ae.get(), type);
+  A.archive_entry_set_perm(ae.get(), e.meta.mode & 07777);
+  for (const auto& [k, v] : e.meta.xattrs) A.archive_entry_xattr_add_entry(ae.get(), k.c_str(), v.data(), v.size());
+  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(path);
   ++stats.entries;
   if (e.kind != snap::Kind::kFile) return {};
   AE_TRY(s_.ReadFile(e.file(), [&](std::span<const uint8_t> b) -> Result<void> {
-    if (archive_write_data(a_, b.data(), b.size()) != ssize_t(b.size())) return Fail(path);
+    if (A.archive_write_data(a_, b.data(), b.size()) != ssize_t(b.size())) return Fail(path);
     stats.bytes += b.size();
     return {};
   }));
@@ -77,12 +78,12 @@ Result<void> TarWriter::Whiteout(const std::string& path) {
   snap::Entry e;
   e.kind = snap::Kind::kFile;
   e.meta.mode = 0644;
-  Entry ae(archive_entry_new(), archive_entry_free);
-  archive_entry_set_pathname(ae.get(), wh.c_str());
-  archive_entry_set_filetype(ae.get(), AE_IFREG);
-  archive_entry_set_perm(ae.get(), 0644);
-  archive_entry_set_size(ae.get(), 0);
-  if (archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(wh);
+  ArchiveEntry ae(A.archive_entry_new(), A.archive_entry_free);
+  A.archive_entry_set_pathname(ae.get(), wh.c_str());
+  A.archive_entry_set_filetype(ae.get(), AE_IFREG);
+  A.archive_entry_set_perm(ae.get(), 0644);
+  A.archive_entry_set_size(ae.get(), 0);
+  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(wh);
   ++stats.whiteouts;
   return {};
 }
@@ -105,24 +106,26 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
                               const std::optional<store::ObjectId>& base, const std::string& out) {
-  WriteArchive a(archive_write_new(), archive_write_free);
+  AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
+  const ArchiveLib& A = *lib;
+  WriteArchive a(A.archive_write_new(), A.archive_write_free);
   // Full pax, so that every entry carries its ns mtime (restricted pax
   // writes it only beside other extensions); names are written as the
   // bytes they are (hdrcharset=BINARY): they need not be UTF-8. Xattrs
   // once, as SCHILY.xattr (what GNU tar reads).
-  archive_write_set_format_pax(a.get());
-  if (archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
-      archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
-    return Fail(out + ": " + archive_error_string(a.get()));
+  A.archive_write_set_format_pax(a.get());
+  if (A.archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+      A.archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
+    return Fail(out + ": " + A.archive_error_string(a.get()));
   if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
-    archive_write_add_filter_gzip(a.get());
-    archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
+    A.archive_write_add_filter_gzip(a.get());
+    A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
   } else if (EndsWith(out, ".zst")) {
-    archive_write_add_filter_zstd(a.get());
+    A.archive_write_add_filter_zstd(a.get());
   }
-  if (archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
-    return Fail(out + ": " + archive_error_string(a.get()));
-  TarWriter w(s, a.get(), out);
+  if (A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
+    return Fail(out + ": " + A.archive_error_string(a.get()));
+  TarWriter w(A, s, a.get(), out);
   if (!base) {
     snap::Entry root;
     root.kind = snap::Kind::kDir;
@@ -144,7 +147,7 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
       return w.Put(*d.new_entry, p);
     }));
   }
-  if (archive_write_close(a.get()) != ARCHIVE_OK) return Fail(out + ": " + archive_error_string(a.get()));
+  if (A.archive_write_close(a.get()) != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
   return w.stats;
 }
 

@@ -24,7 +24,10 @@ Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root) {
 Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
   AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
   auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
-  return snap::PathFilter([shared](std::string_view rel, bool is_dir) { return shared->Ignored(rel, is_dir); });
+  // The scan asks about a path only when its parent is not ignored: the
+  // verdict on the path alone is enough (Ignored would re-check each
+  // ancestor of each of the ~100k entries of a rootfs).
+  return snap::PathFilter([shared](std::string_view rel, bool is_dir) { return shared->Matches(rel, is_dir); });
 }
 
 }  // namespace agentenv::cli

@@ -291,8 +291,9 @@ MetaDb::StatReader::~StatReader() {
 }
 
 std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
-  std::string key = PathKey(path);
-  MDB_val k = Val(key.data(), key.size()), v;
+  // A full scan asks once per file: no key copy for the usual short path.
+  std::string long_key = path.size() > kMaxPathKey ? PathKey(path) : std::string();
+  MDB_val k = long_key.empty() ? Val(path.data(), path.size()) : Val(long_key.data(), long_key.size()), v;
   if (mdb_get(txn_, dbi_, &k, &v) != 0) return std::nullopt;
   return DecodeStat(Span(v));
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -22,6 +23,13 @@ struct ScanDir {
   std::string rel;
   Tree entries;
   std::vector<std::pair<size_t, std::unique_ptr<ScanDir>>> subdirs;  // entry index, dir
+  ScanDir* parent = nullptr;
+  size_t index = 0;  // of this directory's entry in parent->entries
+  // This directory's own listing plus its subdirectories not yet complete.
+  std::atomic<size_t> pending{1};
+  // A hardlinked file lies below: the tree waits for FixHardlinks.
+  std::atomic<bool> deferred{false};
+  std::optional<store::ObjectId> id;  // stored during the walk
 };
 
 // Component-wise path order: the order of a walk with sorted entries.
@@ -54,7 +62,8 @@ class Scanner {
   // Turns all but the first path of each hardlink group into kHardlink
   // entries and returns (path, first path) pairs.
   std::vector<std::pair<std::string, std::string>> FixHardlinks();
-  // Stores the trees of `d` bottom-up; returns its tree id.
+  // Stores the trees of `d` bottom-up (those the walk has not stored
+  // already); returns its tree id.
   Result<store::ObjectId> PutTrees(ScanDir& d);
   // Stores one tree and keeps its encoding in out.trees.
   Result<store::ObjectId> PutTree(const Tree& t);
@@ -65,6 +74,11 @@ class Scanner {
  private:
   Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
                        std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs);
+  // Called when `d` is listed and when each of its subdirectories is
+  // complete: the last call stores d's tree (unless hardlinks defer it) and
+  // completes its parent in turn. So trees are encoded and hashed by the
+  // walk's workers, bottom-up, while other directories are still listed.
+  Result<void> Done(ScanDir* d);
 
   const ScanContext& ctx_;
   // Regular files with more than one link, by (dev, ino): where they are.
@@ -258,6 +272,8 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
       std::string rel = Join(d.rel, e.name);
       auto sub = std::make_unique<ScanDir>();
       sub->rel = rel;
+      sub->parent = &d;
+      sub->index = i;
       auto sfd = OpenScanDir(fd, e.name, rel);
       if (!sfd && (sfd.error().errno_value == ENOENT || sfd.error().errno_value == ENOTDIR)) {
         // Deleted while we scan: record it empty; the deletion's own
@@ -266,11 +282,13 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
         continue;
       }
       if (!sfd) return Unexpected<Error>(sfd.error());
+      d.pending.fetch_add(1);  // before any worker can see the subdirectory
       subdirs->emplace_back(sub.get(), std::move(*sfd));
       d.subdirs.emplace_back(i, std::move(sub));
     }
   }
   if (!linked.empty()) {
+    d.deferred = true;
     std::lock_guard lock(mu);
     for (const auto& [i, inode] : linked) links_[inode].push_back({&d, i});
   }
@@ -301,6 +319,7 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
       std::vector<std::pair<ScanDir*, UniqueFd>> subdirs;
       Result<void> r = cache ? ListDir(*task.first, task.second.get(), **cache, &subdirs)
                              : Result<void>(Unexpected<Error>(cache.error()));
+      if (r) r = Done(task.first);
       std::unique_lock lock(qmu);
       --busy;
       if (!r && failed) failed = r;
@@ -317,7 +336,22 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
   return root;
 }
 
+Result<void> Scanner::Done(ScanDir* d) {
+  while (d && d->pending.fetch_sub(1) == 1) {
+    if (d->deferred) {
+      if (d->parent) d->parent->deferred = true;
+    } else {
+      AE_ASSIGN(d->id, PutTree(d->entries));
+      // Each subdirectory writes only its own entry of the parent.
+      if (d->parent) d->parent->entries[d->index].id = *d->id;
+    }
+    d = d->parent;
+  }
+  return {};
+}
+
 Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
+  if (d.id) return *d.id;
   for (auto& [i, sub] : d.subdirs) {
     AE_ASSIGN(d.entries[i].id, PutTrees(*sub));
   }

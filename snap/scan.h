@@ -31,7 +31,9 @@ namespace agentenv::snap {
 // used now but not cached, so the next scan reads it again.
 constexpr int64_t kRacyWindowNs = 50'000'000;
 
-// Returns true for tree-relative paths that are not versioned.
+// Returns true for tree-relative paths that are not versioned. A scan asks
+// only about entries of directories it did not find ignored (it never
+// descends into those), so a filter need not consult a path's ancestors.
 using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
 
 struct ScanContext {

@@ -277,5 +277,43 @@ TEST_CASE("snapshot along paths away from hardlinks keeps the hardlink groups", 
   for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
 }
 
+TEST_CASE("full scan of a wide tree with hardlinks deep inside restores equal and scans to the same ids", "[snap]") {
+  TempDir t;
+  auto r = MakeRepo(t.str() + "/repo");
+  const std::string w = r->work_dir();
+  // Many small directories complete (and store their trees) while others
+  // are still being listed; two branches hold a hardlink group, so their
+  // chains of ancestors wait for the end of the walk.
+  for (int d = 0; d < 40; ++d) {
+    std::string dd = w + "/d" + std::to_string(d);
+    REQUIRE(::mkdir(dd.c_str(), 0755) == 0);
+    for (int s = 0; s < 5; ++s) {
+      std::string ds = dd + "/s" + std::to_string(s);
+      REQUIRE(::mkdir(ds.c_str(), 0750 + s) == 0);
+      REQUIRE(::mkdir((ds + "/empty").c_str(), 0700) == 0);
+      for (int f = 0; f < 3; ++f)
+        REQUIRE(WriteFileAt(ds + "/f" + std::to_string(f), "d" + std::to_string(d) + "s" + std::to_string(s) +
+                                                               "f" + std::to_string(f)));
+    }
+  }
+  REQUIRE(::link((w + "/d31/s1/f2").c_str(), (w + "/d7/s3/linked").c_str()) == 0);
+  Manifest want = Capture(w);
+  store::ObjectId first = Snap(*r);
+  auto n1 = snap::LoadNode(r->store(), first);
+  REQUIRE(n1);
+  CHECK(n1->links == std::vector<std::pair<std::string, std::string>>{{"d7/s3/linked", "d31/s1/f2"}});
+  // A second walk interleaves differently and must land on the same ids.
+  auto again = r->Snapshot({});
+  REQUIRE(again);
+  CHECK(!again->node);
+
+  for (int d = 0; d < 40; d += 3) RemoveAt(AT_FDCWD, w + "/d" + std::to_string(d));
+  REQUIRE(WriteFileAt(w + "/d1/s0/f0", "changed"));
+  Snap(*r);
+  REQUIRE(r->Restore(first.Hex()));
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+  CHECK(HeadTree(*r) == n1->tree);
+}
+
 }  // namespace
 }  // namespace agentenv::test
