@@ -1,6 +1,7 @@
 #include "snap/fsops.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -90,10 +91,36 @@ Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string&
   return out;
 }
 
+namespace {
+
+// chmod that never follows a symlink. glibc emulates AT_SYMLINK_NOFOLLOW
+// with an O_PATH open, an fstat and a chmod through /proc (4 syscalls and a
+// procfs lookup); Linux 6.6's fchmodat2 does it in one. Older kernels (and
+// sandboxes that filter the call) fall back to the emulation.
+int ChmodNoFollow(int dirfd, const char* name, mode_t mode) {
+  static std::atomic<bool> no_fchmodat2{false};
+  if (!no_fchmodat2.load(std::memory_order_relaxed)) {
+    constexpr long kFchmodat2 = 452;
+    if (::syscall(kFchmodat2, dirfd, name, mode, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    if (errno == ENOSYS) no_fchmodat2.store(true, std::memory_order_relaxed);
+  }
+  return ::fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
+}
+
+}  // namespace
+
 Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
                        bool chown, const std::string& rel) {
-  if (chown && ::fchownat(dirfd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0)
-    return FailErrno(rel, errno);
+  // What is already right is left alone: a restore fixes the metadata of
+  // every parent of a changed path, and those rarely changed.
+  struct stat st;
+  bool known = ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  bool owned = known && st.st_uid == m.uid && st.st_gid == m.gid;
+  if (chown && !owned) {
+    if (::fchownat(dirfd, name.c_str(), m.uid, m.gid, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(rel, errno);
+    known = false;  // chown may clear setuid/setgid: set the mode again
+  }
   std::string p = ProcPath(dirfd, name);
   AE_ASSIGN(Xattrs have, ReadXattrs(dirfd, name, rel));
   for (const auto& [k, v] : have) {
@@ -107,7 +134,8 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
       return FailErrno(rel + ": xattr " + k, errno);
   }
   // NOFOLLOW: a symlink swapped in after the scan must not redirect the chmod.
-  if (!is_symlink && ::fchmodat(dirfd, name.c_str(), m.mode & 07777, AT_SYMLINK_NOFOLLOW) != 0)
+  if (!is_symlink && !(known && (st.st_mode & 07777) == (m.mode & 07777)) &&
+      ChmodNoFollow(dirfd, name.c_str(), m.mode & 07777) != 0)
     return FailErrno(rel, errno);
   struct timespec ts[2];
   ts[0].tv_sec = 0;
