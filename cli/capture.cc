@@ -46,7 +46,9 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   std::unique_lock writer(WriterMutex(), std::defer_lock);
   while (!lent_ && !writer.try_lock()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   snap::SnapOptions opt;
-  if (!cs.rescan_all) {
+  // After a failed snapshot some changes are in no node: scan everything
+  // until a full scan succeeds, not only the paths of this change set.
+  if (!cs.rescan_all && complete_) {
     std::vector<std::string> paths;
     for (const auto& [path, scope] : cs.paths)
       (scope == watch::Scope::kSubtree ? paths : opt.entry_paths).push_back(path);
@@ -70,7 +72,7 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   if (!opt.paths) complete_ = true;
   if (!r->node) return;
   DaemonLog("node " + Short(*r->node) + ": " + r->label + " (" +
-            (cs.rescan_all ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +
+            (!opt.paths ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +
             timer.Describe() + ")");
   // Thin history now and then; nodes are cheap to keep for a while.
   if (++since_retain_ < 64) return;

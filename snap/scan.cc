@@ -247,7 +247,13 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   DirAccess access(fd);
   std::vector<std::string> names;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
-  AE_TRY(ReadDirNames(fd, d.rel, &names));
+  if (Result<void> listed = ReadDirNames(fd, d.rel, &names); !listed) {
+    // Removed after we opened it (a dead directory lists as ENOENT): record
+    // it empty, like one gone before we got there; its deletion's own
+    // events follow.
+    if (listed.error().errno_value != ENOENT) return listed;
+    names.clear();
+  }
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     std::string rel = Join(d.rel, name);
