@@ -29,11 +29,7 @@ void Write(const std::string& path, const std::string& data) { std::ofstream(pat
 ObjectId Snap(Repo& repo, const std::string& msg) {
   snap::SnapOptions o;
   o.message = msg;
-  auto r = repo.Snapshot(o);
-  INFO((r ? "" : r.error().message));
-  REQUIRE(r);
-  REQUIRE(r->node);
-  return *r->node;
+  return SnapNode(repo, o);
 }
 
 // The id of entry `name` in the root tree of node `n`.

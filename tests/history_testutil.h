@@ -46,6 +46,15 @@ inline store::ObjectId TreeEntryId(snap::Repo& repo, const store::ObjectId& tree
   return {};
 }
 
+// Takes a snapshot that must make a node; returns its id.
+inline store::ObjectId SnapNode(snap::Repo& repo, const snap::SnapOptions& o) {
+  auto r = repo.Snapshot(o);
+  INFO((r ? "" : r.error().message));
+  REQUIRE(r);
+  REQUIRE(r->node);
+  return *r->node;
+}
+
 // Loses `id` from the store behind history's back (as damage would).
 inline void LoseObject(snap::Repo& repo, const store::ObjectId& id) {
   auto b = repo.store().BeginBatch();

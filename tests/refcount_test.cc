@@ -55,11 +55,7 @@ ObjectId SnapAt(Repo& repo, int64_t time_ns, const std::string& msg = "") {
   snap::SnapOptions o;
   o.time_ns = time_ns;
   o.message = msg;
-  auto r = repo.Snapshot(o);
-  INFO((r ? "" : r.error().message));
-  REQUIRE(r);
-  REQUIRE(r->node);
-  return *r->node;
+  return SnapNode(repo, o);
 }
 
 // Every reference of the repository, counted naively in memory by the
