@@ -30,6 +30,21 @@ constexpr long kSysListxattrat = __NR_listxattrat;
 constexpr long kSysListxattrat = 465;
 #endif
 
+// chmod that never follows a symlink. glibc emulates AT_SYMLINK_NOFOLLOW
+// with an O_PATH open, an fstat and a chmod through /proc (4 syscalls and a
+// procfs lookup); Linux 6.6's fchmodat2 does it in one. Older kernels (and
+// sandboxes that filter the call) fall back to the emulation.
+int ChmodNoFollow(int dirfd, const char* name, mode_t mode) {
+  static std::atomic<bool> no_fchmodat2{false};
+  if (!no_fchmodat2.load(std::memory_order_relaxed)) {
+    constexpr long kFchmodat2 = 452;
+    if (::syscall(kFchmodat2, dirfd, name, mode, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    if (errno == ENOSYS) no_fchmodat2.store(true, std::memory_order_relaxed);
+  }
+  return ::fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
+}
+
 }  // namespace
 
 std::string Join(const std::string& dir, const std::string& name) {
@@ -91,24 +106,6 @@ Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string&
   return out;
 }
 
-namespace {
-
-// chmod that never follows a symlink. glibc emulates AT_SYMLINK_NOFOLLOW
-// with an O_PATH open, an fstat and a chmod through /proc (4 syscalls and a
-// procfs lookup); Linux 6.6's fchmodat2 does it in one. Older kernels (and
-// sandboxes that filter the call) fall back to the emulation.
-int ChmodNoFollow(int dirfd, const char* name, mode_t mode) {
-  static std::atomic<bool> no_fchmodat2{false};
-  if (!no_fchmodat2.load(std::memory_order_relaxed)) {
-    constexpr long kFchmodat2 = 452;
-    if (::syscall(kFchmodat2, dirfd, name, mode, AT_SYMLINK_NOFOLLOW) == 0) return 0;
-    if (errno != ENOSYS && errno != EPERM) return -1;
-    if (errno == ENOSYS) no_fchmodat2.store(true, std::memory_order_relaxed);
-  }
-  return ::fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
-}
-
-}  // namespace
 
 Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
                        bool chown, const std::string& rel) {
