@@ -157,10 +157,8 @@ TEST_CASE("cli exec: the daemon streams output frames, passes the exit code and 
 }
 
 TEST_CASE("cli exec: as root, memory and pids limits are enforced", "[cli][exec]") {
-  if (::geteuid() != 0) {
-    WARN("skipped: cgroup limits need root on this host (as another user they fail plainly, tested above)");
-    return;
-  }
+  if (::geteuid() != 0)
+    Skip("cgroup limits need root on this host (as another user they fail plainly, tested above)");
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   Daemon d(root, {"--no-capture"});  // as root, unlike the other tests

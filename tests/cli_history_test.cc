@@ -168,10 +168,7 @@ std::vector<std::string> ArchiveNames(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("cli history: export extracted by GNU tar equals the live tree field by field", "[cli][export]") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root (owners, device nodes, trusted xattrs)");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root (owners, device nodes, trusted xattrs)");
   TempDir tmp;
   fs::path root = InitRich(tmp);
   Manifest live = FullManifest(Work(root));
@@ -231,10 +228,7 @@ TEST_CASE("cli history: export gives the same bytes every time, plain, gz and zs
 }
 
 TEST_CASE("cli history: export --diff-from is a layer with .wh. whiteouts that rebuilds the node", "[cli][export]") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root (owners, device nodes, trusted xattrs)");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root (owners, device nodes, trusted xattrs)");
   TempDir tmp;
   fs::path root = InitRich(tmp);
   std::string base = HeadId(root);
@@ -329,14 +323,7 @@ std::vector<std::string> AsNobody(std::vector<std::string> argv) {
 
 TEST_CASE("cli history: import refuses hostile archives and changes nothing", "[cli][import]") {
   const bool nobody = GENERATE(false, true);
-  if (!nobody && !IsRoot()) {
-    WARN("skipped the root half: not root");
-    return;
-  }
-  if (nobody && !IsRoot()) {
-    WARN("skipped the unprivileged half: switching to uid 65534 needs root");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root: one half runs as root, the other switches to uid 65534");
   TempDir tmp;
   REQUIRE(::chmod(tmp.path().c_str(), 0755) == 0);
   fs::path outside = tmp / "outside";

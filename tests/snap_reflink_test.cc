@@ -14,16 +14,10 @@ namespace {
 using snap::Repo;
 
 TEST_CASE("restore clones large files on XFS with reflink", "[snap][root][reflink]") {
-  if (!IsRoot()) {
-    WARN("needs root for a loopback XFS mount: skipped");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root for a loopback XFS mount");
   TempDir t;
   XfsMount xfs(t.str());
-  if (!xfs.ok()) {
-    WARN("cannot make a loopback XFS with reflink here: skipped");
-    return;
-  }
+  if (!xfs.ok()) Skip("cannot make a loopback XFS with reflink here");
   ::unsetenv("AGENTENV_BACKEND");
   auto r = Repo::Create(xfs.dir() + "/repo");
   REQUIRE(r);

@@ -198,10 +198,7 @@ std::vector<std::string> RoundTrip(const std::string& base, bool priv) {
 }
 
 TEST_CASE("round trip restores every file kind and all metadata (root)", "[snap][root]") {
-  if (!IsRoot()) {
-    WARN("needs root (chown, devices, security.capability): skipped");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root (chown, devices, security.capability)");
   DeepTempDir t;
   if (!UserXattrsWork(t.str())) WARN("no user xattrs on " << t.str() << ": not covered");
   for (const auto& problem : RoundTrip(t.str(), true)) FAIL_CHECK(problem);
@@ -221,10 +218,7 @@ TEST_CASE("round trip as an unprivileged user", "[snap][rootless]") {
 }
 
 TEST_CASE("unprivileged restore reports devices and owners as warnings", "[snap][rootless]") {
-  if (!IsRoot()) {
-    WARN("needs root to make the tree with devices and odd owners: skipped");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root to make the tree with devices and odd owners");
   DeepTempDir t;
   const std::string root = t.str() + "/repo";
   std::string first;

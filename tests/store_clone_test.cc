@@ -101,26 +101,17 @@ void CheckClones(const std::string& base, bool expect_reflink) {
 }
 
 TEST_CASE("store: CloneFileTo reflinks raw chunks on XFS") {
-  if (!IsRoot()) {
-    WARN("skipped: needs root to mount a loopback XFS image");
-    return;
-  }
+  if (!IsRoot()) Skip("needs root to mount a loopback XFS image");
   TempDir t;
   XfsLoop xfs(t);
-  if (!xfs.ok()) {
-    WARN("skipped: could not make and mount a loopback XFS image (mkfs.xfs, losetup)");
-    return;
-  }
+  if (!xfs.ok()) Skip("could not make and mount a loopback XFS image (mkfs.xfs, losetup)");
   CheckClones(xfs.dir(), true);
 }
 
 TEST_CASE("store: CloneFileTo returns false where reflinks are unsupported") {
   TempDir t;
   std::string fs = Run("stat -f -c %T " + t.str());
-  if (fs != "ext2/ext3") {  // how stat names ext4
-    WARN("skipped: " << t.str() << " is " << fs << ", not ext4");
-    return;
-  }
+  if (fs != "ext2/ext3") Skip(t.str() + " is " + fs + ", not ext4");  // how stat names ext4
   CheckClones(t.str(), false);
 }
 

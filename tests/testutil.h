@@ -1,5 +1,5 @@
 // Small helpers shared by the tests: temporary directories on real
-// filesystems, deterministic random bytes, privilege checks.
+// filesystems, deterministic random bytes, privilege checks, skipping.
 #pragma once
 
 #include <sys/stat.h>
@@ -58,5 +58,22 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
 }
 
 inline bool IsRoot() { return ::geteuid() == 0; }
+
+// What Skip() throws; only the translator in catch_main.cc catches it.
+// Not a std::exception, so `catch (const std::exception&)` lets it pass.
+struct SkipTest {
+  std::string why;
+};
+
+// Ends the current test case as skipped, so that ctest says "Skipped" where
+// a `WARN; return;` would have counted as a pass. Catch2 v2 has no skip: the
+// translator in catch_main.cc prints "SKIPPED: <why>" and exits the process
+// with 77, which agentenv_test() (tests/CMakeLists.txt) declares as
+// SKIP_RETURN_CODE. It throws rather than exiting here so that the test's
+// locals (temp dirs, mounts, daemons) are destroyed first. Call it from the
+// test case's own thread and outside assertion macros, which would catch it.
+// The exit ends the whole executable: a run of all test cases in one
+// process (not through ctest) stops at the first skip, with status 77.
+[[noreturn]] inline void Skip(const std::string& why) { throw SkipTest{why}; }
 
 }  // namespace agentenv::test
