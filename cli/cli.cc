@@ -1,29 +1,11 @@
 #include "cli/cli.h"
 
-#include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
 
+#include "control/errors.h"
+
 namespace agentenv::cli {
-namespace {
-
-}  // namespace
-
-std::string_view ErrorCodeName(ErrorCode c) {
-  switch (c) {
-    case ErrorCode::kIo: return "io";
-    case ErrorCode::kInvalid: return "invalid";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kExists: return "exists";
-    case ErrorCode::kBusy: return "busy";
-    case ErrorCode::kCorrupt: return "corrupt";
-    case ErrorCode::kUnsupported: return "unsupported";
-  }
-  return "io";
-}
-
-namespace {
 
 int ExitFor(ErrorCode c) {
   switch (c) {
@@ -37,8 +19,6 @@ int ExitFor(ErrorCode c) {
   }
   return kExitFailed;
 }
-
-}  // namespace
 
 void AddGlobals(CLI::App& app, Globals& g) {
   const char* env = std::getenv("AGENTENV_ROOT");
@@ -62,19 +42,18 @@ int Parse(CLI::App& app, int argc, char** argv, const Globals& g) {
 
 int ReportError(const Globals& g, const Error& e) {
   if (g.json) {
-    nlohmann::json j = {{"ok", false},
-                        {"error", {{"code", ErrorCodeName(e.code)}, {"message", e.message}}}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    json j = {{"ok", false}, {"error", control::ErrorJson(e)}};
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
   } else {
     std::cerr << "agentenv: " << e.message << '\n';
   }
   return ExitFor(e.code);
 }
 
-int ReportOk(const Globals& g, nlohmann::json j, std::string_view text) {
+int ReportOk(const Globals& g, json j, std::string_view text) {
   if (g.json) {
     j["ok"] = true;
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
   } else if (!text.empty()) {
     std::cout << text;
     if (text.back() != '\n') std::cout << '\n';
@@ -82,50 +61,10 @@ int ReportOk(const Globals& g, nlohmann::json j, std::string_view text) {
   return kExitOk;
 }
 
-std::string HumanBytes(uint64_t n) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
+std::string NodeLine(const control::NodeInfo& n) {
+  return n.short_id + "  " + n.time + "  " + (n.damaged ? "[damaged] " : "") + n.title;
 }
 
-std::string FormatTime(int64_t ns) {
-  time_t t = time_t(ns / 1000000000);
-  struct tm tm;
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-Result<std::unique_ptr<snap::Repo>> OpenRepo(const Globals& g) {
-  AE_ASSIGN(auto repo, snap::Repo::Open(g.root));
-  AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(g.root));
-  repo->set_ignored(std::move(ignored));
-  return repo;
-}
-
-std::string Short(const store::ObjectId& id) { return id.Hex().substr(0, 12); }
-
-nlohmann::json ChangeJson(const snap::Change& c) {
-  return {{"op", std::string(1, c.op)}, {"path", c.path}, {"dir", c.is_dir}};
-}
-
-nlohmann::json NodeJson(const snap::NodeRecord& r) {
-  nlohmann::json j = {{"id", r.id.Hex()},      {"short", Short(r.id)},  {"seq", r.seq},
-                      {"time", FormatTime(r.time_ns)}, {"time_ns", r.time_ns},
-                      {"title", r.title},      {"changes", r.changes}};
-  j["parent"] = r.parent ? nlohmann::json(r.parent->Hex()) : nlohmann::json(nullptr);
-  j["damaged"] = r.damaged();
-  if (r.damaged()) j["damage"] = r.damage;
-  return j;
-}
-
-std::string NodeLine(const snap::NodeRecord& r) {
-  return Short(r.id) + "  " + FormatTime(r.time_ns) + "  " + (r.damaged() ? "[damaged] " : "") + r.title;
-}
+std::string ChangeLine(const control::ChangeInfo& c) { return c.op + " " + c.path + (c.dir ? "/" : ""); }
 
 }  // namespace agentenv::cli

@@ -1,6 +1,6 @@
-// Shared pieces of the agentenv command line: the command table, exit
-// codes, and output in text or --json form. Commands live in cmd_<verb>.cc;
-// each parses its arguments, calls a library, and formats the result.
+// Shared pieces of the agentenv command line: exit codes, global flags,
+// and printing a reply as text or --json. Each command lives in
+// cmd_<verb>.cc: parse flags → request → control:: call → print.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,10 +10,18 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "control/fields.h"
+#include "control/render.h"
+#include "control/types.h"
 
 namespace agentenv::cli {
 
-// Exit codes, documented in the README.
+using control::json;
+using control::FormatTime;
+using control::HumanBytes;
+using control::Short;
+
+// Exit codes, documented in the README: a function of the error's code.
 enum Exit : int {
   kExitOk = 0,
   kExitFailed = 1,    // the operation failed (I/O, unsupported, ...)
@@ -23,6 +31,7 @@ enum Exit : int {
   kExitBusy = 5,      // another process holds the repository lock
   kExitExists = 6,    // refused to overwrite (e.g. init on a repo)
 };
+int ExitFor(ErrorCode c);
 
 // Options every command takes.
 struct Globals {
@@ -50,47 +59,19 @@ int Parse(CLI::App& app, int argc, char** argv, const Globals& g);
 int ReportError(const Globals& g, const Error& e);
 
 // Prints a success object: with --json `j` plus "ok":true, else `text`.
-int ReportOk(const Globals& g, nlohmann::json j, std::string_view text);
+int ReportOk(const Globals& g, json j, std::string_view text);
 
-// "not_found", "busy", ...: the error code as JSON output names it.
-std::string_view ErrorCodeName(ErrorCode c);
-
-// Human-readable byte count ("12.3 MiB").
-std::string HumanBytes(uint64_t n);
-
-// "2026-11-22 15:47:03" in local time from nanoseconds since the epoch.
-std::string FormatTime(int64_t ns);
-
-}  // namespace agentenv::cli
-
-// --- shared by the repository commands ---
-#include <memory>
-
-#include "snap/repo.h"
-#include "watch/ignore.h"
-
-namespace agentenv::cli {
-
-// Built-in defaults plus <root>/ignore (gitignore syntax). Errors: the
-// file's path and line on a bad pattern.
-Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root);
-
-// The same rules as a filter for snap/.
-Result<snap::PathFilter> LoadIgnoreRules(const std::string& root);
-
-// Opens the repository at g.root with its ignore rules.
-Result<std::unique_ptr<snap::Repo>> OpenRepo(const Globals& g);
-
-// The first 12 hex digits of an id: what humans and models see.
-std::string Short(const store::ObjectId& id);
-
-// A node as JSON: id, short, seq, time, parent, title, changes, damaged
-// (and damage: what is missing, when damaged).
-nlohmann::json NodeJson(const snap::NodeRecord& r);
-nlohmann::json ChangeJson(const snap::Change& c);
+// Prints a reply: its JSON form with --json, else render(reply).
+template <class Reply, class Render>
+int Print(const Globals& g, const Result<Reply>& r, Render render) {
+  if (!r) return ReportError(g, r.error());
+  return ReportOk(g, control::ToJson(*r), g.json ? std::string() : render(*r));
+}
 
 // One line per node: "<short>  <time>  <title>" ("[damaged] " before the
 // title of a damaged node).
-std::string NodeLine(const snap::NodeRecord& r);
+std::string NodeLine(const control::NodeInfo& n);
+// "+ path" / "- dir/" / "M path".
+std::string ChangeLine(const control::ChangeInfo& c);
 
 }  // namespace agentenv::cli

@@ -4,8 +4,9 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "cli/control_socket.h"
-#include "cli/frames.h"
+#include "control/client.h"
+#include "control/frames.h"
+#include "snap/layout.h"
 
 namespace agentenv::cli {
 namespace {
@@ -21,18 +22,11 @@ void WriteFd(int fd, const std::string& s) {
 }
 
 // The raw bytes of an output frame.
-std::string FrameBytes(const nlohmann::json& f) {
+std::string FrameBytes(const json& f) {
   if (f.contains("data") && f["data"].is_string()) return f["data"].get<std::string>();
   if (f.contains("data_b64") && f["data_b64"].is_string())
-    return Base64Decode(f["data_b64"].get<std::string>()).value_or("");
+    return control::Base64Decode(f["data_b64"].get<std::string>()).value_or("");
   return "";
-}
-
-ErrorCode CodeNamed(const std::string& name) {
-  for (ErrorCode c : {ErrorCode::kInvalid, ErrorCode::kNotFound, ErrorCode::kExists, ErrorCode::kBusy,
-                      ErrorCode::kCorrupt, ErrorCode::kUnsupported})
-    if (ErrorCodeName(c) == name) return c;
-  return ErrorCode::kIo;
 }
 
 }  // namespace
@@ -64,7 +58,7 @@ int CmdCtlExec(int argc, char** argv) {
   if (cmd.empty() == line.empty())
     return ReportError(g, Error{"ctl exec: give a command after -- or one command line with -c", 0, ErrorCode::kInvalid});
 
-  nlohmann::json args = {{"network", network}, {"snapshot", !no_snap}};
+  json args = {{"network", network}, {"snapshot", !no_snap}};
   if (line.empty()) args["argv"] = cmd;
   else args["command"] = line;
   if (!cwd.empty()) args["cwd"] = cwd;
@@ -75,27 +69,28 @@ int CmdCtlExec(int argc, char** argv) {
   if (cpus > 0) args["cpus"] = cpus;
   if (!session.empty()) args["session"] = session;
   std::string out, err;
-  auto resp = CallDaemonStream(SocketPath(g.root), "exec", args, [&](const nlohmann::json& f) {
+  control::Client client(g.root);
+  auto resp = client.AskDaemon("exec", args, [&](json f) {
     std::string kind = f.value("frame", "");
-    if (kind != "stdout" && kind != "stderr") return;
+    if (kind != "stdout" && kind != "stderr") return true;
     std::string bytes = FrameBytes(f);
     if (g.json) (kind == "stdout" ? out : err) += bytes;
     else WriteFd(kind == "stdout" ? 1 : 2, bytes);
+    return true;
   });
   if (!resp) return ReportError(g, resp.error());
-  if (!resp->value("ok", false)) {
-    const auto& e = (*resp)["error"];
-    return ReportError(g, Error{e.value("message", "daemon error"), 0, CodeNamed(e.value("code", "io"))});
-  }
-  nlohmann::json result = (*resp)["result"];
+  if (!*resp)
+    return ReportError(g, Error{snap::layout::Socket(g.root) + ": no daemon is running (start one with `agentenv daemon`)",
+                                0, ErrorCode::kNotFound});
+  json result = std::move(**resp);
   int sig = result.value("signal", 0);
   int code = sig ? 128 + sig : result["exit_code"].is_number() ? result["exit_code"].get<int>() : kExitFailed;
   if (g.json) {
     // Output that is not UTF-8 cannot be a JSON string: it goes as base64.
     for (auto [name, bytes] : {std::pair{"stdout", &out}, std::pair{"stderr", &err}}) {
       bool tail = false;
-      if (Utf8Prefix(*bytes, &tail) == bytes->size()) result[name] = *bytes;
-      else result[std::string(name) + "_b64"] = Base64Encode(*bytes);
+      if (control::Utf8Prefix(*bytes, &tail) == bytes->size()) result[name] = *bytes;
+      else result[std::string(name) + "_b64"] = control::Base64Encode(*bytes);
     }
     ReportOk(g, result, "");
   } else if (result["node"].is_object()) {

@@ -1,14 +1,15 @@
-// agentenv daemon: automatic capture plus the control socket.
+// agentenv daemon: automatic capture plus the control socket; ctl: one
+// operation sent to it.
 #include <signal.h>
 
-#include <cstdio>
-
-#include "cli/capture.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "cli/control_socket.h"
-#include "cli/ops.h"
-#include "cli/routed.h"
+#include "control/capture.h"
+#include "control/client.h"
+#include "control/ignore.h"
+#include "control/ops.h"
+#include "control/serve.h"
+#include "snap/layout.h"
 
 namespace agentenv::cli {
 int CmdDaemon(int argc, char** argv) {
@@ -23,38 +24,24 @@ int CmdDaemon(int argc, char** argv) {
   app.add_option("--max-delay-ms", max_delay_ms, "...but never later than this after the first change (default 3000)")->check(CLI::Range(10, 3600000));
   app.add_flag("--no-capture", no_capture, "Serve the socket only; no automatic snapshots");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  auto repo = OpenRepo(g);
+  auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
-
-  // Signals are taken synchronously by this thread; block them before any
-  // other thread starts so that none of those receives them.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
-  snap::Repo& r = **repo;
-  // The socket first: it refuses at once when another daemon serves this
-  // root. Then the lock, for good: from now on every writer runs here.
-  auto server = ControlServer::Start(SocketPath(g.root), [&r](const std::string& op, const nlohmann::json& args,
-                                                               const FrameSink& emit) {
-    return ServeRequest(r, op, args, emit);
-  });
-  if (!server) return ReportError(g, server.error());
-  if (auto held = r.HoldLock(); !held) return ReportError(g, held.error());
-  std::unique_ptr<Capture> capture;
-  if (!no_capture) {
-    auto c = Capture::Start(r, {quiet_ms, max_delay_ms});
-    if (!c) return ReportError(g, c.error());
-    capture = std::move(*c);
-  }
-  DaemonLog("serving " + SocketPath(g.root) + (no_capture ? "" : ", capturing " + r.work_dir()));
-  int sig = 0;
-  sigwait(&sigs, &sig);
-  DaemonLog(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
-  if (capture) capture->Stop(true);  // the last changes still become a node
-  (*server)->Stop();
+  control::Server server(std::move(*repo));
+  control::ServeOptions so;
+  so.signals = {SIGINT, SIGTERM};
+  so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
+                                                               const control::FrameSink& emit) {
+                          const control::OpSpec* spec = control::FindOp(op);
+                          control::Log("client: " + (spec ? spec->name : op));
+                          return control::CallJson(server, op, args, emit);
+                        }});
+  if (!no_capture) so.capture = control::CaptureOptions{quiet_ms, max_delay_ms};
+  auto serving = control::Serving::Start(server, std::move(so));
+  if (!serving) return ReportError(g, serving.error());
+  control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
+  int sig = (*serving)->WaitSignal();
+  control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+  (*serving)->Stop(true);  // the last changes still become a node
   return kExitOk;
 }
 
@@ -71,9 +58,9 @@ int CmdCtl(int argc, char** argv) {
   app.add_option("args", kv, "Arguments as key=value (values parsed as JSON when they are JSON)");
   app.add_option("--args", args_json, "Arguments as one JSON object");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  nlohmann::json args = nlohmann::json::object();
+  json args = json::object();
   if (!args_json.empty()) {
-    args = nlohmann::json::parse(args_json, nullptr, false);
+    args = json::parse(args_json, nullptr, false);
     if (args.is_discarded() || !args.is_object())
       return ReportError(g, Error{"ctl: --args must be a JSON object", 0, ErrorCode::kInvalid});
   }
@@ -81,14 +68,17 @@ int CmdCtl(int argc, char** argv) {
     size_t eq = a.find('=');
     if (eq == std::string::npos || eq == 0)
       return ReportError(g, Error{"ctl: argument '" + a + "': expected key=value", 0, ErrorCode::kInvalid});
-    auto v = nlohmann::json::parse(a.substr(eq + 1), nullptr, false);
-    args[a.substr(0, eq)] = v.is_discarded() ? nlohmann::json(a.substr(eq + 1)) : v;
+    auto v = json::parse(a.substr(eq + 1), nullptr, false);
+    args[a.substr(0, eq)] = v.is_discarded() ? json(a.substr(eq + 1)) : v;
   }
-  auto resp = CallDaemon(SocketPath(g.root), op, args);
+  control::Client client(g.root);
+  auto resp = client.AskDaemon(op, args);
   if (!resp) return ReportError(g, resp.error());
-  if (!resp->value("ok", false)) return ReportError(g, ErrorFromResponse((*resp)["error"]));
-  nlohmann::json result = (*resp)["result"];
-  return ReportOk(g, result, result.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (!*resp)
+    return ReportError(g, Error{snap::layout::Socket(g.root) + ": no daemon is running (start one with `agentenv daemon`)",
+                                0, ErrorCode::kNotFound});
+  json result = std::move(**resp);
+  return ReportOk(g, result, result.dump(2, ' ', false, json::error_handler_t::replace));
 }
 
 }  // namespace agentenv::cli

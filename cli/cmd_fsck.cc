@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "control/ignore.h"
 #include "fsck/fsck.h"
 
 namespace agentenv::cli {
@@ -23,7 +24,7 @@ int CmdFsck(int argc, char** argv) {
                "that reached them as damaged (kept in history, not restorable); remove refs naming no node; "
                "rebuild the reference counts");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  auto repo = OpenRepo(g);
+  auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
   bool tty = !g.json && ::isatty(STDERR_FILENO);
   nlohmann::json findings = nlohmann::json::array();
@@ -83,8 +84,8 @@ int CmdFsck(int argc, char** argv) {
     // Nodes that reached a lost object are marked damaged, never deleted.
     auto h = (*repo)->RepairHistory();
     if (!h) return ReportError(g, h.error());
-    for (const auto& n : h->marked) marked.push_back(NodeJson(n));
-    for (const auto& n : h->healed) healed.push_back(NodeJson(n));
+    for (const auto& n : h->marked) marked.push_back(control::ToJson(control::MakeNodeInfo(n)));
+    for (const auto& n : h->healed) healed.push_back(control::ToJson(control::MakeNodeInfo(n)));
     for (const auto& f : h->fixed) fixed.push_back(f);
     stat_cleared = h->stat_cleared;
     counts_fixed = h->counts_fixed;

@@ -1,48 +1,55 @@
+// snap and restore: the two writes of the core loop.
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "cli/routed.h"
+#include "control/client.h"
 
 namespace agentenv::cli {
+namespace {
 
-Result<Reply> SnapLocked(snap::Repo& repo, const nlohmann::json& args) {
-  snap::SnapOptions opt;
-  opt.message = args.value("message", "");
-  opt.label = args.value("label", "");
-  opt.allow_empty = args.value("allow_empty", false);
-  if (args.contains("paths")) opt.paths = args["paths"].get<std::vector<std::string>>();
-  AE_ASSIGN(snap::SnapResult res, repo.Snapshot(opt));
-  nlohmann::json j = {{"created", bool(res.node)}, {"hashed_files", res.hashed_files},
-                      {"hashed_bytes", res.hashed_bytes}, {"warnings", res.warnings}};
+std::string Warnings(const std::vector<std::string>& ws) {
   std::string text;
-  for (const auto& w : res.warnings) text += "warning: " + w + "\n";
-  if (!res.node) {
-    j["node"] = nullptr;
-    return Reply{j, text + "nothing changed; no node made"};
-  }
-  AE_ASSIGN(snap::NodeRecord rec, repo.Record(*res.node));
-  j["node"] = NodeJson(rec);
-  j["label"] = res.label;
-  const auto& c = res.changes;
-  text += "node " + Short(*res.node) + ": " + rec.title + "  (+" + std::to_string(c.added) + " ~" +
-          std::to_string(c.modified) + " -" + std::to_string(c.deleted) + ")";
-  return Reply{j, text};
+  for (const auto& w : ws) text += "warning: " + w + "\n";
+  return text;
 }
+
+}  // namespace
 
 int CmdSnap(int argc, char** argv) {
   Globals g;
-  std::string message, label;
-  bool allow_empty = false;
+  control::SnapshotRequest req;
   std::vector<std::string> paths;
   CLI::App app{"Snapshot the live tree as a new node (no node when nothing changed)", "snap"};
   AddGlobals(app, g);
-  app.add_option("-m,--message", message, "Why: shown in log");
-  app.add_option("--label", label, "Automatic label (default: a summary of the changes)");
-  app.add_flag("--allow-empty", allow_empty, "Make a node even if nothing changed");
+  app.add_option("-m,--message", req.message, "Why: shown in log");
+  app.add_option("--label", req.label, "Automatic label (default: a summary of the changes)");
+  app.add_flag("--allow-empty", req.allow_empty, "Make a node even if nothing changed");
   app.add_option("paths", paths, "Only rescan these tree-relative paths (default: the whole tree)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  nlohmann::json args = {{"message", message}, {"label", label}, {"allow_empty", allow_empty}};
-  if (!paths.empty()) args["paths"] = paths;
-  return RunLocked(g, "snap", args);
+  if (!paths.empty()) req.paths = paths;
+  control::Client client(g.root);
+  return Print(g, client.Call(req), [](const control::SnapshotReply& r) {
+    if (!r.node) return Warnings(r.warnings) + "nothing changed; no node made";
+    return Warnings(r.warnings) + "node " + r.node->short_id + ": " + r.node->title + "  (+" +
+           std::to_string(r.added) + " ~" + std::to_string(r.modified) + " -" + std::to_string(r.deleted) + ")";
+  });
+}
+
+int CmdRestore(int argc, char** argv) {
+  Globals g;
+  control::RollbackRequest req;
+  CLI::App app{"Put the live tree back to a node; uncommitted changes are first saved as a node", "restore"};
+  AddGlobals(app, g);
+  app.add_option("ref", req.ref, "Node: id, id prefix, tag, HEAD, HEAD~N")->required();
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  control::Client client(g.root);
+  return Print(g, client.Call(req), [](const control::RollbackReply& r) {
+    std::string text = Warnings(r.warnings);
+    if (r.saved) text += "saved uncommitted changes as " + r.saved->substr(0, 12) + "\n";
+    return text + "restored " + r.node.short_id + " \"" + r.node.title + "\": wrote " + std::to_string(r.files_written) +
+           " files (" + HumanBytes(r.bytes_written) +
+           (r.files_cloned ? ", " + std::to_string(r.files_cloned) + " reflinked" : "") + "), created " +
+           std::to_string(r.created) + " and removed " + std::to_string(r.removed) + " entries";
+  });
 }
 
 }  // namespace agentenv::cli

@@ -28,6 +28,9 @@ struct Error {
   std::string message;  // "path: what went wrong", ready to show a user
   int errno_value = 0;  // the errno behind it, 0 if none
   ErrorCode code = ErrorCode::kIo;
+  // The operation started and may have changed things before it failed
+  // (an exec whose command ran but whose snapshot failed).
+  bool partial = false;
 };
 
 template <class E>

@@ -13,12 +13,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace agentenv::runner {
 
@@ -163,6 +166,32 @@ class Env {
   explicit Env(std::unique_ptr<State> s);
   std::unique_ptr<State> s_;
 };
+
+// How to pump a command's output (PumpOutput).
+struct PumpOptions {
+  // From `start`, kill the env after this long (0: never).
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::milliseconds timeout{0};
+  // Called every probe_ms while the command is silent; false: nobody
+  // listens any more, stop the command.
+  int probe_ms = -1;
+  std::function<bool()> probe;
+  // Ends every process of the env and returns when none is left.
+  std::function<void()> kill;
+};
+struct PumpResult {
+  bool timed_out = false;
+  bool stopped = false;  // on_output or probe said stop; the env was killed
+};
+
+// The one loop that reads a running env's output: polls the env's pidfd
+// and the read ends of its output pipes until the env has ended and every
+// pipe is at end of file. Each read goes to on_output(index of the pipe,
+// bytes); an empty view is that pipe's end of file. When on_output or the
+// probe returns false, the env is killed and the rest is read and dropped.
+// Errors: poll failures (the caller's Env then kills the tree).
+Result<PumpResult> PumpOutput(int pidfd, std::vector<UniqueFd>& pipes, const PumpOptions& opt,
+                              const std::function<bool(size_t, std::string_view)>& on_output);
 
 // Runs spec.argv inside a fresh env and waits for it, capturing output up to
 // limits.output_cap and killing the whole tree at limits.timeout; every

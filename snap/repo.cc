@@ -49,15 +49,15 @@ bool ReflinkWorks(const std::string& a, const std::string& b) {
 }  // namespace
 
 Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
-  if (Exists(root + "/meta") || Exists(root + "/store"))
+  if (Exists(layout::Meta(root)) || Exists(layout::Store(root)))
     return Fail(ErrorCode::kExists, root + ": already an agentenv repository");
   AE_TRY(MakeDir(root));
-  AE_TRY(MakeDir(root + "/work"));
-  AE_TRY(MakeDir(root + "/work/current"));
+  AE_TRY(MakeDir(layout::WorkParent(root)));
+  AE_TRY(MakeDir(layout::Work(root)));
   std::unique_ptr<Repo> r(new Repo);
   r->root_ = root;
-  AE_ASSIGN(r->store_, store::Store::Open(root + "/store", store::Store::Mode::kCreate));
-  AE_ASSIGN(r->meta_, MetaDb::Open(root + "/meta", true));
+  AE_ASSIGN(r->store_, store::Store::Open(layout::Store(root), store::Store::Mode::kCreate));
+  AE_ASSIGN(r->meta_, MetaDb::Open(layout::Meta(root), true));
   // No references yet: the empty table is the full count.
   AE_ASSIGN(auto txn, r->meta_->Begin());
   AE_TRY(txn->SetCounted());
@@ -66,12 +66,12 @@ Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
 }
 
 Result<std::unique_ptr<Repo>> Repo::Open(const std::string& root) {
-  if (!Exists(root + "/meta") || !Exists(root + "/store"))
+  if (!Exists(layout::Meta(root)) || !Exists(layout::Store(root)))
     return Fail(ErrorCode::kNotFound, root + ": not an agentenv repository (run `agentenv init`)");
   std::unique_ptr<Repo> r(new Repo);
   r->root_ = root;
-  AE_ASSIGN(r->store_, store::Store::Open(root + "/store", store::Store::Mode::kOpen));
-  AE_ASSIGN(r->meta_, MetaDb::Open(root + "/meta", false));
+  AE_ASSIGN(r->store_, store::Store::Open(layout::Store(root), store::Store::Mode::kOpen));
+  AE_ASSIGN(r->meta_, MetaDb::Open(layout::Meta(root), false));
   return r;
 }
 
@@ -83,16 +83,11 @@ Result<std::string> Repo::Backend() {
     return Fail(ErrorCode::kInvalid, "AGENTENV_BACKEND=" + want + ": expected auto, copy or reflink");
   // Probe next to the live tree, not inside it: a probe file would change
   // the tree root's mtime.
-  bool reflink = want != "copy" && ReflinkWorks(root_ + "/store", root_ + "/work");
+  bool reflink = want != "copy" && ReflinkWorks(layout::Store(root_), layout::WorkParent(root_));
   if (want == "reflink" && !reflink)
     return Fail(ErrorCode::kUnsupported, root_ + ": AGENTENV_BACKEND=reflink but this filesystem cannot reflink (FICLONE); use copy");
   backend_ = reflink ? "reflink" : "copy";
   return *backend_;
-}
-
-void Repo::set_settle(std::function<bool()> settle) {
-  std::lock_guard l(settle_mu_);
-  settle_ = std::move(settle);
 }
 
 Result<Repo::WriteLock> Repo::Lock() {
@@ -111,7 +106,7 @@ Result<void> Repo::HoldLock() {
 }
 
 Result<UniqueFd> Repo::LockFile() {
-  std::string path = root_ + "/lock";
+  std::string path = layout::Lock(root_);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return FailErrno(path, errno);
   auto deadline = std::chrono::steady_clock::now() + kLockWait;
@@ -336,15 +331,6 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
 
 Result<RestoreResult> Repo::Restore(const std::string& ref,
                                     const std::optional<std::vector<std::string>>& dirty) {
-  std::optional<std::vector<std::string>> changed = dirty;
-  if (!changed) {
-    std::function<bool()> settle;
-    {
-      std::lock_guard l(settle_mu_);
-      settle = settle_;
-    }
-    if (settle && settle()) changed.emplace();  // history holds every change
-  }
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(NodeRecord rec, Record(target));
@@ -353,7 +339,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
                                          rec.damage + " (fsck --repair marked it; restore another node)");
   AE_ASSIGN(Node to, LoadNode(*store_, target));
   AE_ASSIGN(std::string backend, Backend());
-  AE_ASSIGN(Scanned sc, ScanLive(changed));
+  AE_ASSIGN(Scanned sc, ScanLive(dirty));
   RestoreResult res;
   res.node = target;
   SnapOptions save;
@@ -381,7 +367,7 @@ Result<RepoStatus> Repo::Status() {
   AE_ASSIGN(st.nodes, meta_->NodeCount());
   AE_ASSIGN(st.store, store_->Stats());
   struct stat ms;
-  if (::stat((root_ + "/meta/data.mdb").c_str(), &ms) == 0) st.meta_bytes = uint64_t(ms.st_blocks) * 512;
+  if (::stat(layout::MetaData(root_).c_str(), &ms) == 0) st.meta_bytes = uint64_t(ms.st_blocks) * 512;
   if (sc.head) {
     AE_ASSIGN(NodeRecord rec, Record(*sc.head));
     st.head = rec;

@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "snap/layout.h"
 #include "snap/meta.h"
 #include "snap/node.h"
 #include "snap/refcount.h"
@@ -126,16 +127,11 @@ class Repo {
   static Result<std::unique_ptr<Repo>> Open(const std::string& root);
 
   const std::string& root() const { return root_; }
-  std::string work_dir() const { return root_ + "/work/current"; }
+  std::string work_dir() const { return layout::Work(root_); }
   store::Store& store() { return *store_; }
   MetaDb& meta() { return *meta_; }
   // Paths the scan skips and restore leaves alone.
   void set_ignored(PathFilter f) { ignored_ = std::move(f); }
-  // A change journal's hook: brings history up to date with the live tree
-  // and returns true when it then holds every change. Restore without
-  // `dirty` calls it (before taking the lock) and, on true, skips its full
-  // scan. Thread-safe.
-  void set_settle(std::function<bool()> settle);
   // "reflink" when files can be cloned from the store into the live tree
   // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
   // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
@@ -156,8 +152,8 @@ class Repo {
   // it wrote (the next snapshot reads none of them). `dirty`: the paths
   // changed since HEAD was taken, from a change journal (empty: the live
   // tree is known to equal HEAD), so that saving costs O(changes); absent:
-  // the settle hook or else a full scan finds them. A path missing from
-  // `dirty` is neither saved nor restored. Takes the lock. Errors: kNotFound (ref),
+  // a full scan finds them. A path missing from `dirty` is neither saved
+  // nor restored. Takes the lock. Errors: kNotFound (ref),
   // kCorrupt (the node is marked damaged; nothing is changed), kBusy, I/O.
   Result<RestoreResult> Restore(const std::string& ref,
                                 const std::optional<std::vector<std::string>>& dirty = std::nullopt);
@@ -271,8 +267,6 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
-  std::mutex settle_mu_;  // guards settle_
-  std::function<bool()> settle_;
   std::optional<std::string> backend_;
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock

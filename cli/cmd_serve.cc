@@ -1,0 +1,60 @@
+// mcp, supervise and shell: long-running commands whose work is in
+// control/ (mcp.h, supervisor.h, shell.h).
+#include <iostream>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "control/mcp.h"
+#include "control/shell.h"
+#include "control/supervisor.h"
+
+namespace agentenv::cli {
+
+int CmdMcp(int argc, char** argv) {
+  Globals g;
+  CLI::App app{"Serve the repository's tools to a model over MCP (stdio, JSON-RPC 2.0, one message per line)", "mcp"};
+  AddGlobals(app, g);
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  control::ServeMcp(g.root, std::cin, std::cout);
+  return kExitOk;
+}
+
+int CmdSupervise(int argc, char** argv) {
+  Globals g;
+  control::SuperviseOptions opt;
+  CLI::App app{"Run an agent inside the environment with automatic capture and both control sockets; an "
+               "operator rollback (agentenv ctl rollback ref=...) kills every process of the env, restores "
+               "and relaunches the agent; the agent's own rollback (socket /run/agentenv.sock inside) "
+               "restores in place", "supervise"};
+  AddGlobals(app, g);
+  app.add_option("--network", opt.network, "allow or deny")->check(CLI::IsMember({"allow", "deny"}));
+  app.add_option("--quiet-ms", opt.capture.quiet_ms, "Capture quiet period (default 300)");
+  app.add_option("--max-delay-ms", opt.capture.max_delay_ms, "Capture maximum delay (default 3000)");
+  app.add_option("command", opt.argv, "Agent command and arguments (after --)")->required();
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  auto r = control::Supervise(g.root, opt);
+  if (!r) return ReportError(g, r.error());
+  return *r;
+}
+
+int CmdShell(int argc, char** argv) {
+  Globals g;
+  control::ShellOptions opt;
+  CLI::App app{"Open an interactive shell inside the environment (on a pty) with automatic capture while it "
+               "runs and a snapshot when it exits; the shell's exit code is passed through", "shell"};
+  AddGlobals(app, g);
+  app.add_option("--network", opt.network, "allow or deny (deny: loopback only)")->check(CLI::IsMember({"allow", "deny"}));
+  app.add_option("--cwd", opt.cwd, "Working directory inside (default /)");
+  app.add_option("--quiet-ms", opt.capture.quiet_ms, "Capture quiet period (default 300)")->check(CLI::Range(10, 600000));
+  app.add_option("--max-delay-ms", opt.capture.max_delay_ms, "Capture maximum delay (default 3000)")->check(CLI::Range(10, 3600000));
+  app.add_option("command", opt.argv, "Shell to run (after --; default /bin/bash -i if the tree has it, else /bin/sh -i)");
+  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  auto r = control::RunShell(g.root, opt);
+  if (!r) return ReportError(g, r.error());
+  json j = {{"exit_code", r->exit_code}, {"node", r->node ? json(*r->node) : json(nullptr)}};
+  if (g.json) ReportOk(g, j, "");
+  else if (r->node) std::fprintf(stderr, "agentenv: node %s: %s\n", r->node->substr(0, 12).c_str(), r->label.c_str());
+  return r->exit_code;
+}
+
+}  // namespace agentenv::cli

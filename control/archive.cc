@@ -1,0 +1,92 @@
+#include "control/archive.h"
+
+#include <stdlib.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "control/export.h"
+#include "control/ignore.h"
+#include "control/tarball.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+
+Result<InitReply> Init(const std::string& root, const InitRequest& r) {
+  AE_ASSIGN(auto repo, snap::Repo::Create(root));
+  // Leave nothing half-made behind: the repository is new.
+  struct Undo {
+    const std::string& root;
+    std::unique_ptr<snap::Repo>* repo;
+    bool armed = true;
+    ~Undo() {
+      if (!armed) return;
+      repo->reset();
+      std::error_code ec;
+      for (const char* d : snap::layout::kCreated) std::filesystem::remove_all(root + d, ec);
+    }
+  } undo{root, &repo};
+  AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(root));
+  repo->set_ignored(ignored);
+  InitReply rep;
+  snap::SnapResult res;
+  if (!r.from.empty()) {
+    AE_ASSIGN(res, repo->Seed(r.from, r.message));
+  } else {
+    if (!r.tarball.empty())
+      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), [&](const std::string& w) { rep.warnings.push_back(w); }));
+    snap::SnapOptions opt;
+    opt.message = r.message;
+    opt.allow_empty = true;
+    AE_ASSIGN(res, repo->Snapshot(opt));
+  }
+  rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
+  AE_ASSIGN(snap::NodeRecord rec, repo->Record(*res.node));
+  undo.armed = false;
+  rep.root = root;
+  rep.work = repo->work_dir();
+  rep.node = MakeNodeInfo(rec);
+  rep.entries = res.changes.added;
+  return rep;
+}
+
+Result<ExportReply> Export(Client& client, const ExportRequest& r) {
+  AE_ASSIGN(Server* s, client.Local());
+  snap::Repo& repo = s->repo();
+  AE_ASSIGN(store::ObjectId id, repo.Resolve(r.ref));
+  AE_ASSIGN(snap::Node node, snap::LoadNode(repo.store(), id));
+  std::optional<store::ObjectId> base;
+  if (!r.diff_from.empty()) {
+    AE_ASSIGN(store::ObjectId b, repo.Resolve(r.diff_from));
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(b));
+    base = rec.tree;
+  }
+  AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output));
+  return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value()};
+}
+
+Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r) {
+  AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before unpacking
+  (void)local;
+  // Unpack beside the live tree (same filesystem), then record it.
+  std::string tmpl = snap::layout::WorkParent(client.root()) + "/import-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) return FailErrno(tmpl, errno);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{tmpl};
+  ImportArchiveReply rep;
+  AE_TRY(ExtractTarball(r.archive, tmpl, [&](const std::string& w) { rep.warnings.push_back(w); },
+                        UnprivilegedDevices::kRefuse));
+  std::error_code ec;
+  std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
+  AE_ASSIGN(ImportReply imported,
+            client.Call(ImportRequest{dir, r.message.empty() ? "imported " + r.archive : r.message}));
+  rep.node = imported.node;
+  return rep;
+}
+
+}  // namespace agentenv::control

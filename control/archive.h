@@ -1,0 +1,61 @@
+// Trees in and out of a repository: init (from a directory or a tarball),
+// export (a node as a tarball) and import (a tarball as a node).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "control/client.h"
+#include "control/types.h"
+
+namespace agentenv::control {
+
+struct InitRequest {
+  std::string from;     // a directory to copy, or
+  std::string tarball;  // an archive to unpack (neither: an empty tree)
+  std::string message = "init";
+};
+struct InitReply {
+  std::string root, work;
+  NodeInfo node;
+  uint64_t entries = 0;
+  std::vector<std::string> warnings;
+  template <class V> void Fields(V& v) { v("root", root); v("work", work); v("node", node); v("warnings", warnings); }
+};
+// Creates the repository at `root` and its first node. On failure nothing
+// of the new repository is left behind. Errors: kExists (already a
+// repository), kInvalid (a hostile archive), I/O.
+Result<InitReply> Init(const std::string& root, const InitRequest& r);
+
+struct ExportRequest {
+  std::string ref;
+  std::string output;     // .tar, .tar.gz, .tar.zst; "-" for stdout
+  std::string diff_from;  // only what changed since this node, deletions as whiteouts
+};
+struct ExportReply {
+  std::string node, output;
+  uint64_t entries = 0, bytes = 0, whiteouts = 0;
+  bool diff = false;
+  template <class V> void Fields(V& v) {
+    v("node", node); v("output", output); v("entries", entries); v("bytes", bytes); v("whiteouts", whiteouts);
+  }
+};
+// A reader: runs in this process. Errors: kNotFound (refs), I/O.
+Result<ExportReply> Export(Client& client, const ExportRequest& r);
+
+struct ImportArchiveRequest {
+  std::string archive;
+  std::string message;  // default "imported <archive>"
+};
+struct ImportArchiveReply {
+  std::string node;
+  std::vector<std::string> warnings;
+  template <class V> void Fields(V& v) { v("node", node); v("warnings", warnings); }
+};
+// Unpacks the archive beside the live tree (here), then records it through
+// the lock holder (the import op). Errors: kInvalid for a hostile archive
+// (nothing is recorded), I/O.
+Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r);
+
+}  // namespace agentenv::control

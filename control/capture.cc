@@ -1,0 +1,151 @@
+#include "control/capture.h"
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "control/ignore.h"
+#include "control/render.h"
+#include "snap/fsops.h"
+
+namespace agentenv::control {
+namespace {
+
+// Wall and CPU time of this thread since construction.
+class CpuWallTimer {
+ public:
+  CpuWallTimer() : wall_(std::chrono::steady_clock::now()), cpu_(ThreadCpuNs()) {}
+  // "wall_ms=1.234 cpu_ms=0.987"
+  std::string Describe() const {
+    double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "wall_ms=%.3f cpu_ms=%.3f", wall, double(ThreadCpuNs() - cpu_) / 1e6);
+    return buf;
+  }
+
+ private:
+  static int64_t ThreadCpuNs() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+  std::chrono::steady_clock::time_point wall_;
+  int64_t cpu_;
+};
+
+}  // namespace
+
+void Log(const std::string& line) {
+  std::fprintf(stderr, "%s agentenv: %s\n", FormatTime(snap::NowNs()).c_str(), line.c_str());
+}
+
+Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt) {
+  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(repo.root()));
+  watch::WatcherOptions wo;
+  wo.timing.quiet = std::chrono::milliseconds(opt.quiet_ms);
+  wo.timing.max_delay = std::chrono::milliseconds(opt.max_delay_ms);
+  wo.journal.ignore = std::move(rules);
+  wo.journal.on_warning = [](const std::string& w) { Log("warning: " + w); };
+  std::unique_ptr<Capture> c(new Capture(repo, writers));
+  Capture* self = c.get();
+  // The watch starts before the baseline scan, so nothing falls between.
+  AE_ASSIGN(c->watcher_, watch::Watcher::Start(repo.work_dir(), wo, [self](watch::ChangeSet cs) { self->Queue(std::move(cs)); }));
+  {
+    std::lock_guard writer(writers);
+    c->Snapshot(watch::ChangeSet{{}, true});
+  }
+  c->thread_ = std::thread([self] { self->Loop(); });
+  return c;
+}
+
+Capture::~Capture() { Stop(false); }
+
+void Capture::Queue(watch::ChangeSet cs) {
+  std::lock_guard lock(mu_);
+  pending_.Merge(std::move(cs));
+  wake_.notify_one();
+}
+
+void Capture::Loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (stopping_ && pending_.empty()) return;
+    }
+    // A running exec's changes belong to its own node: wait for it.
+    std::lock_guard writer(writers_);
+    SnapshotPending();
+  }
+}
+
+void Capture::SnapshotPending() {
+  watch::ChangeSet cs;
+  {
+    std::lock_guard lock(mu_);
+    cs = std::exchange(pending_, {});
+  }
+  if (cs.empty()) return;
+  cs.Compact();
+  Snapshot(cs);
+}
+
+bool Capture::Drain() {
+  watcher_->Flush();  // the callback only queues: it never waits for our writer mutex
+  SnapshotPending();
+  return complete_ && !watcher_->degraded();
+}
+
+void Capture::Stop(bool deliver_pending) {
+  if (!watcher_) return;
+  watcher_->Stop(deliver_pending);
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    if (!deliver_pending) pending_ = {};
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+// No node if nothing really changed: the stat cache and tree ids decide.
+void Capture::Snapshot(const watch::ChangeSet& cs) {
+  snap::SnapOptions opt;
+  // After a failed snapshot some changes are in no node: scan everything
+  // until a full scan succeeds, not only the paths of this change set.
+  if (!cs.rescan_all && complete_) {
+    std::vector<std::string> paths;
+    for (const auto& [path, scope] : cs.paths)
+      (scope == watch::Scope::kSubtree ? paths : opt.entry_paths).push_back(path);
+    opt.paths = std::move(paths);
+  }
+  // From the change set's delivery to the committed node is the capture
+  // latency the benchmark reports.
+  CpuWallTimer timer;
+  auto r = repo_.Snapshot(opt);
+  if (!r && opt.paths) {
+    // The change set would be lost with this snapshot: fall back to a full
+    // (stat-cached) scan, which sees everything.
+    Log("snapshot of changed paths failed (" + r.error().message + "); rescanning");
+    opt.paths.reset();
+    r = repo_.Snapshot(opt);
+  }
+  if (!r) {
+    complete_ = false;  // until a full scan succeeds
+    return Log("snapshot failed: " + r.error().message);
+  }
+  if (!opt.paths) complete_ = true;
+  if (!r->node) return;
+  Log("node " + Short(*r->node) + ": " + r->label + " (" +
+      (!opt.paths ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +
+      timer.Describe() + ")");
+  // Thin history now and then; nodes are cheap to keep for a while.
+  if (++since_retain_ < 64) return;
+  since_retain_ = 0;
+  auto kept = repo_.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
+  if (!kept) return Log("retention failed: " + kept.error().message);
+  if (!kept->dropped.empty()) Log("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
+}
+
+}  // namespace agentenv::control

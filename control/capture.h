@@ -1,0 +1,76 @@
+// Automatic capture for the daemon, the supervisor and the shell: a
+// watcher on the live tree whose debounced change sets become snapshots.
+//
+// Threads: the watcher's thread only queues change sets (it never waits
+// for a writer); the capture's own thread snapshots them, taking the
+// server's writer mutex like every writer. A rollback drains the queue
+// itself while it holds that mutex.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/result.h"
+#include "snap/repo.h"
+#include "watch/debounce.h"
+
+namespace agentenv::control {
+
+struct CaptureOptions {
+  int quiet_ms = 300;
+  int max_delay_ms = 3000;
+};
+
+class Capture {
+ public:
+  // Starts watching the live tree, then takes a baseline snapshot of what
+  // changed while nothing watched. `writers` is the mutex every writer of
+  // this process holds. Progress goes to stderr (Log). Errors: I/O, bad
+  // ignore file.
+  static Result<std::unique_ptr<Capture>> Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt);
+  // Stops without delivering.
+  ~Capture();
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  // With the writer mutex held by the caller: reads every event queued so
+  // far and snapshots what is pending, on this thread. True when history
+  // then holds every change made to the live tree before the call (the
+  // journal missed nothing and every snapshot worked); false when only a
+  // full scan can tell.
+  bool Drain();
+  // Stops watching; with deliver_pending the last changes become a node.
+  // Waits for the capture thread.
+  void Stop(bool deliver_pending);
+
+ private:
+  Capture(snap::Repo& repo, std::mutex& writers) : repo_(repo), writers_(writers) {}
+  void Loop();
+  // Queues a change set (the watcher's callback).
+  void Queue(watch::ChangeSet cs);
+  // With the writer mutex held: snapshots what is queued, if anything.
+  void SnapshotPending();
+  // With the writer mutex held: one change set becomes a node (or none if
+  // nothing really changed).
+  void Snapshot(const watch::ChangeSet& cs);
+
+  snap::Repo& repo_;
+  std::mutex& writers_;
+  std::unique_ptr<watch::Watcher> watcher_;
+  std::thread thread_;
+  std::mutex mu_;  // guards pending_, stopping_
+  std::condition_variable wake_;
+  watch::ChangeSet pending_;
+  bool stopping_ = false;
+  // Under the writer mutex:
+  bool complete_ = false;  // history holds every change snapshotted so far
+  int since_retain_ = 0;
+};
+
+// One line on stderr with a timestamp, for long-running commands.
+void Log(const std::string& line);
+
+}  // namespace agentenv::control

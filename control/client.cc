@@ -1,0 +1,74 @@
+#include "control/client.h"
+
+#include "control/errors.h"
+#include "control/ignore.h"
+#include "control/jobs.h"
+#include "control/socket.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+
+Client::Client(std::string root) : root_(std::move(root)) {}
+Client::~Client() = default;
+
+Result<Server*> Client::Local() {
+  if (!local_) {
+    AE_ASSIGN(auto repo, OpenRepo(root_));
+    local_ = std::make_unique<Server>(std::move(repo));
+  }
+  return local_.get();
+}
+
+Result<std::optional<json>> Client::AskDaemon(std::string_view op, const json& args, const FrameSink& emit) {
+  std::string path = snap::layout::Socket(root_);
+  Result<json> resp = CallDaemonStream(path, std::string(op), args, [&](const json& frame) {
+    if (emit) emit(frame);
+  });
+  if (!resp) {
+    // Connect reports kNotFound for nobody listening and kInvalid for an
+    // unusable path; anything else happened after a daemon answered.
+    if (resp.error().code == ErrorCode::kNotFound || resp.error().code == ErrorCode::kInvalid)
+      return std::optional<json>();
+    return Unexpected<Error>(resp.error());
+  }
+  if (!resp->value("ok", false)) return Unexpected<Error>(ErrorFromJson((*resp)["error"]));
+  return std::optional<json>((*resp)["result"]);
+}
+
+Result<json> Client::CallJson(std::string_view op, const json& args, const FrameSink& emit) {
+  AE_ASSIGN(std::optional<json> resp, AskDaemon(op, args, emit));
+  if (resp) return std::move(*resp);
+  AE_ASSIGN(Server* s, Local());
+  return control::CallJson(*s, op, args, emit);
+}
+
+Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecRequest& r) {
+  AE_ASSIGN(Server* local, client.Local());
+  runner::EnvSpec spec;
+  spec.root = local->repo().work_dir();
+  spec.argv = r.argv;
+  spec.cwd = r.cwd;
+  AE_ASSIGN(spec.network, ParseNetwork(r.network));
+  spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
+  spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
+  AE_ASSIGN(runner::RunResult run, runner::Run(spec));
+  TerminalExecReply rep;
+  rep.exit_code = run.exit_code;
+  rep.signal = run.signal;
+  rep.timed_out = run.timed_out;
+  if (r.capture) {
+    rep.stdout_text = run.out;
+    rep.stderr_text = run.err;
+  }
+  if (!r.snapshot) return rep;
+  std::string line;
+  for (const auto& a : r.argv) line += (line.empty() ? "" : " ") + a;
+  SnapshotRequest snap;
+  snap.label = "exec: " + line.substr(0, 180);
+  AE_ASSIGN(SnapshotReply s, client.Call(snap));
+  if (s.node) rep.node = s.node->id;
+  rep.label = snap.label;
+  return rep;
+}
+
+}  // namespace agentenv::control

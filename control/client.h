@@ -1,0 +1,85 @@
+// control::Client: how a command reaches an operation.
+//
+// A running daemon (or supervisor) holds the repository lock for its whole
+// life and serves every writer itself. A request that needs the lock
+// (Op<Req>::Locks) therefore goes to the daemon on <root>/agentenv.sock
+// when one answers there, and runs here otherwise; readers (log, show,
+// ...) always run here: they never wait for the lock. Either way the
+// caller gets the same typed reply.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "control/ops.h"
+#include "control/server.h"
+
+namespace agentenv::control {
+
+class Client {
+ public:
+  explicit Client(std::string root);
+  ~Client();
+
+  const std::string& root() const { return root_; }
+
+  // Runs `req` where it must run (see above). Frames of a streaming request
+  // go to `emit`. Errors: the operation's own; I/O or kCorrupt when a
+  // daemon answered but the exchange failed.
+  template <class Req>
+  Result<typename Op<Req>::Reply> Call(const Req& req, const FrameSink& emit = {}) {
+    using Reply = typename Op<Req>::Reply;
+    if (Op<Req>::Locks(req)) {
+      AE_ASSIGN(std::optional<json> resp, AskDaemon(Op<Req>::kName, ToJson(req), emit));
+      if (resp) return ReadReply<Reply>(Op<Req>::kName, *resp);
+    }
+    AE_ASSIGN(Server* s, Local());
+    return Op<Req>::Run(*s, req, emit);
+  }
+
+  // Any operation by name with JSON arguments (MCP): at the daemon when one
+  // answers, else here. Errors as for CallJson.
+  Result<json> CallJson(std::string_view op, const json& args, const FrameSink& emit = {});
+
+  // The repository opened in this process (on first use). Errors: as
+  // OpenRepo.
+  Result<Server*> Local();
+
+  // The result of `op` at the daemon serving `root`; nullopt when none
+  // listens there (no socket, a dead daemon's socket, a path too long to
+  // bind). Errors: the daemon's error reply; I/O after a daemon answered.
+  Result<std::optional<json>> AskDaemon(std::string_view op, const json& args, const FrameSink& emit = {});
+
+ private:
+  std::string root_;
+  std::unique_ptr<Server> local_;
+};
+
+// `agentenv exec`: one command on this process's terminal (stdio inherited,
+// or captured for --json), then a snapshot through Call (at the daemon
+// when one serves the root), labelled with the command.
+struct TerminalExecRequest {
+  std::vector<std::string> argv;
+  std::string cwd = "/";
+  std::string network = "allow";
+  double timeout_s = 0;
+  bool capture = false;   // collect stdout/stderr into the reply
+  bool snapshot = true;
+};
+struct TerminalExecReply {
+  int exit_code = 0, signal = 0;
+  bool timed_out = false;
+  std::optional<std::string> stdout_text, stderr_text;
+  std::optional<std::string> node;  // the snapshot's id; none when nothing changed
+  std::string label;
+  template <class V> void Fields(V& v) {
+    v("exit_code", exit_code); v("signal", signal); v("timed_out", timed_out);
+    v("stdout", stdout_text, kOmitEmpty); v("stderr", stderr_text, kOmitEmpty); v("node", node);
+  }
+};
+// Errors: the runner's start-up, the snapshot's (the command ran then).
+Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecRequest& r);
+
+}  // namespace agentenv::control

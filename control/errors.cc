@@ -1,0 +1,43 @@
+#include "control/errors.h"
+
+namespace agentenv::control {
+namespace {
+
+constexpr ErrorCode kCodes[] = {ErrorCode::kIo,     ErrorCode::kInvalid, ErrorCode::kNotFound,   ErrorCode::kExists,
+                                ErrorCode::kBusy,   ErrorCode::kCorrupt, ErrorCode::kUnsupported};
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kInvalid: return "invalid";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kExists: return "exists";
+    case ErrorCode::kBusy: return "busy";
+    case ErrorCode::kCorrupt: return "corrupt";
+    case ErrorCode::kUnsupported: return "unsupported";
+  }
+  return "io";
+}
+
+ErrorCode ErrorCodeNamed(std::string_view name) {
+  for (ErrorCode c : kCodes)
+    if (ErrorCodeName(c) == name) return c;
+  return ErrorCode::kIo;
+}
+
+nlohmann::json ErrorJson(const Error& e) {
+  nlohmann::json j = {{"code", ErrorCodeName(e.code)}, {"message", e.message}};
+  if (e.partial) j["partial"] = true;
+  return j;
+}
+
+Error ErrorFromJson(const nlohmann::json& error) {
+  if (!error.is_object()) return Error{"daemon error", 0, ErrorCode::kIo};
+  Error e{error.value("message", "daemon error"), 0, ErrorCodeNamed(error.value("code", "io"))};
+  e.partial = error.value("partial", false);
+  return e;
+}
+
+}  // namespace agentenv::control

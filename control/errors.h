@@ -1,0 +1,24 @@
+// Error codes as the socket, MCP and --json name them ("not_found", ...),
+// and back. The CLI's exit codes are a function of the same code
+// (cli/cli.cc), so nothing ever matches an error's message.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+
+#include "common/result.h"
+
+namespace agentenv::control {
+
+std::string_view ErrorCodeName(ErrorCode c);
+// The code named `name`; kIo for a name it does not know.
+ErrorCode ErrorCodeNamed(std::string_view name);
+
+// {"code","message"} plus "partial": true when the operation may have
+// partly happened.
+nlohmann::json ErrorJson(const Error& e);
+// The Error a response's "error" object describes.
+Error ErrorFromJson(const nlohmann::json& error);
+
+}  // namespace agentenv::control

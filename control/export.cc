@@ -1,0 +1,154 @@
+#include "control/export.h"
+
+#include <sys/stat.h>
+
+#include <memory>
+
+#include "control/libarchive.h"
+#include "snap/diff.h"
+#include "snap/fsops.h"
+
+namespace agentenv::control {
+namespace {
+
+using WriteArchive = std::unique_ptr<archive, decltype(&archive_write_free)>;
+using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free)>;
+
+class TarWriter {
+ public:
+  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out)
+      : A(lib), s_(s), a_(a), out_(out) {}
+
+  Result<void> Put(const snap::Entry& e, const std::string& path);
+  Result<void> Whiteout(const std::string& path);
+  // Every entry of tree `id` under `dir`, in walk order.
+  Result<void> PutTree(const store::ObjectId& id, const std::string& dir);
+
+  ExportStats stats;
+
+ private:
+  Result<void> Fail(const std::string& path) {
+    return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
+  }
+  const ArchiveLib& A;
+  const store::Store& s_;
+  archive* a_;
+  std::string out_;
+};
+
+Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
+  ArchiveEntry ae(A.archive_entry_new(), A.archive_entry_free);
+  std::string name = e.kind == snap::Kind::kDir ? path + "/" : path;
+  A.archive_entry_set_pathname(ae.get(), name.c_str());
+  A.archive_entry_set_uid(ae.get(), e.meta.uid);
+  A.archive_entry_set_gid(ae.get(), e.meta.gid);
+  A.archive_entry_set_mtime(ae.get(), e.meta.mtime_ns / 1000000000, e.meta.mtime_ns % 1000000000);
+  mode_t type = 0;
+  switch (e.kind) {
+    case snap::Kind::kFile: type = AE_IFREG; A.archive_entry_set_size(ae.get(), int64_t(e.size)); break;
+    case snap::Kind::kDir: type = AE_IFDIR; break;
+    case snap::Kind::kSymlink: type = AE_IFLNK; A.archive_entry_set_symlink(ae.get(), e.target.c_str()); break;
+    case snap::Kind::kHardlink:
+      type = AE_IFREG;
+      A.archive_entry_set_hardlink(ae.get(), e.target.c_str());
+      A.archive_entry_set_size(ae.get(), 0);
+      break;
+    case snap::Kind::kFifo: type = AE_IFIFO; break;
+    case snap::Kind::kChar: type = AE_IFCHR; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
+    case snap::Kind::kBlock: type = AE_IFBLK; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
+    case snap::Kind::kSocket: return {};  // tar has no sockets
+  }
+  A.archive_entry_set_filetype(ae.get(), type);
+  A.archive_entry_set_perm(ae.get(), e.meta.mode & 07777);
+  for (const auto& [k, v] : e.meta.xattrs) A.archive_entry_xattr_add_entry(ae.get(), k.c_str(), v.data(), v.size());
+  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(path);
+  ++stats.entries;
+  if (e.kind != snap::Kind::kFile) return {};
+  AE_TRY(s_.ReadFile(e.file(), [&](std::span<const uint8_t> b) -> Result<void> {
+    if (A.archive_write_data(a_, b.data(), b.size()) != ssize_t(b.size())) return Fail(path);
+    stats.bytes += b.size();
+    return {};
+  }));
+  return {};
+}
+
+Result<void> TarWriter::Whiteout(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string wh = slash == std::string::npos ? ".wh." + path : path.substr(0, slash + 1) + ".wh." + path.substr(slash + 1);
+  snap::Entry e;
+  e.kind = snap::Kind::kFile;
+  e.meta.mode = 0644;
+  ArchiveEntry ae(A.archive_entry_new(), A.archive_entry_free);
+  A.archive_entry_set_pathname(ae.get(), wh.c_str());
+  A.archive_entry_set_filetype(ae.get(), AE_IFREG);
+  A.archive_entry_set_perm(ae.get(), 0644);
+  A.archive_entry_set_size(ae.get(), 0);
+  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(wh);
+  ++stats.whiteouts;
+  return {};
+}
+
+Result<void> TarWriter::PutTree(const store::ObjectId& id, const std::string& dir) {
+  AE_ASSIGN(snap::Tree t, snap::LoadTree(s_, id));
+  for (const snap::Entry& e : t) {
+    std::string path = snap::Join(dir, e.name);
+    AE_TRY(Put(e, path));
+    if (e.kind == snap::Kind::kDir) AE_TRY(PutTree(e.id, path));
+  }
+  return {};
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
+                              const std::optional<store::ObjectId>& base, const std::string& out) {
+  AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
+  const ArchiveLib& A = *lib;
+  WriteArchive a(A.archive_write_new(), A.archive_write_free);
+  // Full pax, so that every entry carries its ns mtime (restricted pax
+  // writes it only beside other extensions); names are written as the
+  // bytes they are (hdrcharset=BINARY): they need not be UTF-8. Xattrs
+  // once, as SCHILY.xattr (what GNU tar reads).
+  A.archive_write_set_format_pax(a.get());
+  if (A.archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
+      A.archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
+    return Fail(out + ": " + A.archive_error_string(a.get()));
+  if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
+    A.archive_write_add_filter_gzip(a.get());
+    A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
+  } else if (EndsWith(out, ".zst")) {
+    A.archive_write_add_filter_zstd(a.get());
+  }
+  if (A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
+    return Fail(out + ": " + A.archive_error_string(a.get()));
+  TarWriter w(A, s, a.get(), out);
+  if (!base) {
+    snap::Entry root;
+    root.kind = snap::Kind::kDir;
+    root.meta = n.root;
+    AE_TRY(w.Put(root, "."));
+    AE_TRY(w.PutTree(n.tree, ""));
+  } else {
+    // Below a deleted directory everything is gone with it: one whiteout.
+    std::string deleted_dir;
+    AE_TRY(snap::DiffTrees(s, *base, n.tree, [&](const snap::Difference& d) -> Result<void> {
+      const std::string& p = d.change.path;
+      if (!deleted_dir.empty() && p.size() > deleted_dir.size() && p.compare(0, deleted_dir.size(), deleted_dir) == 0 &&
+          p[deleted_dir.size()] == '/')
+        return {};
+      if (d.change.op == '-') {
+        if (d.change.is_dir) deleted_dir = p;
+        return w.Whiteout(p);
+      }
+      return w.Put(*d.new_entry, p);
+    }));
+  }
+  if (A.archive_write_close(a.get()) != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
+  return w.stats;
+}
+
+}  // namespace agentenv::control

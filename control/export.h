@@ -1,0 +1,26 @@
+// Writing a node as a tarball (`agentenv export`), streamed straight from
+// the store: nothing is materialized on disk.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "snap/node.h"
+#include "store/store.h"
+
+namespace agentenv::control {
+
+struct ExportStats {
+  uint64_t entries = 0, bytes = 0, whiteouts = 0;
+};
+
+// Writes node `n` (or, with `base`, only what changed since tree `base`,
+// deletions as OCI ".wh." whiteouts) to `out` as a pax tar, compressed by
+// the file name's suffix (.gz, .zst, else none). The same node always
+// gives the same bytes: walk order is sorted, owners are numeric, no
+// atime/ctime, no gzip timestamp. Errors: I/O, missing objects.
+Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
+                              const std::optional<store::ObjectId>& base, const std::string& out);
+
+}  // namespace agentenv::control

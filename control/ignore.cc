@@ -1,0 +1,41 @@
+// The repository's ignore rules: defaults plus <root>/ignore.
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "control/ignore.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+
+Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root) {
+  watch::IgnoreRules rules = watch::IgnoreRules::Defaults();
+  std::string path = snap::layout::Ignore(root);
+  std::ifstream in(path);
+  if (in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    auto extra = watch::IgnoreRules::Parse(text.str());
+    if (!extra) return Fail(ErrorCode::kInvalid, path + ": " + extra.error().message);
+    rules.Add(*extra);
+  }
+  return rules;
+}
+
+Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
+  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
+  auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
+  // The scan asks about a path only when its parent is not ignored: the
+  // verdict on the path alone is enough (Ignored would re-check each
+  // ancestor of each of the ~100k entries of a rootfs).
+  return snap::PathFilter([shared](std::string_view rel, bool is_dir) { return shared->Matches(rel, is_dir); });
+}
+
+Result<std::unique_ptr<snap::Repo>> OpenRepo(const std::string& root) {
+  AE_ASSIGN(auto repo, snap::Repo::Open(root));
+  AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(root));
+  repo->set_ignored(std::move(ignored));
+  return repo;
+}
+
+}  // namespace agentenv::control

@@ -1,0 +1,78 @@
+// The jobs of a control::Server (environments started by exec and spawn)
+// and the environment spec a run request asks for.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "runner/runner.h"
+#include "control/types.h"
+#include "snap/repo.h"
+
+namespace agentenv::control {
+
+// One env started by exec or spawn. `mu` guards env and status: the thread
+// that runs an exec and a `kill` from another client both reach them.
+struct Job {
+  uint64_t id = 0;
+  std::string kind;     // "exec" or "spawn"
+  std::string command;  // as shown in ps and labels
+  int64_t started_ns = 0;
+  std::string log;      // spawn: host path of its output
+  std::mutex mu;
+  std::optional<runner::Env> env;           // until the job has ended and been reaped
+  std::optional<runner::ExitStatus> status;  // once it has ended
+  bool killed = false;                       // ended by kill
+
+  // Under mu: reaps the env if it has ended (never blocks).
+  void PollLocked();
+  // Under mu: SIGKILLs every process of the env and reaps it.
+  void KillLocked();
+};
+
+// Jobs of this process. Thread-safe.
+class JobTable {
+ public:
+  // Registers a started env under an id from NextId().
+  std::shared_ptr<Job> Add(uint64_t id, std::string kind, std::string command, runner::Env env, std::string log);
+  void Remove(uint64_t id);
+  std::vector<std::shared_ptr<Job>> List();
+  // Reserves an id (spawn names its log after it before the env starts).
+  uint64_t NextId();
+
+ private:
+  std::mutex mu_;
+  uint64_t next_ = 1;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_;
+};
+
+// The environment for a run request in repository `repo`: exec (with its
+// session, when one is named) or spawn. `collect`: the output goes into
+// the reply (a model's call), which makes the defaults 300 s and 64 KiB
+// per stream; a streamed or spawned run has neither limit by default.
+// Errors: kInvalid naming the argument.
+struct PlannedRun {
+  runner::EnvSpec spec;
+  std::string line;     // the command for labels, ps and logs
+  std::string session_dir;  // exec with a session: its host directory
+};
+Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, bool collect);
+
+// Creates <work>/run if missing, keeping the root directory's mtime (a
+// missing /run is no change worth a node): the runner mounts the env's /run
+// tmpfs there only when the tree has it, and binds below it need it.
+void EnsureRunDir(const std::string& work_dir);
+
+// The processes of a running env, its own init left out.
+std::vector<ProcessEntry> EnvProcesses(runner::Env& env);
+
+// "allow" or "deny" as the runner's enum. Errors: kInvalid.
+Result<runner::Network> ParseNetwork(const std::string& s);
+
+}  // namespace agentenv::control

@@ -1,0 +1,219 @@
+// The operation table: names, descriptions, schemas, and the JSON entry.
+#include "control/ops.h"
+
+namespace agentenv::control {
+namespace {
+
+json Obj(std::initializer_list<std::pair<const std::string, json>> props, std::vector<std::string> required = {}) {
+  json j = {{"type", "object"}, {"properties", json::object()}};
+  for (const auto& [k, v] : props) j["properties"][k] = v;
+  if (!required.empty()) j["required"] = required;
+  return j;
+}
+const json kStr = {{"type", "string"}};
+const json kInt = {{"type", "integer"}};
+const json kNum = {{"type", "number"}};
+const json kBool = {{"type", "boolean"}};
+const json kOptStr = {{"type", {"string", "null"}}};
+json ArrayOf(const json& items) { return {{"type", "array"}, {"items", items}}; }
+const json kStrings = ArrayOf(kStr);
+const json kRef = {{"type", "string"}, {"description", "Node: short id (12 hex digits), tag name, HEAD, or HEAD~N"}};
+// A node as NodeInfo writes it; `changes` is the count of changed paths.
+json NodeSchema(const json& changes, const json& extra = json::object()) {
+  json j = Obj({{"id", kStr}, {"short", kStr}, {"seq", kInt}, {"time", kStr}, {"time_ns", kInt},
+                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}, {"damaged", kBool}, {"damage", kStr}},
+               {"id", "short", "seq", "time", "time_ns", "title", "changes", "parent"});
+  j["properties"].update(extra);
+  return j;
+}
+json Nullable(json j) {
+  j["type"] = {j["type"].get<std::string>(), "null"};
+  return j;
+}
+const json kNode = NodeSchema(kInt);
+const json kListed = NodeSchema(kInt, {{"head", kBool}, {"tags", kStr}});
+const json kChange = Obj({{"op", {{"type", "string"}, {"enum", {"+", "-", "M"}}}}, {"path", kStr}, {"dir", kBool}},
+                         {"op", "path", "dir"});
+const json kProcess = Obj({{"pid", kInt}, {"ns_pid", kInt}, {"ppid", kInt}, {"cmdline", kStr}});
+
+json RunProps(bool is_exec) {
+  json p = Obj({
+      {"command", {{"type", "string"}, {"description", "Shell command line, run by /bin/sh -c (or give argv)"}}},
+      {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "Program and arguments, no shell"}}},
+      {"cwd", {{"type", "string"}, {"description", "Working directory inside (default /, or the session's)"}}},
+      {"env", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}, {"description", "Extra environment variables"}}},
+      {"network", {{"type", "string"}, {"enum", {"allow", "deny"}}, {"description", "deny: loopback only"}}},
+      {"memory_bytes", {{"type", "integer"}, {"description", "Memory limit; fails plainly where it cannot be enforced"}}},
+      {"pids", {{"type", "integer"}, {"description", "Limit on processes/threads at once"}}},
+      {"cpus", {{"type", "number"}, {"description", "CPU time per wall second (0.5 = half a core)"}}},
+  });
+  if (is_exec) {
+    p["properties"]["timeout_s"] = {{"type", "number"}, {"description", "Kill every process of the command after this many seconds (MCP default 300)"}};
+    p["properties"]["output_cap"] = {{"type", "integer"}, {"description", "Bytes kept per stream (MCP default 65536); the rest is counted, not kept"}};
+    p["properties"]["session"] = {{"type", "string"}, {"description", "Session name: cwd and exported variables carry over between calls with the same name"}};
+    p["properties"]["snapshot"] = {{"type", "boolean"}, {"description", "Snapshot afterwards (default true)"}};
+  }
+  return p;
+}
+
+std::vector<OpSpec> MakeOps() {
+  return {
+      {"snapshot", {"snap", "commit"},
+       "Save the current state of the whole environment filesystem as a new node. Do this before "
+       "anything risky (installing packages, editing config, deleting files) so you can roll back. "
+       "Changes are also captured automatically; an explicit snapshot adds a message that makes the "
+       "node easy to find. Returns created=false when nothing changed.",
+       Obj({{"message", {{"type", "string"}, {"description", "Why: what you are about to try or just finished"}}},
+            {"label", {{"type", "string"}, {"description", "Automatic label (default: a summary of the changes)"}}},
+            {"allow_empty", {{"type", "boolean"}, {"description", "Make a node even if nothing changed"}}},
+            {"paths", {{"type", "array"}, {"items", kStr}, {"description", "Only rescan these tree-relative paths"}}}}),
+       Obj({{"created", kBool}, {"node", Nullable(kNode)}, {"label", kStr}, {"added", kInt}, {"modified", kInt},
+            {"deleted", kInt}, {"hashed_files", kInt}, {"hashed_bytes", kInt}, {"warnings", kStrings}},
+           {"created", "node", "warnings"}),
+       true},
+      {"rollback", {"restore", "checkout"},
+       "Put the whole filesystem back to an earlier node (files, packages, config). Use `log` first "
+       "and pick the newest node from before the change that broke things (read titles and change "
+       "counts). Uncommitted changes are saved as a node first, so a rollback can itself be undone. "
+       "Running processes are not restarted: re-run what you need afterwards.",
+       Obj({{"ref", kRef}}, {"ref"}),
+       Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}, {"bytes_written", kInt},
+            {"files_cloned", kInt}, {"removed", kInt}, {"created", kInt}, {"warnings", kStrings},
+            {"relaunched", kBool}},
+           {"node", "saved", "files_written", "removed", "created", "warnings"}),
+       true, true},
+      {"log", {},
+       "List recent nodes, newest first: id, time, title (message or automatic change summary), change count, head flag, tags.",
+       Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}}}),
+       Obj({{"nodes", ArrayOf(kListed)}}, {"nodes"})},
+      {"diff", {},
+       "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
+       "filesystem (omit `to`). Ops: + added, - deleted, M modified.",
+       Obj({{"from", kRef}, {"to", kRef}, {"limit", {{"type", "integer"}, {"description", "At most this many paths (default 200)"}}}}),
+       Obj({{"changes", ArrayOf(kChange)}, {"total", kInt}, {"truncated", kBool}}, {"changes", "total", "truncated"})},
+      {"show", {}, "Details of one node: message, automatic label, parent, file count and a sample of changed paths.",
+       Obj({{"ref", kRef}}),
+       Obj({{"node", NodeSchema({{"type", {"object", "integer"}}},
+                                {{"message", kStr}, {"label", kStr}, {"tree", kStr}, {"files", kInt}, {"logical_bytes", kInt}})}},
+           {"node"})},
+      {"head", {}, "The node the live filesystem was last snapshotted or rolled back to.", Obj({}),
+       Obj({{"node", kNode}}, {"node"})},
+      {"branches", {}, "Tips of history (nodes without children). After a rollback and new work, the old line stays reachable here.",
+       Obj({}), Obj({{"branches", ArrayOf(kListed)}}, {"branches"})},
+      {"tag", {},
+       "Name a node so it is easy to return to (`name`, optional `ref`, default HEAD); with no name, list tags; with delete=true, remove the tag.",
+       Obj({{"name", kStr}, {"ref", kRef}, {"delete", kBool}}),
+       Obj({{"name", kStr}, {"id", kStr}, {"deleted", kStr}, {"tags", ArrayOf(Obj({{"name", kStr}, {"id", kStr}}, {"name", "id"}))}}),
+       true},
+      {"status", {},
+       "Whether the live filesystem has changes not yet in a node, which paths, plus HEAD, node count and storage use.",
+       Obj({}),
+       Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", ArrayOf(kChange)}, {"head", Nullable(kNode)}, {"nodes", kInt},
+            {"root", kStr}, {"work", kStr}, {"backend", kStr}, {"stored_bytes", kInt}, {"logical_bytes", kInt},
+            {"disk_bytes", kInt}, {"head_files", kInt}, {"head_bytes", kInt}},
+           {"dirty", "changed", "changes", "head", "nodes"})},
+      {"retain", {},
+       "Thin old history: keep the newest nodes and everything recent, then fewer nodes the older they are; HEAD, "
+       "roots, tags, branch points and tips always stay. Run `gc` afterwards to free the space.",
+       Obj({{"dry_run", {{"type", "boolean"}, {"description", "Only say what would be dropped"}}},
+            {"keep_last", {{"type", "integer"}, {"description", "Always keep this many newest nodes (default 50)"}}},
+            {"keep_within_s", {{"type", "integer"}, {"description", "Always keep nodes younger than this (default 600)"}}}}),
+       Obj({{"dry_run", kBool}, {"dropped", ArrayOf(kNode)}, {"kept", kInt}, {"reparented", kInt}, {"released_objects", kInt}},
+           {"dry_run", "dropped", "kept"}),
+       true, true},
+      {"gc", {},
+       "Free the storage of objects no node references any more (after `retain` dropped nodes) and compact packs. "
+       "History itself is not changed.",
+       Obj({{"compact_above", {{"type", "number"}, {"description", "Rewrite packs at least this percent dead (default 50)"}}},
+            {"full", {{"type", "boolean"}, {"description", "Recount every reference from scratch first"}}}}),
+       Obj({{"live_objects", kInt}, {"dropped_objects", kInt}, {"dropped_bytes", kInt}, {"bytes_freed", kInt},
+            {"packs_rewritten", kInt}, {"counted", kBool}, {"objects_read", kInt}},
+           {"dropped_objects", "bytes_freed"}),
+       true},
+      {"import", {},
+       "Record an unpacked tree (a directory beside the live tree) as a new child of HEAD; `agentenv import` "
+       "unpacks the archive and sends this.",
+       Obj({{"dir", kStr}, {"message", kStr}}, {"dir"}), Obj({{"node", kStr}}, {"node"}), true, false, false},
+      {"exec", {},
+       "Run a command inside this environment and wait for it. Returns exit_code (null if killed by a signal), "
+       "signal, timed_out, stdout and stderr (each capped at output_cap bytes; *_truncated says so) and the node "
+       "that snapshots the filesystem afterwards, labelled with the command, so `rollback` can undo exactly this "
+       "command. Use session=<name> to keep the working directory and exported variables between calls (like one "
+       "terminal). If the result is an error, the command did not run, or may have run only partly: check with "
+       "`status` or `diff` before retrying.",
+       RunProps(true),
+       Obj({{"exit_code", {{"type", {"integer", "null"}}}}, {"signal", kInt}, {"timed_out", kBool}, {"oom_killed", kBool},
+            {"stdout", kStr}, {"stderr", kStr}, {"stdout_truncated", kBool}, {"stderr_truncated", kBool},
+            {"stdout_bytes", kInt}, {"stderr_bytes", kInt}, {"duration_ms", kInt}, {"job", kInt}, {"command", kStr},
+            {"killed", kBool},
+            {"node", {{"type", {"object", "null"}}, {"description", "The snapshot after the command; null if nothing changed"}}},
+            {"session", {{"type", {"object", "null"}}, {"description", "id, cwd, env after the command"}}}}),
+       true, true},
+      {"spawn", {},
+       "Start a command in the background inside this environment (a server, a watcher) and return at once with "
+       "its job id. Its output goes to a log file on the host (`log`); use `ps` to see whether it still runs and "
+       "`kill` to stop it. Its file changes are captured automatically while the daemon runs.",
+       RunProps(false), Obj({{"job", kInt}, {"pid", kInt}, {"log", kStr}}), true},
+      {"ps", {}, "List the jobs started by exec and spawn: running or not, exit status, and the processes of each.",
+       Obj({}),
+       Obj({{"jobs", ArrayOf(Obj({{"job", kInt}, {"kind", kStr}, {"command", kStr}, {"started", kStr}, {"running", kBool},
+                                  {"log", kStr}, {"processes", ArrayOf(kProcess)}}))},
+            {"agent", {{"type", {"object", "null"}}}}})},
+      {"kill", {}, "Stop a job (job=<id> from ps) or every job (all=true): every process of its environment is killed at once.",
+       Obj({{"job", kInt}, {"all", kBool}}), Obj({{"killed", ArrayOf(kInt)}}), true, true},
+  };
+}
+
+using JsonFn = Result<json> (*)(Server&, std::string_view, const json&, const FrameSink&);
+
+// Parses a typed request, runs it, writes the reply.
+template <class Req>
+Result<json> Dispatch(Server& s, std::string_view name, const json& args, const FrameSink& emit) {
+  AE_ASSIGN(Req req, ReadRequest<Req>(name, args));
+  AE_ASSIGN(auto rep, Op<Req>::Run(s, req, emit));
+  return ToJson(rep);
+}
+
+struct Entry {
+  std::string_view name;
+  JsonFn fn;
+};
+constexpr Entry kEntries[] = {
+    {"snapshot", Dispatch<SnapshotRequest>}, {"rollback", Dispatch<RollbackRequest>},
+    {"log", Dispatch<LogRequest>},           {"diff", Dispatch<DiffRequest>},
+    {"show", Dispatch<ShowRequest>},         {"head", Dispatch<HeadRequest>},
+    {"branches", Dispatch<BranchesRequest>}, {"tag", Dispatch<TagRequest>},
+    {"status", Dispatch<StatusRequest>},     {"retain", Dispatch<RetainRequest>},
+    {"gc", Dispatch<GcRequest>},             {"import", Dispatch<ImportRequest>},
+    {"exec", Dispatch<ExecRequest>},         {"spawn", Dispatch<SpawnRequest>},
+    {"ps", Dispatch<PsRequest>},             {"kill", Dispatch<KillRequest>},
+};
+
+}  // namespace
+
+const std::vector<OpSpec>& Ops() {
+  static const std::vector<OpSpec> ops = MakeOps();
+  return ops;
+}
+
+const OpSpec* FindOp(std::string_view name) {
+  for (const OpSpec& op : Ops()) {
+    if (op.name == name) return &op;
+    for (const auto& a : op.aliases)
+      if (a == name) return &op;
+  }
+  return nullptr;
+}
+
+Result<json> CallJson(Server& server, std::string_view op, const json& args, const FrameSink& emit) {
+  const OpSpec* spec = FindOp(op);
+  if (spec) {
+    for (const Entry& e : kEntries)
+      if (e.name == spec->name) return e.fn(server, spec->name, args, emit);
+  }
+  std::string known;
+  for (const auto& o : Ops()) known += (known.empty() ? "" : ", ") + o.name;
+  return Fail(ErrorCode::kInvalid, "unknown op '" + std::string(op) + "' (known: " + known + ")");
+}
+
+}  // namespace agentenv::control

@@ -1,0 +1,231 @@
+// The history operations of control::Server.
+#include "control/server.h"
+
+#include <map>
+
+#include "control/render.h"
+#include "snap/diff.h"
+#include "snap/fsops.h"
+
+namespace agentenv::control {
+namespace {
+
+// Tags by node ("a, b"), for listings.
+std::map<store::ObjectId, std::string> TagsByNode(snap::Repo& repo) {
+  std::map<store::ObjectId, std::string> out;
+  if (auto tags = repo.Tags()) {
+    for (const auto& [name, id] : *tags) out[id] += (out[id].empty() ? "" : ", ") + name;
+  }
+  return out;
+}
+
+Result<store::ObjectId> TreeOf(snap::Repo& repo, const std::string& ref) {
+  AE_ASSIGN(store::ObjectId id, repo.Resolve(ref));
+  AE_ASSIGN(snap::NodeRecord r, repo.Record(id));
+  return r.tree;
+}
+
+}  // namespace
+
+Server::Server(std::unique_ptr<snap::Repo> repo) : repo_(std::move(repo)) {}
+
+Server::~Server() { StopCapture(false); }
+
+Result<void> Server::StartCapture(const CaptureOptions& opt) {
+  AE_ASSIGN(capture_, Capture::Start(*repo_, writer_mu_, opt));
+  return {};
+}
+
+void Server::StopCapture(bool deliver_pending) {
+  if (capture_) capture_->Stop(deliver_pending);
+}
+
+Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
+  snap::SnapOptions opt;
+  opt.message = r.message;
+  opt.label = r.label;
+  opt.allow_empty = r.allow_empty;
+  opt.paths = r.paths;
+  std::lock_guard writer(writer_mu_);
+  AE_ASSIGN(snap::SnapResult res, repo_->Snapshot(opt));
+  SnapshotReply rep;
+  rep.created = bool(res.node);
+  rep.hashed_files = res.hashed_files;
+  rep.hashed_bytes = res.hashed_bytes;
+  rep.warnings = res.warnings;
+  if (!res.node) return rep;
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(*res.node));
+  rep.node = MakeNodeInfo(rec);
+  rep.label = res.label;
+  rep.added = res.changes.added;
+  rep.modified = res.changes.modified;
+  rep.deleted = res.changes.deleted;
+  return rep;
+}
+
+Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
+  if (r.ref.empty()) return Fail(ErrorCode::kInvalid, "rollback: which node? (argument 'ref')");
+  std::lock_guard writer(writer_mu_);
+  // With a capture, history is brought up to date from the journal first:
+  // the restore then saves nothing by walking the whole live tree.
+  std::optional<std::vector<std::string>> dirty;
+  if (capture_ && capture_->Drain()) dirty.emplace();
+  AE_ASSIGN(snap::RestoreResult res, repo_->Restore(r.ref, dirty));
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(res.node));
+  RollbackReply rep;
+  rep.node = MakeNodeInfo(rec);
+  if (res.saved) rep.saved = res.saved->Hex();
+  const auto& s = res.stats;
+  rep.files_written = s.files_written;
+  rep.bytes_written = s.bytes_written;
+  rep.files_cloned = s.files_cloned;
+  rep.removed = s.removed;
+  rep.created = s.created;
+  rep.warnings = s.warnings;
+  return rep;
+}
+
+Result<LogReply> Server::Log(const LogRequest& r) {
+  AE_ASSIGN(auto nodes, repo_->Log(r.limit));
+  AE_ASSIGN(auto head, repo_->Head());
+  auto tags = TagsByNode(*repo_);
+  LogReply rep;
+  for (const auto& n : nodes) {
+    auto t = tags.find(n.id);
+    rep.nodes.push_back({MakeNodeInfo(n), head && *head == n.id, t == tags.end() ? "" : t->second});
+  }
+  return rep;
+}
+
+Result<ShowReply> Server::Show(const ShowRequest& r) {
+  AE_ASSIGN(store::ObjectId id, repo_->Resolve(r.ref));
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
+  ShowReply rep;
+  rep.node = MakeNodeInfo(rec);
+  auto node = snap::LoadNode(repo_->store(), id);
+  if (!node && rec.damaged()) return rep;  // its node object is what was lost
+  if (!node) return Unexpected<Error>(node.error());
+  NodeDetails d;
+  d.message = node->message;
+  d.label = node->label;
+  d.tree = node->tree.Hex();
+  d.files = node->files;
+  d.logical_bytes = node->logical_bytes;
+  d.added = node->changes.added;
+  d.modified = node->changes.modified;
+  d.deleted = node->changes.deleted;
+  for (const auto& c : node->changes.sample) d.sample.push_back(MakeChangeInfo(c));
+  rep.details = std::move(d);
+  return rep;
+}
+
+Result<DiffReply> Server::Diff(const DiffRequest& r) {
+  AE_ASSIGN(store::ObjectId from, TreeOf(*repo_, r.from));
+  store::ObjectId to;
+  if (r.to.empty()) {
+    std::lock_guard writer(writer_mu_);  // the live tree's content is stored
+    AE_ASSIGN(to, repo_->LiveTree());
+  } else {
+    AE_ASSIGN(to, TreeOf(*repo_, r.to));
+  }
+  DiffReply rep;
+  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
+    if (rep.total++ < r.limit) rep.changes.push_back(MakeChangeInfo(d.change));
+    return {};
+  }));
+  rep.truncated = rep.total > r.limit;
+  return rep;
+}
+
+Result<HeadReply> Server::Head(const HeadRequest&) {
+  AE_ASSIGN(store::ObjectId id, repo_->Resolve("HEAD"));
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
+  return HeadReply{MakeNodeInfo(rec)};
+}
+
+Result<BranchesReply> Server::Branches(const BranchesRequest&) {
+  AE_ASSIGN(auto tips, repo_->Branches());
+  AE_ASSIGN(auto head, repo_->Head());
+  BranchesReply rep;
+  for (const auto& n : tips) rep.branches.push_back({MakeNodeInfo(n), head && *head == n.id, ""});
+  return rep;
+}
+
+Result<TagReply> Server::Tag(const TagRequest& r) {
+  TagReply rep;
+  if (r.name.empty()) {
+    if (r.del) return Fail(ErrorCode::kInvalid, "tag -d: which tag? (tag -d NAME)");
+    AE_ASSIGN(auto tags, repo_->Tags());
+    rep.tags.emplace();
+    for (const auto& [name, id] : tags) rep.tags->push_back({name, id.Hex()});
+    return rep;
+  }
+  std::lock_guard writer(writer_mu_);
+  if (r.del) {
+    AE_TRY(repo_->Untag(r.name));
+    rep.deleted = r.name;
+    return rep;
+  }
+  AE_ASSIGN(store::ObjectId id, repo_->Tag(r.name, r.ref));
+  rep.name = r.name;
+  rep.id = id.Hex();
+  return rep;
+}
+
+Result<StatusReply> Server::Status(const StatusRequest&) {
+  snap::RepoStatus st;
+  {
+    std::lock_guard writer(writer_mu_);
+    AE_ASSIGN(st, repo_->Status());
+  }
+  StatusReply rep;
+  rep.root = repo_->root();
+  rep.work = repo_->work_dir();
+  rep.backend = st.backend;
+  if (st.head) rep.head = MakeNodeInfo(*st.head);
+  rep.nodes = st.nodes;
+  rep.disk_bytes = st.store.pack_bytes + st.meta_bytes;
+  rep.stored_bytes = st.store.stored_bytes;
+  rep.logical_bytes = st.store.logical_bytes;
+  rep.head_files = st.head_files;
+  rep.head_bytes = st.head_bytes;
+  rep.dirty = st.dirty;
+  rep.changed = st.changed;
+  for (const auto& c : st.changes) rep.changes.push_back(MakeChangeInfo(c));
+  return rep;
+}
+
+Result<RetainReply> Server::Retain(const RetainRequest& r) {
+  snap::RetentionPolicy policy;
+  policy.keep_last = r.keep_last;
+  policy.keep_within = std::chrono::seconds(r.keep_within_s);
+  std::lock_guard writer(writer_mu_);
+  AE_ASSIGN(snap::RetentionResult res, repo_->Retain(policy, r.dry_run, snap::NowNs()));
+  RetainReply rep;
+  rep.dry_run = r.dry_run;
+  for (const auto& n : res.dropped) rep.dropped.push_back(MakeNodeInfo(n));
+  rep.kept = res.kept;
+  rep.reparented = res.reparented;
+  rep.released_objects = res.released;
+  return rep;
+}
+
+Result<GcReply> Server::Gc(const GcRequest& r) {
+  if (r.compact_above < 0 || r.compact_above > 100)
+    return Fail(ErrorCode::kInvalid, "gc: compact_above must be a percentage from 0 to 100");
+  store::CompactOptions compact;
+  compact.min_dead_fraction = r.compact_above / 100;
+  std::lock_guard writer(writer_mu_);
+  AE_ASSIGN(snap::GcResult res, repo_->Gc(compact, r.full));
+  return GcReply{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
+                 res.counted,      res.objects_read};
+}
+
+Result<ImportReply> Server::Import(const ImportRequest& r) {
+  std::lock_guard writer(writer_mu_);
+  AE_ASSIGN(snap::SnapResult res, repo_->Import(r.dir, r.message));
+  if (!res.node) return Fail(r.dir + ": import made no node");
+  return ImportReply{res.node->Hex()};
+}
+
+}  // namespace agentenv::control

@@ -1,0 +1,84 @@
+// control::Server: one repository served to every caller of this process.
+//
+// A CLI call makes one for its single operation; a daemon, supervisor or
+// MCP server makes one for its lifetime and serves the socket and MCP from
+// it. It owns what the operations share:
+//   - the repository (snap::Repo),
+//   - the writer mutex: held by every writer of this process for its whole
+//     duration (an operation that changes history, an exec from its
+//     command's start to its snapshot, each automatic capture), so an exec's
+//     changes land in the node labelled with its command;
+//   - the jobs (exec and spawn environments) and their sessions;
+//   - the automatic capture, when one runs.
+// Typed operations are the methods below; control/ops.h maps names and
+// JSON onto them. Every method is thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "common/result.h"
+#include "control/capture.h"
+#include "control/frames.h"
+#include "control/jobs.h"
+#include "control/types.h"
+#include "snap/repo.h"
+
+namespace agentenv::control {
+
+class Server {
+ public:
+  explicit Server(std::unique_ptr<snap::Repo> repo);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  snap::Repo& repo() { return *repo_; }
+
+  // History. Errors: whatever the repository reports (kNotFound for refs,
+  // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
+  Result<SnapshotReply> Snapshot(const SnapshotRequest& r);
+  // With a capture running, its pending changes become a node first
+  // (Capture::Drain), so the restore saves nothing by walking the tree.
+  Result<RollbackReply> Rollback(const RollbackRequest& r);
+  Result<LogReply> Log(const LogRequest& r);
+  Result<ShowReply> Show(const ShowRequest& r);
+  Result<DiffReply> Diff(const DiffRequest& r);
+  Result<HeadReply> Head(const HeadRequest& r);
+  Result<BranchesReply> Branches(const BranchesRequest& r);
+  Result<TagReply> Tag(const TagRequest& r);
+  Result<StatusReply> Status(const StatusRequest& r);
+  Result<RetainReply> Retain(const RetainRequest& r);
+  Result<GcReply> Gc(const GcRequest& r);
+  Result<ImportReply> Import(const ImportRequest& r);
+
+  // Processes (control/exec.cc, control/jobs.cc). Jobs belong to this
+  // object and die with it. Exec streams its output to `emit` as frames
+  // (see README "Control socket"), or collects it into the reply when
+  // `emit` is null. An error with `partial` set: the command ran but its
+  // snapshot failed.
+  Result<ExecReply> Exec(const ExecRequest& r, const FrameSink& emit);
+  Result<SpawnReply> Spawn(const SpawnRequest& r);
+  Result<PsReply> Ps(const PsRequest& r);
+  Result<KillReply> Kill(const KillRequest& r);
+
+  // Starts the automatic capture of the live tree (a baseline snapshot
+  // first). Call before serving anyone. Errors: I/O, bad ignore file.
+  Result<void> StartCapture(const CaptureOptions& opt);
+  // Stops it; with deliver_pending its last changes become a node.
+  void StopCapture(bool deliver_pending);
+  // The writer mutex, for a caller that writes through the repository
+  // directly (shell's final snapshot).
+  std::unique_lock<std::mutex> LockWriters() { return std::unique_lock(writer_mu_); }
+
+ private:
+  std::unique_ptr<snap::Repo> repo_;
+  std::mutex writer_mu_;  // see the file comment
+  JobTable jobs_;         // thread-safe itself
+  // Set by StartCapture before any client is served, reset by
+  // StopCapture after the last: read without a lock in between.
+  std::unique_ptr<Capture> capture_;
+};
+
+}  // namespace agentenv::control

@@ -1,0 +1,177 @@
+#include "control/socket.h"
+
+#include "control/errors.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace agentenv::control {
+namespace {
+
+Result<sockaddr_un> Address(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path)
+    return Fail(ErrorCode::kInvalid, path + ": socket path too long (max " + std::to_string(sizeof a.sun_path - 1) + " bytes); use a shorter --root");
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  return a;
+}
+
+Result<UniqueFd> Connect(const std::string& path) {
+  AE_ASSIGN(sockaddr_un a, Address(path));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return FailErrno(path, errno);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    int e = errno;
+    if (e == ENOENT || e == ECONNREFUSED) return Fail(ErrorCode::kNotFound, path + ": no daemon is running (start one with `agentenv daemon`)");
+    return FailErrno(path, e);
+  }
+  return fd;
+}
+
+bool WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& path, StreamHandler handler) {
+  if (Connect(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
+  ::unlink(path.c_str());  // stale socket of a dead daemon
+  AE_ASSIGN(sockaddr_un a, Address(path));
+  std::unique_ptr<SocketServer> s(new SocketServer);
+  s->path_ = path;
+  s->handler_ = std::move(handler);
+  s->listen_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s->listen_) return FailErrno(path, errno);
+  // Created 0600 from the start: no window where others could connect.
+  mode_t old = ::umask(0177);
+  int rc = ::bind(s->listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::umask(old);
+  if (rc != 0 || ::listen(s->listen_.get(), 64) != 0) return FailErrno(path, errno);
+  s->stop_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!s->stop_) return FailErrno("eventfd", errno);
+  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  return s;
+}
+
+SocketServer::~SocketServer() { Stop(); }
+
+void SocketServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  uint64_t one = 1;
+  (void)!::write(stop_.get(), &one, sizeof one);
+  if (acceptor_.joinable()) acceptor_.join();
+  std::unique_lock lock(mu_);
+  idle_.wait(lock, [&] { return clients_ == 0; });
+  ::unlink(path_.c_str());
+}
+
+void SocketServer::AcceptLoop() {
+  for (;;) {
+    pollfd p[2] = {{listen_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (p[1].revents) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    UniqueFd c(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!c) continue;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != ::geteuid() && cred.uid != 0)) {
+      WriteAll(c.get(), nlohmann::json{{"ok", false}, {"error", {{"code", "denied"}, {"message", "peer uid not allowed"}}}}.dump() + "\n");
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++clients_;
+    }
+    std::thread([this, fd = std::make_shared<UniqueFd>(std::move(c))]() mutable {
+      Serve(std::move(*fd));
+      std::lock_guard lock(mu_);
+      if (--clients_ == 0) idle_.notify_all();
+    }).detach();
+  }
+}
+
+void SocketServer::Serve(UniqueFd client) {
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    pollfd p[2] = {{client.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (p[1].revents) return;
+    ssize_t n = ::recv(client.get(), chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    buf.append(chunk, n);
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      nlohmann::json resp;
+      auto req = nlohmann::json::parse(line, nullptr, false);
+      if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
+        resp = {{"ok", false}, {"error", {{"code", "invalid"}, {"message", "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"}}}};
+      } else {
+        if (req.contains("id")) resp["id"] = req["id"];
+        FrameSink emit = [&](nlohmann::json frame) {
+          if (frame.is_null()) {
+            pollfd p{client.get(), POLLRDHUP, 0};
+            return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+          }
+          if (req.contains("id")) frame["id"] = req["id"];
+          return WriteAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+        };
+        Result<nlohmann::json> r = handler_(req["op"].get<std::string>(), req.value("args", nlohmann::json::object()), emit);
+        resp["ok"] = bool(r);
+        if (r) resp["result"] = std::move(*r);
+        else resp["error"] = ErrorJson(r.error());
+      }
+      if (!WriteAll(client.get(), resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) return;
+    }
+  }
+}
+
+Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args) {
+  return CallDaemonStream(path, op, args, [](const nlohmann::json&) {});
+}
+
+Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
+                                        const std::function<void(const nlohmann::json&)>& on_frame) {
+  AE_ASSIGN(UniqueFd fd, Connect(path));
+  if (!WriteAll(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n")) return FailErrno(path, errno);
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      auto msg = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
+      buf.erase(0, nl + 1);
+      if (msg.is_discarded() || !msg.is_object()) return Fail(ErrorCode::kCorrupt, path + ": malformed response");
+      if (!msg.contains("frame")) return msg;
+      on_frame(msg);
+    }
+    ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(path, errno);
+    if (n == 0) return Fail(path + ": daemon closed the connection");
+    buf.append(chunk, n);
+  }
+}
+
+}  // namespace agentenv::control

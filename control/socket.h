@@ -1,0 +1,69 @@
+// The daemon's control socket: newline-delimited JSON over a unix stream
+// socket at <root>/agentenv.sock (mode 0600, peers must have our uid or be
+// root). Request: {"id":any,"op":"log","args":{...}}. Response: {"id":...,
+// "ok":true,"result":{...}} or {"id":...,"ok":false,"error":{"code","message"}}.
+// A streaming op (exec) sends frames {"id":...,"frame":"stdout",...} before
+// its response; the response is always the last line for a request.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "control/frames.h"
+
+namespace agentenv::control {
+
+// Handles one request that may stream frames before its result. Frames
+// sent to `emit` get the request's "id" and go to the client ahead of the
+// response; a null frame sends nothing and only checks that the client is
+// still connected.
+using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
+                                                           const FrameSink& emit)>;
+
+// Serves the socket until Stop() or destruction: one thread per client,
+// many clients at once. A malformed line gets an error response and the
+// connection stays open.
+class SocketServer {
+ public:
+  // Errors: kBusy when another daemon answers on the socket, I/O.
+  static Result<std::unique_ptr<SocketServer>> Start(const std::string& path, StreamHandler handler);
+  ~SocketServer();
+  void Stop();
+
+ private:
+  SocketServer() = default;
+  void AcceptLoop();
+  void Serve(UniqueFd client);
+
+  std::string path_;
+  StreamHandler handler_;
+  UniqueFd listen_, stop_;
+  std::thread acceptor_;
+  // Client threads run detached (a long-lived daemon sees many clients);
+  // Stop waits until none is left.
+  std::mutex mu_;
+  std::condition_variable idle_;
+  size_t clients_ = 0;
+  std::atomic<bool> stopping_{false};
+};
+
+// Sends one request to the daemon at `path` and returns its response
+// object. Errors: kNotFound when no daemon listens there, I/O.
+Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args);
+
+// Same, handing every frame that precedes the response to on_frame (e.g.
+// exec's output as it is produced). Errors as for CallDaemon.
+Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
+                                        const std::function<void(const nlohmann::json&)>& on_frame);
+
+}  // namespace agentenv::control

@@ -1,0 +1,32 @@
+// Unpacking a tarball (tar, tar.gz, tar.zst, ...) for `init --tarball` and
+// `import`.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/result.h"
+
+namespace agentenv::control {
+
+// What to do with a device node when the process cannot create one.
+enum class UnprivilegedDevices {
+  kSkip,    // leave it out and warn (a rootfs for a rootless environment)
+  kRefuse,  // refuse the archive (recording it would silently lose the node)
+};
+
+// Extracts the archive at `archive` into the existing empty directory
+// `dest`, keeping modes, numeric owners (when privileged), ns mtimes,
+// xattrs, hardlinks and symlinks. Refuses (kInvalid, "<archive>: entry
+// '<name>' ...; refusing the archive") entries whose path is absolute or
+// contains "..", hardlinks that point outside the archive, any entry that
+// would be written through a symlink, and entries that would replace one
+// already extracted. Device nodes that cannot be made without privilege
+// are handled as `devices` says (skips are reported via `warn`). Errors
+// writing `dest` are kIo. On error `dest` may hold a partial tree: the
+// caller removes it.
+Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
+                            const std::function<void(const std::string&)>& warn,
+                            UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+
+}  // namespace agentenv::control

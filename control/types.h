@@ -1,0 +1,340 @@
+// The typed requests and replies of every control operation. Their JSON
+// forms come from each struct's Fields list (control/fields.h); the JSON
+// schemas that MCP shows are in control/schema.cc and are checked against
+// these lists by tests/control_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/fields.h"
+#include "snap/node.h"
+#include "snap/meta.h"
+
+namespace agentenv::control {
+
+// --- shared pieces ---
+
+// A node as every reply shows it.
+struct NodeInfo {
+  std::string id, short_id, time, title;
+  uint64_t seq = 0;
+  int64_t time_ns = 0;
+  uint64_t changes = 0;  // changed paths against its parent
+  std::optional<std::string> parent;
+  bool damaged = false;
+  std::string damage;  // what is missing, when damaged
+  template <class V> void Fields(V& v) {
+    v("id", id); v("short", short_id); v("seq", seq); v("time", time); v("time_ns", time_ns);
+    v("title", title); v("changes", changes); v("parent", parent); v("damaged", damaged);
+    v("damage", damage, kOmitEmpty);
+  }
+};
+NodeInfo MakeNodeInfo(const snap::NodeRecord& r);
+
+struct ChangeInfo {
+  std::string op;  // "+", "-", "M"
+  std::string path;
+  bool dir = false;
+  template <class V> void Fields(V& v) { v("op", op); v("path", path); v("dir", dir); }
+};
+ChangeInfo MakeChangeInfo(const snap::Change& c);
+
+// --- history ---
+
+struct SnapshotRequest {
+  std::string message, label;
+  bool allow_empty = false;
+  std::optional<std::vector<std::string>> paths;  // tree-relative; absent: the whole tree
+  template <class V> void Fields(V& v) {
+    v("message", message); v("label", label); v("allow_empty", allow_empty); v("paths", paths);
+  }
+};
+struct SnapshotReply {
+  bool created = false;
+  std::optional<NodeInfo> node;
+  std::string label;
+  uint64_t added = 0, modified = 0, deleted = 0;
+  uint64_t hashed_files = 0, hashed_bytes = 0;
+  std::vector<std::string> warnings;
+  template <class V> void Fields(V& v) {
+    v("created", created); v("node", node); v("label", label, kOmitEmpty); v("added", added);
+    v("modified", modified); v("deleted", deleted); v("hashed_files", hashed_files);
+    v("hashed_bytes", hashed_bytes); v("warnings", warnings);
+  }
+};
+
+struct RollbackRequest {
+  std::string ref;
+  template <class V> void Fields(V& v) { v("ref", ref); }
+};
+struct RollbackReply {
+  NodeInfo node;
+  std::optional<std::string> saved;  // id of the node that holds the discarded changes
+  uint64_t files_written = 0, bytes_written = 0, files_cloned = 0, removed = 0, created = 0;
+  std::vector<std::string> warnings;
+  std::optional<bool> relaunched;  // under supervise: the agent was restarted
+  template <class V> void Fields(V& v) {
+    v("node", node); v("saved", saved); v("files_written", files_written); v("bytes_written", bytes_written);
+    v("files_cloned", files_cloned); v("removed", removed); v("created", created); v("warnings", warnings);
+    v("relaunched", relaunched, kOmitEmpty);
+  }
+};
+
+struct LogRequest {
+  uint64_t limit = 20;
+  template <class V> void Fields(V& v) { v("limit", limit); }
+};
+// A node in a listing: NodeInfo plus whether it is HEAD and its tags.
+struct ListedNode {
+  NodeInfo node;
+  bool head = false;
+  std::string tags;  // "a, b"
+};
+json ToJson(const ListedNode& n);
+std::optional<std::string> FromJson(const json& j, ListedNode& n);
+struct LogReply {
+  std::vector<ListedNode> nodes;
+  template <class V> void Fields(V& v) { v("nodes", nodes); }
+};
+
+struct ShowRequest {
+  std::string ref = "HEAD";
+  template <class V> void Fields(V& v) { v("ref", ref); }
+};
+// A node with what its node object says; `details` is absent when that
+// object is lost (a damaged node: the record is all there is).
+struct NodeDetails {
+  std::string message, label, tree;
+  uint64_t files = 0, logical_bytes = 0;
+  uint64_t added = 0, modified = 0, deleted = 0;
+  std::vector<ChangeInfo> sample;
+};
+struct ShowReply {
+  NodeInfo node;
+  std::optional<NodeDetails> details;
+};
+json ToJson(const ShowReply& r);
+std::optional<std::string> FromJson(const json& j, ShowReply& r);
+
+struct DiffRequest {
+  std::string from = "HEAD";
+  std::string to;  // empty: the live tree
+  uint64_t limit = 200;
+  template <class V> void Fields(V& v) { v("from", from); v("to", to); v("limit", limit); }
+};
+struct DiffReply {
+  std::vector<ChangeInfo> changes;
+  uint64_t total = 0;
+  bool truncated = false;
+  template <class V> void Fields(V& v) { v("changes", changes); v("total", total); v("truncated", truncated); }
+};
+
+struct HeadRequest {
+  template <class V> void Fields(V&) {}
+};
+struct HeadReply {
+  NodeInfo node;
+  template <class V> void Fields(V& v) { v("node", node); }
+};
+
+struct BranchesRequest {
+  template <class V> void Fields(V&) {}
+};
+struct BranchesReply {
+  std::vector<ListedNode> branches;
+  template <class V> void Fields(V& v) { v("branches", branches); }
+};
+
+struct TagRequest {
+  std::string name;  // empty: list
+  std::string ref = "HEAD";
+  bool del = false;
+  template <class V> void Fields(V& v) { v("name", name); v("ref", ref); v("delete", del); }
+};
+struct TagEntry {
+  std::string name, id;
+  template <class V> void Fields(V& v) { v("name", name); v("id", id); }
+};
+struct TagReply {
+  std::string name, id, deleted;
+  std::optional<std::vector<TagEntry>> tags;  // listing only
+  template <class V> void Fields(V& v) {
+    v("name", name, kOmitEmpty); v("id", id, kOmitEmpty); v("deleted", deleted, kOmitEmpty);
+    v("tags", tags, kOmitEmpty);
+  }
+};
+
+struct StatusRequest {
+  template <class V> void Fields(V&) {}
+};
+struct StatusReply {
+  std::string root, work, backend;
+  std::optional<NodeInfo> head;
+  uint64_t nodes = 0, disk_bytes = 0, stored_bytes = 0, logical_bytes = 0, head_files = 0, head_bytes = 0;
+  bool dirty = false;
+  uint64_t changed = 0;
+  std::vector<ChangeInfo> changes;  // the first 64
+  template <class V> void Fields(V& v) {
+    v("root", root); v("work", work); v("backend", backend); v("head", head); v("nodes", nodes);
+    v("disk_bytes", disk_bytes); v("stored_bytes", stored_bytes); v("logical_bytes", logical_bytes);
+    v("head_files", head_files); v("head_bytes", head_bytes); v("dirty", dirty); v("changed", changed);
+    v("changes", changes);
+  }
+};
+
+struct RetainRequest {
+  bool dry_run = false;
+  uint64_t keep_last = 50;
+  int64_t keep_within_s = 600;
+  template <class V> void Fields(V& v) { v("dry_run", dry_run); v("keep_last", keep_last); v("keep_within_s", keep_within_s); }
+};
+struct RetainReply {
+  bool dry_run = false;
+  std::vector<NodeInfo> dropped;
+  uint64_t kept = 0, reparented = 0, released_objects = 0;
+  template <class V> void Fields(V& v) {
+    v("dry_run", dry_run); v("dropped", dropped); v("kept", kept); v("reparented", reparented);
+    v("released_objects", released_objects);
+  }
+};
+
+struct GcRequest {
+  double compact_above = 50;  // percent dead that makes a pack worth rewriting
+  bool full = false;
+  template <class V> void Fields(V& v) { v("compact_above", compact_above); v("full", full); }
+};
+struct GcReply {
+  uint64_t live_objects = 0, dropped_objects = 0, dropped_bytes = 0, bytes_freed = 0, packs_rewritten = 0;
+  bool counted = false;
+  uint64_t objects_read = 0;
+  template <class V> void Fields(V& v) {
+    v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
+    v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
+    v("objects_read", objects_read);
+  }
+};
+
+// Records an unpacked tree (a directory the caller made beside the live
+// tree) as a child of HEAD. The archive is unpacked by the caller; only
+// the recording needs the lock.
+struct ImportRequest {
+  std::string dir, message;
+  template <class V> void Fields(V& v) { v("dir", dir); v("message", message); }
+};
+struct ImportReply {
+  std::string node;
+  template <class V> void Fields(V& v) { v("node", node); }
+};
+
+// --- processes ---
+
+// exec and spawn: what to run and with which limits.
+struct RunRequest {
+  std::string command;             // a shell line for /bin/sh -c, or
+  std::vector<std::string> argv;   // a program and its arguments
+  std::optional<std::string> cwd;  // default "/", or the session's
+  std::map<std::string, std::string> env;
+  std::string network = "allow";
+  std::optional<double> timeout_s;     // exec; default: 300 collected, none streamed
+  std::optional<uint64_t> output_cap;  // exec; default: 64 KiB collected, none streamed
+  uint64_t memory_bytes = 0, pids = 0;
+  double cpus = 0;
+  std::string session;  // exec only
+  bool snapshot = true;  // exec only
+  template <class V> void Fields(V& v) {
+    v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
+    v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
+    v("cpus", cpus); v("session", session); v("snapshot", snapshot);
+  }
+};
+struct ExecRequest : RunRequest {};
+struct SpawnRequest {
+  RunRequest run;
+  template <class V> void Fields(V& v) {
+    v("command", run.command); v("argv", run.argv); v("cwd", run.cwd); v("env", run.env); v("network", run.network);
+    v("memory_bytes", run.memory_bytes); v("pids", run.pids); v("cpus", run.cpus);
+  }
+};
+
+struct SessionInfo {
+  std::string id, cwd;
+  std::map<std::string, std::string> env;
+  template <class V> void Fields(V& v) { v("id", id); v("cwd", cwd); v("env", env); }
+};
+struct ExecReply {
+  std::optional<int> exit_code;  // null when a signal ended the command
+  int signal = 0;
+  bool timed_out = false, oom_killed = false, killed = false;
+  uint64_t duration_ms = 0, job = 0;
+  std::string command;
+  std::optional<std::string> stdout_text, stderr_text;  // collected (not streamed) output
+  bool stdout_truncated = false, stderr_truncated = false;
+  uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  std::optional<SessionInfo> session;
+  std::optional<NodeInfo> node;  // the snapshot afterwards; null when nothing changed
+  template <class V> void Fields(V& v) {
+    v("exit_code", exit_code); v("signal", signal); v("timed_out", timed_out); v("oom_killed", oom_killed);
+    v("killed", killed); v("duration_ms", duration_ms); v("job", job); v("command", command);
+    v("stdout", stdout_text, kOmitEmpty); v("stderr", stderr_text, kOmitEmpty);
+    v("stdout_truncated", stdout_truncated); v("stderr_truncated", stderr_truncated);
+    v("stdout_bytes", stdout_bytes); v("stderr_bytes", stderr_bytes); v("session", session); v("node", node);
+  }
+};
+struct SpawnReply {
+  uint64_t job = 0;
+  int64_t pid = 0;
+  std::string log;
+  template <class V> void Fields(V& v) { v("job", job); v("pid", pid); v("log", log); }
+};
+
+struct ProcessEntry {
+  int64_t pid = 0, ns_pid = 0, ppid = 0;
+  std::string cmdline;
+  template <class V> void Fields(V& v) { v("pid", pid); v("ns_pid", ns_pid); v("ppid", ppid); v("cmdline", cmdline); }
+};
+struct JobEntry {
+  uint64_t job = 0;
+  std::string kind, command, started, log;
+  bool running = false;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<bool> killed;
+  std::vector<ProcessEntry> processes;
+  template <class V> void Fields(V& v) {
+    v("job", job); v("kind", kind); v("command", command); v("started", started); v("running", running);
+    v("log", log, kOmitEmpty);
+    if (!running) { v("exit_code", exit_code); v("signal", signal); v("killed", killed); }
+    v("processes", processes);
+  }
+};
+struct AgentEntry {
+  int64_t pid = 0;
+  std::vector<ProcessEntry> processes;
+  template <class V> void Fields(V& v) { v("pid", pid); v("processes", processes); }
+};
+struct PsRequest {
+  template <class V> void Fields(V&) {}
+};
+struct PsReply {
+  std::vector<JobEntry> jobs;
+  bool supervised = false;           // not in JSON: whether `agent` is
+  std::optional<AgentEntry> agent;   // under supervise; null between launches
+};
+json ToJson(const PsReply& r);
+std::optional<std::string> FromJson(const json& j, PsReply& r);
+
+struct KillRequest {
+  std::optional<uint64_t> job;
+  bool all = false;
+  template <class V> void Fields(V& v) { v("job", job); v("all", all); }
+};
+struct KillReply {
+  std::vector<uint64_t> killed;
+  template <class V> void Fields(V& v) { v("killed", killed); }
+};
+
+}  // namespace agentenv::control

@@ -1,0 +1,25 @@
+// The one place that names the files of a repository. Everything under
+// the root that agentenv makes is listed here (docs/design.md shows the
+// tree); nothing else builds these paths by hand.
+#pragma once
+
+#include <string>
+
+namespace agentenv::snap::layout {
+
+inline std::string Store(const std::string& root) { return root + "/store"; }       // packs and index
+inline std::string Meta(const std::string& root) { return root + "/meta"; }         // history (LMDB)
+inline std::string MetaData(const std::string& root) { return root + "/meta/data.mdb"; }
+inline std::string WorkParent(const std::string& root) { return root + "/work"; }   // live tree and scratch
+inline std::string Work(const std::string& root) { return root + "/work/current"; } // the live tree
+inline std::string Lock(const std::string& root) { return root + "/lock"; }         // writers' file lock
+inline std::string Ignore(const std::string& root) { return root + "/ignore"; }     // extra ignore patterns
+inline std::string Socket(const std::string& root) { return root + "/agentenv.sock"; }     // control socket
+inline std::string AgentSocket(const std::string& root) { return root + "/agent.sock"; }   // supervise: the agent's
+inline std::string Jobs(const std::string& root) { return root + "/jobs"; }         // spawn logs, exec sessions
+
+// What `init` made and removes again when it fails: every entry above
+// that a new repository has.
+inline const char* const kCreated[] = {"/store", "/meta", "/work", "/lock"};
+
+}  // namespace agentenv::snap::layout

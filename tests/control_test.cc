@@ -1,0 +1,246 @@
+// control/: operations called in process, without the agentenv binary.
+// The op table's schemas against the typed requests, strict argument
+// checking, the JSON entry against the typed one, routing without a
+// daemon, a rollback that drains the capture, and the frame encodings.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "control/archive.h"
+#include "control/client.h"
+#include "control/errors.h"
+#include "control/frames.h"
+#include "control/ignore.h"
+#include "control/ops.h"
+#include "snap_testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+using control::json;
+
+// The keys a Fields list names.
+struct KeyList {
+  std::set<std::string> keys;
+  template <class T>
+  void operator()(const char* key, T&, unsigned = 0) { keys.insert(key); }
+};
+template <class Req>
+std::set<std::string> KeysOf() {
+  Req r{};
+  KeyList k;
+  r.Fields(k);
+  return k.keys;
+}
+std::set<std::string> SchemaKeys(const std::string& op) {
+  const control::OpSpec* spec = control::FindOp(op);
+  REQUIRE(spec);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : spec->input_schema["properties"].items()) keys.insert(k);
+  return keys;
+}
+
+// A repository made by init from a small tree.
+struct Repo {
+  TempDir tmp;
+  std::string root = tmp.str() + "/repo";
+  Repo() {
+    std::filesystem::create_directories(tmp.str() + "/src/etc");
+    std::filesystem::create_directories(tmp.str() + "/src/bin");
+    REQUIRE(WriteFileAt(tmp.str() + "/src/etc/app.conf", "mode=good\n"));
+    REQUIRE(WriteFileAt(tmp.str() + "/src/bin/tool", "#!/bin/sh\n", 0755));
+    control::InitRequest init;
+    init.from = tmp.str() + "/src";
+    auto r = control::Init(root, init);
+    REQUIRE(r);
+  }
+  std::string work() const { return snap::layout::Work(root); }
+};
+
+TEST_CASE("control: every input schema lists exactly its request's fields", "[control]") {
+  CHECK(SchemaKeys("snapshot") == KeysOf<control::SnapshotRequest>());
+  CHECK(SchemaKeys("rollback") == KeysOf<control::RollbackRequest>());
+  CHECK(SchemaKeys("log") == KeysOf<control::LogRequest>());
+  CHECK(SchemaKeys("show") == KeysOf<control::ShowRequest>());
+  CHECK(SchemaKeys("diff") == KeysOf<control::DiffRequest>());
+  CHECK(SchemaKeys("head") == KeysOf<control::HeadRequest>());
+  CHECK(SchemaKeys("branches") == KeysOf<control::BranchesRequest>());
+  CHECK(SchemaKeys("tag") == KeysOf<control::TagRequest>());
+  CHECK(SchemaKeys("status") == KeysOf<control::StatusRequest>());
+  CHECK(SchemaKeys("retain") == KeysOf<control::RetainRequest>());
+  CHECK(SchemaKeys("gc") == KeysOf<control::GcRequest>());
+  CHECK(SchemaKeys("import") == KeysOf<control::ImportRequest>());
+  CHECK(SchemaKeys("exec") == KeysOf<control::ExecRequest>());
+  CHECK(SchemaKeys("spawn") == KeysOf<control::SpawnRequest>());
+  CHECK(SchemaKeys("ps") == KeysOf<control::PsRequest>());
+  CHECK(SchemaKeys("kill") == KeysOf<control::KillRequest>());
+  // Aliases name the same operation.
+  CHECK(control::FindOp("commit") == control::FindOp("snapshot"));
+  CHECK(control::FindOp("checkout") == control::FindOp("rollback"));
+  CHECK(control::FindOp("nope") == nullptr);
+}
+
+TEST_CASE("control: unknown and wrongly typed arguments are refused by name, nothing runs", "[control]") {
+  Repo repo;
+  control::Client client(repo.root);
+  auto server = client.Local();
+  REQUIRE(server);
+  // MCP once ignored "timeout" (the key is timeout_s) and ran unbounded.
+  auto r = control::CallJson(**server, "exec", {{"argv", {"/bin/true"}}, {"timeout", 1}}, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ErrorCode::kInvalid);
+  CHECK(r.error().message.find("unknown argument 'timeout'") != std::string::npos);
+  CHECK(r.error().message.find("timeout_s") != std::string::npos);  // the known keys are listed
+
+  r = control::CallJson(**server, "log", {{"limit", "ten"}}, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ErrorCode::kInvalid);
+  CHECK(r.error().message.find("'limit'") != std::string::npos);
+
+  r = control::CallJson(**server, "snapshot", json::array(), nullptr);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ErrorCode::kInvalid);
+
+  r = control::CallJson(**server, "frobnicate", json::object(), nullptr);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("unknown op 'frobnicate'") != std::string::npos);
+
+  // Nothing above made a node.
+  auto log = (*server)->Log({});
+  REQUIRE(log);
+  CHECK(log->nodes.size() == 1);
+}
+
+TEST_CASE("control: the JSON entry and the typed call give the same reply", "[control]") {
+  Repo repo;
+  control::Client client(repo.root);
+  REQUIRE(WriteFileAt(repo.work() + "/etc/app.conf", "mode=broken\n"));
+  control::SnapshotRequest snap;
+  snap.message = "broke it";
+  auto typed = client.Call(snap);  // no daemon: runs here
+  REQUIRE(typed);
+  REQUIRE(typed->created);
+  REQUIRE(typed->node);
+  CHECK(typed->node->title == "broke it");
+  CHECK(typed->modified == 1);
+
+  auto server = client.Local();
+  REQUIRE(server);
+  auto log_json = control::CallJson(**server, "log", {{"limit", 5}}, nullptr);
+  REQUIRE(log_json);
+  auto log_typed = (*server)->Log({5});
+  REQUIRE(log_typed);
+  CHECK(*log_json == control::ToJson(*log_typed));
+  REQUIRE(log_typed->nodes.size() == 2);
+  CHECK(log_typed->nodes[0].head);
+  CHECK((*log_json)["nodes"][0]["short"] == typed->node->short_id);
+
+  // A reply read back from JSON (as a client of a daemon does) is the same.
+  auto back = control::ReadReply<control::LogReply>("log", *log_json);
+  REQUIRE(back);
+  CHECK(control::ToJson(*back) == *log_json);
+  auto show = (*server)->Show({"HEAD"});
+  REQUIRE(show);
+  auto show_back = control::ReadReply<control::ShowReply>("show", control::ToJson(*show));
+  REQUIRE(show_back);
+  CHECK(control::ToJson(*show_back) == control::ToJson(*show));
+  REQUIRE(show->details);
+  CHECK(show->details->message == "broke it");
+
+  // Rollback through the alias, typed reply fields as the CLI prints them.
+  auto rb = control::CallJson(**server, "restore", {{"ref", "HEAD~1"}}, nullptr);
+  REQUIRE(rb);
+  CHECK((*rb)["files_written"] == 1);
+  CHECK((*rb)["saved"].is_null());
+  CHECK(ReadFileAt(repo.work() + "/etc/app.conf") == "mode=good\n");
+}
+
+TEST_CASE("control: a rollback drains the running capture first, no full scan", "[control]") {
+  Repo repo;
+  auto opened = control::OpenRepo(repo.root);
+  REQUIRE(opened);
+  control::Server server(std::move(*opened));
+  auto head = server.Head({});
+  REQUIRE(head);
+  // A long quiet period: only the drain can snapshot the change in time.
+  REQUIRE(server.StartCapture({60000, 600000}));
+  REQUIRE(WriteFileAt(repo.work() + "/etc/uncommitted", "not yet captured"));
+  auto rb = server.Rollback({head->node.id});
+  REQUIRE(rb);
+  // The journal's change became the capture's node, not a save by scan.
+  CHECK_FALSE(rb->saved);
+  CHECK_FALSE(std::filesystem::exists(repo.work() + "/etc/uncommitted"));
+  auto log = server.Log({});
+  REQUIRE(log);
+  REQUIRE(log->nodes.size() == 2);
+  CHECK(log->nodes[0].node.title.find("etc/uncommitted") != std::string::npos);
+  server.StopCapture(true);
+}
+
+TEST_CASE("control: status and diff against the live tree run here without a daemon", "[control]") {
+  Repo repo;
+  control::Client client(repo.root);
+  REQUIRE(WriteFileAt(repo.work() + "/new.txt", "x"));
+  auto st = client.Call(control::StatusRequest{});
+  REQUIRE(st);
+  CHECK(st->dirty);
+  CHECK(st->changed == 1);
+  control::DiffRequest d;
+  auto diff = client.Call(d);
+  REQUIRE(diff);
+  REQUIRE(diff->changes.size() == 1);
+  CHECK(diff->changes[0].op == "+");
+  CHECK(diff->changes[0].path == "new.txt");
+  CHECK_FALSE(diff->truncated);
+  // A bad ref is kNotFound and changes nothing.
+  auto bad = client.Call(control::RollbackRequest{"no-such-node"});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == ErrorCode::kNotFound);
+  CHECK(ReadFileAt(repo.work() + "/new.txt") == "x");
+}
+
+TEST_CASE("control: a root that is no repository fails each call clearly", "[control]") {
+  TempDir tmp;
+  control::Client client(tmp.str() + "/none");
+  auto r = client.Call(control::LogRequest{});
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ErrorCode::kNotFound);
+  CHECK(r.error().message.find("not an agentenv repository") != std::string::npos);
+}
+
+TEST_CASE("control: errors travel with their code and the partial flag", "[control]") {
+  Error e{"the command ran (exit 0) but its snapshot failed: disk full", 0, ErrorCode::kIo};
+  e.partial = true;
+  Error back = control::ErrorFromJson(control::ErrorJson(e));
+  CHECK(back.message == e.message);
+  CHECK(back.code == ErrorCode::kIo);
+  CHECK(back.partial);
+  for (ErrorCode c : {ErrorCode::kIo, ErrorCode::kInvalid, ErrorCode::kNotFound, ErrorCode::kExists,
+                      ErrorCode::kBusy, ErrorCode::kCorrupt, ErrorCode::kUnsupported})
+    CHECK(control::ErrorCodeNamed(control::ErrorCodeName(c)) == c);
+  CHECK(control::ErrorCodeNamed("something new") == ErrorCode::kIo);
+}
+
+TEST_CASE("control: base64 matches RFC 4648's vectors and refuses what is not base64", "[control]") {
+  const std::pair<std::string, std::string> vectors[] = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+      {"foobar", "Zm9vYmFy"}, {std::string("\xff\xfe\x00\x01", 4), "//4AAQ=="}};
+  for (const auto& [raw, enc] : vectors) {
+    CHECK(control::Base64Encode(raw) == enc);
+    auto dec = control::Base64Decode(enc);
+    REQUIRE(dec);
+    CHECK(*dec == raw);
+  }
+  for (const char* bad : {"Zg=", "Z===", "Zm9v\n", "Zm 9", "Zg==Zg==", "=Zg="}) CHECK_FALSE(control::Base64Decode(bad));
+  bool tail = false;
+  CHECK(control::Utf8Prefix("h\xc3\xa9llo", &tail) == 6);
+  CHECK(control::Utf8Prefix("ab\xe2\x82", &tail) == 2);
+  CHECK(tail);  // a character split by a read
+  CHECK(control::Utf8Prefix("ab\xff", &tail) == 2);
+  CHECK_FALSE(tail);
+}
+
+}  // namespace
+}  // namespace agentenv::test
