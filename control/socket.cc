@@ -93,6 +93,14 @@ void SocketServer::AcceptLoop() {
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != ::geteuid() && cred.uid != 0)) {
       WriteAll(c.get(), nlohmann::json{{"ok", false}, {"error", {{"code", "denied"}, {"message", "peer uid not allowed"}}}}.dump() + "\n");
+      // Closing with the peer's request unread would send a reset, which
+      // can discard the answer before the peer reads it: end our side,
+      // then take what it sent (briefly) before closing.
+      ::shutdown(c.get(), SHUT_WR);
+      pollfd in{c.get(), POLLIN, 0};
+      char sink[4096];
+      while (::poll(&in, 1, 100) > 0 && ::recv(c.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+      }
       continue;
     }
     {
