@@ -35,10 +35,15 @@ int Env::pidfd() const { return s_->pidfd.get(); }
 
 Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   if (spec.argv.empty()) return Fail(ErrorCode::kInvalid, "start: empty argv");
+  if (spec.overlay) {
+    for (const std::string* d : {&spec.overlay->lower, &spec.overlay->upper, &spec.overlay->work})
+      if (d->find_first_of(",:") != std::string::npos)
+        return Fail(ErrorCode::kInvalid, *d + ": an overlay directory's path may not contain ',' or ':'");
+  }
   auto st = std::make_unique<State>();
   AE_ASSIGN(st->cgroups, CgroupSet::Create(spec.limits));
   const std::vector<Step> plan = Plan(spec);
-  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env));
+  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env, RootlessApt(spec)));
 
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);

@@ -49,8 +49,21 @@ struct Limits {
   double cpus = 0;                       // CPU time per wall second (0.5 = half a core)
 };
 
+// An overlay as the env's root: the kernel's overlayfs (no FUSE), mounted
+// inside the env's own mount namespace, so it vanishes with the env and
+// nothing is ever mounted in the caller's namespace. Rootless with
+// `userxattr` (kernel >= 5.11): whiteouts are character devices 0:0 and
+// opaque directories carry user.overlay.opaque. Paths must not contain
+// ',' or ':' (overlayfs option syntax).
+struct Overlay {
+  std::string lower;  // read-only, shared (a materialized node)
+  std::string upper;  // this env's changes
+  std::string work;   // overlayfs' scratch, on the upper's filesystem
+};
+
 struct EnvSpec {
-  std::string root;                   // directory that becomes "/"
+  std::string root;                   // directory that becomes "/" (the overlay's mount point with `overlay`)
+  std::optional<Overlay> overlay;     // mount this at `root` instead of binding `root`
   std::vector<std::string> argv;      // argv[0] resolved via PATH inside
   std::vector<std::string> pass_env;  // extra "NAME" kept besides the allow-list
   std::vector<std::string> set_env;   // "NAME=value" set explicitly

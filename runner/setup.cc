@@ -47,8 +47,15 @@ std::vector<Step> Plan(const EnvSpec& s) {
   std::vector<Step> p;
   // Nothing we mount may propagate back to the host.
   p.push_back({Op::kMakePrivate, "make / rprivate", "", "/", "", "", MS_REC | MS_PRIVATE});
-  // pivot_root needs the new root to be a mount point.
-  p.push_back({Op::kBindRoot, "bind " + r, r, r, "", "", MS_BIND | MS_REC});
+  // pivot_root needs the new root to be a mount point: the tree bound onto
+  // itself, or the workspace's overlay mounted there.
+  if (s.overlay) {
+    const Overlay& o = *s.overlay;
+    p.push_back({Op::kMount, "mount overlay " + r, "overlay", r, "overlay",
+                 "lowerdir=" + o.lower + ",upperdir=" + o.upper + ",workdir=" + o.work + ",userxattr", 0});
+  } else {
+    p.push_back({Op::kBindRoot, "bind " + r, r, r, "", "", MS_BIND | MS_REC});
+  }
   // A /proc that shows only this pid namespace.
   p.push_back({Op::kMount, "mount /proc", "proc", r + "/proc", "proc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC});
   // A minimal /dev on a tmpfs; device nodes are bind-mounted from the host.
@@ -66,15 +73,24 @@ std::vector<Step> Plan(const EnvSpec& s) {
                MS_NOSUID | MS_NODEV});
   // /run is runtime state (as on a booted system): a tmpfs, never snapshotted.
   // It also holds the supervisor's socket bind (kSocketPath).
-  const bool run_tmpfs = IsDir(r + "/run");
+  const bool run_tmpfs = InTree(s, "/run", true);
   if (run_tmpfs)
     p.push_back({Op::kMount, "mount /run", "tmpfs", r + "/run", "tmpfs", "mode=0755", MS_NOSUID | MS_NODEV});
+  if (RootlessApt(s)) {
+    p.push_back({Op::kMkdir, "mkdir /run/agentenv", "", r + "/run/agentenv"});
+    p.push_back({Op::kWriteFile, std::string("write ") + kAptConfigPath, kAptConfig, r + kAptConfigPath});
+  }
+  // /tmp: a fresh tmpfs for each env, as bubblewrap's --tmpfs gives. Its
+  // contents are never versioned (ignored), and apt, compilers and
+  // installers need it.
+  if (InTree(s, "/tmp", true))
+    p.push_back({Op::kMount, "mount /tmp", "tmpfs", r + "/tmp", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV});
   // /sys read-only: bind the host's and remount it read-only.
   p.push_back({Op::kBind, "bind /sys", "/sys", r + "/sys", "", "", MS_BIND | MS_REC, true});
   p.push_back({Op::kRemountRo, "remount /sys read-only", "", r + "/sys", "", "", 0, true});
   // Name resolution of the host, only where the tree has the files.
   for (const char* f : {"/etc/resolv.conf", "/etc/hosts"}) {
-    if (access((r + f).c_str(), F_OK) == 0 && access(f, R_OK) == 0)
+    if (InTree(s, f, false) && access(f, R_OK) == 0)
       p.push_back({Op::kBind, std::string("bind ") + f, f, r + f, "", "", MS_BIND, true});
   }
   for (const Bind& b : s.binds) PlanBind(r, b, run_tmpfs, p);
@@ -119,6 +135,13 @@ int Execute(const Step& st) {
     }
     case Op::kSymlink:
       return symlink(st.src.c_str(), st.dst.c_str());
+    case Op::kWriteFile: {
+      int fd = open(st.dst.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd < 0) return -1;
+      ssize_t n = write(fd, st.src.data(), st.src.size());
+      close(fd);
+      return n == ssize_t(st.src.size()) ? 0 : -1;
+    }
     case Op::kPivot:
       // pivot_root(".", "."): the old root stacks under the new one; detach it.
       if (chdir(st.dst.c_str()) != 0) return -1;
@@ -143,8 +166,21 @@ int Execute(const Step& st) {
   return -1;
 }
 
+bool RootlessApt(const EnvSpec& spec) { return geteuid() != 0 && InTree(spec, "/run", true); }
+
+bool InTree(const EnvSpec& spec, const std::string& path, bool dir) {
+  auto has = [&](const std::string& p) { return dir ? IsDir(p) : access(p.c_str(), F_OK) == 0; };
+  if (!spec.overlay) return has(spec.root + path);
+  // Before the overlay is mounted: the upper wins, else the lower (a
+  // whiteout in the upper hides it, and is no directory or file here).
+  struct stat st;
+  if (lstat((spec.overlay->upper + path).c_str(), &st) == 0)
+    return !(S_ISCHR(st.st_mode) && st.st_rdev == 0) && has(spec.overlay->upper + path);
+  return has(spec.overlay->lower + path);
+}
+
 std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
-                                  const std::vector<std::string>& set_env) {
+                                  const std::vector<std::string>& set_env, bool rootless_apt) {
   std::vector<std::string> env;
   auto keep = [&](const std::string& name) {
     if (name == "PATH" || name == "HOME" || name == "TERM" || name == "LANG" || name.rfind("LC_", 0) == 0)
@@ -158,7 +194,12 @@ std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
     std::string name = kv.substr(0, kv.find('='));
     if (keep(name)) { env.push_back(kv); have_path |= name == "PATH"; }
   }
-  for (const auto& kv : set_env) env.push_back(kv);
+  bool have_apt = false;
+  for (const auto& kv : set_env) {
+    env.push_back(kv);
+    have_apt |= kv.rfind("APT_CONFIG=", 0) == 0;
+  }
+  if (rootless_apt && !have_apt) env.push_back(std::string("APT_CONFIG=") + kAptConfigPath);
   if (!have_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   return env;
 }

@@ -14,8 +14,15 @@
 
 namespace agentenv::runner::internal {
 
-enum class Op { kMakePrivate, kBindRoot, kMount, kMkdir, kBind, kRemountRo, kSymlink, kPivot,
+enum class Op { kMakePrivate, kBindRoot, kMount, kMkdir, kBind, kRemountRo, kSymlink, kWriteFile, kPivot,
                 kLoopbackUp, kHostname, kChdir };
+
+// Rootless, apt's sandbox cannot drop to its _apt user (only one id is
+// mapped, setgroups is denied): apt runs as the env's root instead, by
+// this file on the env's /run tmpfs (never in the tree) named by
+// APT_CONFIG. As root every id is mapped and apt keeps its sandbox.
+inline constexpr const char* kAptConfigPath = "/run/agentenv/apt.conf";
+inline constexpr const char* kAptConfig = "APT::Sandbox::User \"root\";\n";
 
 // What a bind creates as its mount point when the target is on one of our
 // own tmpfs mounts (/dev, /run) and does not exist yet.
@@ -45,8 +52,16 @@ std::vector<Step> Plan(const EnvSpec& spec);
 int Execute(const Step& step);
 
 // The environment of a command: allow-list of the caller's plus pass/set.
+// `rootless_apt`: also APT_CONFIG=kAptConfigPath (unless set_env names it).
 std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
-                                  const std::vector<std::string>& set_env);
+                                  const std::vector<std::string>& set_env, bool rootless_apt = false);
+
+// Whether the plan for `spec` writes kAptConfigPath (rootless, /run in the tree).
+bool RootlessApt(const EnvSpec& spec);
+
+// Whether `path` ("/run") is in the env's tree as a directory (`dir`) or
+// anything, before the env exists (for an overlay: upper over lower).
+bool InTree(const EnvSpec& spec, const std::string& path, bool dir);
 
 // argv and envp as execvpe wants them, built before fork.
 struct ExecArgs {

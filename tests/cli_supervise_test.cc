@@ -25,15 +25,19 @@ std::set<std::string> AgentCommands(const json& ps) {
 TEST_CASE("cli supervise: operator rollback relaunches the agent, the agent's rollback keeps it, ps shows it", "[cli][supervise]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
-  fs::create_directories(Work(root) / "tmp");
-  if (::geteuid() == 0) REQUIRE(::chown((Work(root) / "tmp").c_str(), 65534, 65534) == 0);
-  // /tmp is never versioned nor restored: a launch counter that survives rollbacks.
+  fs::create_directories(Work(root) / "var/tmp");
+  if (::geteuid() == 0) {
+    REQUIRE(::chown((Work(root) / "var").c_str(), 65534, 65534) == 0);
+    REQUIRE(::chown((Work(root) / "var/tmp").c_str(), 65534, 65534) == 0);
+  }
+  // /var/tmp is never versioned nor restored (and, unlike /tmp, no tmpfs):
+  // a launch counter that survives rollbacks.
   Child sup;
   sup.Start(AsNobody({AGENTENV_BIN, "supervise", "--root", root.string(), "--quiet-ms", "100", "--",
-                      "/bin/sh", "-c", "echo launch >> /tmp/launches; exec sleep 990"}),
+                      "/bin/sh", "-c", "echo launch >> /var/tmp/launches; exec sleep 990"}),
             false, false, (tmp / "supervise.log").string());
   INFO(ReadFile(tmp / "supervise.log"));
-  REQUIRE(WaitFor([&] { return Lines(Work(root) / "tmp/launches") == 1; }, 15000));
+  REQUIRE(WaitFor([&] { return Lines(Work(root) / "var/tmp/launches") == 1; }, 15000));
   json ps;
   REQUIRE(WaitFor([&] {
     ps = Request(root, "ps", json::object())["result"];
@@ -49,7 +53,7 @@ TEST_CASE("cli supervise: operator rollback relaunches the agent, the agent's ro
   REQUIRE(rb.value("ok", false));
   CHECK(rb["result"]["relaunched"] == true);
   CHECK_FALSE(fs::exists(Work(root) / "mistake.txt"));
-  CHECK(WaitFor([&] { return Lines(Work(root) / "tmp/launches") == 2; }, 10000));
+  CHECK(WaitFor([&] { return Lines(Work(root) / "var/tmp/launches") == 2; }, 10000));
   REQUIRE(WaitFor([&] {
     ps = Request(root, "ps", json::object())["result"];
     return AgentCommands(ps).count("sleep 990") && ps["agent"]["pid"] != first_pid;
@@ -66,7 +70,7 @@ TEST_CASE("cli supervise: operator rollback relaunches the agent, the agent's ro
   CHECK_FALSE(arb["result"].contains("relaunched"));
   CHECK_FALSE(fs::exists(Work(root) / "mistake2.txt"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(Lines(Work(root) / "tmp/launches") == 2);
+  CHECK(Lines(Work(root) / "var/tmp/launches") == 2);
   pid_t second_pid = ps["agent"]["pid"].get<pid_t>();
   CHECK(::kill(second_pid, 0) == 0);
 

@@ -70,10 +70,10 @@ TEST_CASE("runner: a dpkg-deb package unpacks into the tree") {
                                           "Maintainer: t <t@example.org>\nDescription: tiny\n";
   std::ofstream(pkg / "usr/share/tiny/hello") << "hello\n";
   REQUIRE(system(("dpkg-deb -Zgzip --build --root-owner-group " + pkg.string() + " " +
-                  (root / "tmp/tiny.deb").string() + " >/dev/null && chown 65534:65534 " +
-                  (root / "tmp/tiny.deb").string()).c_str()) == 0);
+                  (root / "tiny.deb").string() + " >/dev/null && chown 65534:65534 " +
+                  (root / "tiny.deb").string()).c_str()) == 0);
   int st = AsNobody([&] {
-    auto r = Run(Spec(root, "busybox dpkg-deb -x /tmp/tiny.deb / && cat /usr/share/tiny/hello"));
+    auto r = Run(Spec(root, "busybox dpkg-deb -x /tiny.deb / && cat /usr/share/tiny/hello"));
     if (!r) { fprintf(stderr, "%s\n", r.error().message.c_str()); return false; }
     if (r->exit_code == 0 && r->out == "hello\n") return true;
     fprintf(stderr, "err=[%s]\n", r->err.c_str());
@@ -95,8 +95,8 @@ TEST_CASE("runner: a real Debian package (xz-compressed data) unpacks into the t
   chmod(td.path().c_str(), 0711);
   fs::path root = td / "root";
   MakeTree(root, 65534);
-  fs::copy_file(real, root / "tmp/real.deb");
-  REQUIRE(lchown((root / "tmp/real.deb").c_str(), 65534, 65534) == 0);
+  fs::copy_file(real, root / "real.deb");  // not in /tmp: each env has its own tmpfs there
+  REQUIRE(lchown((root / "real.deb").c_str(), 65534, 65534) == 0);
   std::vector<std::string> paths;  // what the host's dpkg-deb says the package holds
   FILE* list = popen(("dpkg-deb --fsys-tarfile '" + real.string() + "' | tar -t").c_str(), "r");
   REQUIRE(list);
@@ -104,7 +104,7 @@ TEST_CASE("runner: a real Debian package (xz-compressed data) unpacks into the t
   pclose(list);
   REQUIRE_FALSE(paths.empty());
   int st = AsNobody([&] {
-    auto r = Run(Spec(root, "busybox dpkg-deb -x /tmp/real.deb /"));
+    auto r = Run(Spec(root, "busybox dpkg-deb -x /real.deb /"));
     return r && r->exit_code == 0;
   });
   CHECK(st == 0);
@@ -233,4 +233,31 @@ TEST_CASE("runner: setup failures name the step and errno") {
   CHECK(r.error().message == "exec /bin/missing: No such file or directory");
   s.argv = {};
   CHECK(Run(s).error().code == ErrorCode::kInvalid);
+}
+
+TEST_CASE("runner: each env gets its own tmpfs on /tmp, and rootless apt is told to run as the env's root") {
+  if (!agentenv::test::IsRoot()) agentenv::test::Skip("needs root to switch to uid 65534");
+  TempDir td;
+  chmod(td.path().c_str(), 0711);
+  fs::path root = td / "root";
+  MakeTree(root, 65534);
+  for (const char* d : {"tmp", "run"}) {
+    fs::create_directories(root / d);
+    REQUIRE(lchown((root / d).c_str(), 65534, 65534) == 0);
+  }
+  int st = AsNobody([&] {
+    auto r = Run(Spec(root, "echo x > /tmp/f && stat -c %a /tmp && grep -c ' /tmp tmpfs ' /proc/mounts; "
+                            "echo $APT_CONFIG; cat $APT_CONFIG"));
+    if (!r) { fprintf(stderr, "%s\n", r.error().message.c_str()); return false; }
+    if (r->out == "1777\n1\n/run/agentenv/apt.conf\nAPT::Sandbox::User \"root\";\n") return true;
+    fprintf(stderr, "out=[%s] err=[%s]\n", r->out.c_str(), r->err.c_str());
+    return false;
+  });
+  CHECK(st == 0);
+  CHECK(fs::is_empty(root / "tmp"));  // the env's /tmp was its own
+  CHECK(fs::is_empty(root / "run"));
+  // As root every id is mapped: apt keeps its own sandbox user.
+  auto r = Run(Spec(root, "echo [$APT_CONFIG]"));
+  REQUIRE(r);
+  CHECK(r->out == "[]\n");
 }
