@@ -17,6 +17,7 @@ int CmdExec(int argc, char** argv) {
   app.add_option("--cwd", req.cwd, "Working directory inside (default /)");
   app.add_option("--timeout", req.timeout_s, "Kill the whole process tree after this many seconds");
   app.add_flag("--no-snap", no_snap, "Do not snapshot afterwards");
+  app.add_option("--workspace,-w", req.workspace, "Run in this workspace (see fork) and snapshot it");
   app.add_option("command", req.argv, "Command and arguments (after --)")->required();
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   req.snapshot = !no_snap;

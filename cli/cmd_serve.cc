@@ -47,6 +47,7 @@ int CmdShell(int argc, char** argv) {
   app.add_option("--cwd", opt.cwd, "Working directory inside (default /)");
   app.add_option("--quiet-ms", opt.capture.quiet_ms, "Capture quiet period (default 300)")->check(CLI::Range(10, 600000));
   app.add_option("--max-delay-ms", opt.capture.max_delay_ms, "Capture maximum delay (default 3000)")->check(CLI::Range(10, 3600000));
+  app.add_option("--workspace,-w", opt.workspace, "A shell in this workspace (see fork); snapshot it on exit");
   app.add_option("command", opt.argv, "Shell to run (after --; default /bin/bash -i if the tree has it, else /bin/sh -i)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto r = control::RunShell(g.root, opt);

@@ -42,6 +42,7 @@ int CmdDiff(int argc, char** argv) {
   AddGlobals(app, g);
   app.add_option("refs", refs, "Zero, one or two nodes")->expected(0, 2);
   app.add_option("-n,--limit", req.limit, "Show at most this many paths (default 1000)");
+  app.add_option("--workspace,-w", req.workspace, "Diff this workspace instead of the live tree (HEAD: its last node)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   if (!refs.empty()) req.from = refs[0];
   if (refs.size() == 2) req.to = refs[1];

@@ -24,6 +24,7 @@ int CmdSnap(int argc, char** argv) {
   app.add_option("--label", req.label, "Automatic label (default: a summary of the changes)");
   app.add_flag("--allow-empty", req.allow_empty, "Make a node even if nothing changed");
   app.add_option("paths", paths, "Only rescan these tree-relative paths (default: the whole tree)");
+  app.add_option("--workspace,-w", req.workspace, "Snapshot this workspace (its changes over the node it was forked from)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   if (!paths.empty()) req.paths = paths;
   control::Client client(g.root);

@@ -26,5 +26,8 @@ int CmdSupervise(int argc, char** argv);
 int CmdShell(int argc, char** argv);
 int CmdRetain(int argc, char** argv);
 int CmdGc(int argc, char** argv);
+int CmdFork(int argc, char** argv);
+int CmdWorkspace(int argc, char** argv);
+int CmdTournament(int argc, char** argv);
 
 }  // namespace agentenv::cli

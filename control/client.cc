@@ -3,6 +3,7 @@
 #include "control/errors.h"
 #include "control/ignore.h"
 #include "control/jobs.h"
+#include "control/workspace.h"
 #include "control/socket.h"
 #include "snap/layout.h"
 
@@ -46,12 +47,21 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   AE_ASSIGN(Server* local, client.Local());
   runner::EnvSpec spec;
   spec.root = local->repo().work_dir();
+  std::optional<Workspace> ws;
+  UniqueFd ws_lock;
+  if (!r.workspace.empty()) {
+    AE_ASSIGN(ws, LoadWorkspace(client.root(), r.workspace));
+    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
+    spec.root = ws->mount_point();
+    spec.overlay = ws->overlay();
+  }
   spec.argv = r.argv;
   spec.cwd = r.cwd;
   AE_ASSIGN(spec.network, ParseNetwork(r.network));
   spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
   spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
   AE_ASSIGN(runner::RunResult run, runner::Run(spec));
+  ws_lock.reset();  // the snapshot takes it again
   TerminalExecReply rep;
   rep.exit_code = run.exit_code;
   rep.signal = run.signal;
@@ -65,6 +75,7 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   for (const auto& a : r.argv) line += (line.empty() ? "" : " ") + a;
   SnapshotRequest snap;
   snap.label = "exec: " + line.substr(0, 180);
+  snap.workspace = r.workspace;
   AE_ASSIGN(SnapshotReply s, client.Call(snap));
   if (s.node) rep.node = s.node->id;
   rep.label = snap.label;

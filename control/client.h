@@ -67,6 +67,7 @@ struct TerminalExecRequest {
   double timeout_s = 0;
   bool capture = false;   // collect stdout/stderr into the reply
   bool snapshot = true;
+  std::string workspace;  // run in this workspace and snapshot it
 };
 struct TerminalExecReply {
   int exit_code = 0, signal = 0;

@@ -19,6 +19,7 @@
 #include "control/render.h"
 #include "control/server.h"
 #include "control/session.h"
+#include "control/workspace.h"
 
 namespace agentenv::control {
 namespace {
@@ -87,9 +88,20 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!in) return FailErrno("/dev/null", errno);
 
+  // In a workspace: its overlay as the root, its lock held to the end.
+  std::optional<Workspace> ws;
+  UniqueFd ws_lock;
+  if (!r.workspace.empty()) {
+    AE_ASSIGN(ws, LoadWorkspace(repo_->root(), r.workspace));
+    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
+    run.spec.root = ws->mount_point();
+    run.spec.overlay = ws->overlay();
+  }
   // From the command's start to its snapshot: no other writer (nor the
-  // automatic capture) takes the command's changes into another node.
-  std::unique_lock writer(writer_mu_);
+  // automatic capture) takes the command's changes into another node. A
+  // workspace's command does not touch the live tree.
+  std::unique_lock writer(writer_mu_, std::defer_lock);
+  if (!ws) writer.lock();
   runner::PumpOptions opt;
   opt.timeout = run.spec.limits.timeout;
   AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, {in.get(), w[0].get(), w[1].get()}));
@@ -154,16 +166,24 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   if (r.snapshot) {
     snap::SnapOptions so;
     so.label = "exec: " + run.line.substr(0, 180);
-    auto snap = repo_->Snapshot(so);
-    if (!snap) {
-      Error e = snap.error();
+    Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
+      if (ws) {
+        AE_ASSIGN(SnapshotReply s, SnapshotLocked(*ws, so));
+        if (!s.node) return std::optional<store::ObjectId>();
+        return std::optional<store::ObjectId>(ws->head);
+      }
+      AE_ASSIGN(snap::SnapResult s, repo_->Snapshot(so));
+      return s.node;
+    }();
+    if (!made) {
+      Error e = made.error();
       e.message = "the command ran (exit " + std::to_string(st.signal ? 128 + st.signal : st.exit_code) +
                   ") but its snapshot failed: " + e.message;
       e.partial = true;
       return Unexpected<Error>(std::move(e));
     }
-    if (snap->node) {
-      AE_ASSIGN(snap::NodeRecord rec, repo_->Record(*snap->node));
+    if (*made) {
+      AE_ASSIGN(snap::NodeRecord rec, repo_->Record(**made));
       rep.node = MakeNodeInfo(rec);
     }
   }

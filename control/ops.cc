@@ -34,6 +34,9 @@ const json kNode = NodeSchema(kInt);
 const json kListed = NodeSchema(kInt, {{"head", kBool}, {"tags", kStr}});
 const json kChange = Obj({{"op", {{"type", "string"}, {"enum", {"+", "-", "M"}}}}, {"path", kStr}, {"dir", kBool}},
                          {"op", "path", "dir"});
+const json kWorkspace = {{"type", "string"}, {"description", "A workspace (see fork): act on it instead of the live filesystem"}};
+const json kWorkspaceInfo = Obj({{"name", kStr}, {"base", kStr}, {"head", kStr}, {"lower", kStr}, {"created", kStr}, {"busy", kBool}},
+                                {"name", "base", "head"});
 const json kProcess = Obj({{"pid", kInt}, {"ns_pid", kInt}, {"ppid", kInt}, {"cmdline", kStr}});
 
 json RunProps(bool is_exec) {
@@ -52,6 +55,7 @@ json RunProps(bool is_exec) {
     p["properties"]["output_cap"] = {{"type", "integer"}, {"description", "Bytes kept per stream (MCP default 65536); the rest is counted, not kept"}};
     p["properties"]["session"] = {{"type", "string"}, {"description", "Session name: cwd and exported variables carry over between calls with the same name"}};
     p["properties"]["snapshot"] = {{"type", "boolean"}, {"description", "Snapshot afterwards (default true)"}};
+    p["properties"]["workspace"] = kWorkspace;
   }
   return p;
 }
@@ -66,7 +70,8 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"message", {{"type", "string"}, {"description", "Why: what you are about to try or just finished"}}},
             {"label", {{"type", "string"}, {"description", "Automatic label (default: a summary of the changes)"}}},
             {"allow_empty", {{"type", "boolean"}, {"description", "Make a node even if nothing changed"}}},
-            {"paths", {{"type", "array"}, {"items", kStr}, {"description", "Only rescan these tree-relative paths"}}}}),
+            {"paths", {{"type", "array"}, {"items", kStr}, {"description", "Only rescan these tree-relative paths"}}},
+            {"workspace", kWorkspace}}),
        Obj({{"created", kBool}, {"node", Nullable(kNode)}, {"label", kStr}, {"added", kInt}, {"modified", kInt},
             {"deleted", kInt}, {"hashed_files", kInt}, {"hashed_bytes", kInt}, {"warnings", kStrings}},
            {"created", "node", "warnings"}),
@@ -89,7 +94,8 @@ std::vector<OpSpec> MakeOps() {
       {"diff", {},
        "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
        "filesystem (omit `to`). Ops: + added, - deleted, M modified.",
-       Obj({{"from", kRef}, {"to", kRef}, {"limit", {{"type", "integer"}, {"description", "At most this many paths (default 200)"}}}}),
+       Obj({{"from", kRef}, {"to", kRef}, {"limit", {{"type", "integer"}, {"description", "At most this many paths (default 200)"}}},
+            {"workspace", kWorkspace}}),
        Obj({{"changes", ArrayOf(kChange)}, {"total", kInt}, {"truncated", kBool}}, {"changes", "total", "truncated"})},
       {"show", {}, "Details of one node: message, automatic label, parent, file count and a sample of changed paths.",
        Obj({{"ref", kRef}}),
@@ -110,7 +116,7 @@ std::vector<OpSpec> MakeOps() {
        Obj({}),
        Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", ArrayOf(kChange)}, {"head", Nullable(kNode)}, {"nodes", kInt},
             {"root", kStr}, {"work", kStr}, {"backend", kStr}, {"stored_bytes", kInt}, {"logical_bytes", kInt},
-            {"disk_bytes", kInt}, {"head_files", kInt}, {"head_bytes", kInt}},
+            {"disk_bytes", kInt}, {"head_files", kInt}, {"head_bytes", kInt}, {"workspaces", kInt}, {"lowers", kInt}},
            {"dirty", "changed", "changes", "head", "nodes"})},
       {"retain", {},
        "Thin old history: keep the newest nodes and everything recent, then fewer nodes the older they are; HEAD, "
@@ -127,7 +133,7 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"compact_above", {{"type", "number"}, {"description", "Rewrite packs at least this percent dead (default 50)"}}},
             {"full", {{"type", "boolean"}, {"description", "Recount every reference from scratch first"}}}}),
        Obj({{"live_objects", kInt}, {"dropped_objects", kInt}, {"dropped_bytes", kInt}, {"bytes_freed", kInt},
-            {"packs_rewritten", kInt}, {"counted", kBool}, {"objects_read", kInt}},
+            {"packs_rewritten", kInt}, {"counted", kBool}, {"objects_read", kInt}, {"lowers_removed", kInt}},
            {"dropped_objects", "bytes_freed"}),
        true},
       {"import", {},
@@ -159,6 +165,40 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"jobs", ArrayOf(Obj({{"job", kInt}, {"kind", kStr}, {"command", kStr}, {"started", kStr}, {"running", kBool},
                                   {"log", kStr}, {"processes", ArrayOf(kProcess)}}))},
             {"agent", {{"type", {"object", "null"}}}}})},
+      {"fork", {},
+       "Fork a node into a new isolated workspace (an overlay: instant once the node is materialized). Run commands "
+       "in it with exec workspace=<name>, snapshot it with snapshot workspace=<name>; the live filesystem is untouched.",
+       Obj({{"ref", kRef}, {"name", {{"type", "string"}, {"description", "Workspace name (default ws-<node>-<n>)"}}}}),
+       Obj({{"workspace", kWorkspaceInfo}, {"materialized", kStr}, {"duration_ms", kInt}}, {"workspace", "materialized"}),
+       true},
+      {"workspaces", {}, "List workspaces: name, the node each was forked from, its last node, whether a command runs in it.",
+       Obj({}), Obj({{"workspaces", ArrayOf(kWorkspaceInfo)}}, {"workspaces"})},
+      {"workspace_rm", {}, "Remove a workspace and its changes (its snapshots stay in history).",
+       Obj({{"name", kStr}}, {"name"}), Obj({{"removed", kStr}}, {"removed"}), true, true},
+      {"tournament", {},
+       "Try several candidate commands in parallel, each in its own workspace forked from `base`, run `test` after "
+       "each, and keep the first candidate whose test exits 0: its node is applied to the live filesystem (unless "
+       "apply=false; unsaved changes are saved first). Every candidate becomes a node (a branch) either way. The "
+       "result says plainly whether a winner was applied.",
+       Obj({{"base", kRef},
+            {"test", {{"type", "string"}, {"description", "Shell command; exit 0 passes"}}},
+            {"candidates", {{"type", "array"}, {"items", kStr}, {"description", "Shell commands, one per candidate"}}},
+            {"jobs", {{"type", "integer"}, {"description", "Candidates run at once (default 4)"}}},
+            {"timeout_s", {{"type", "number"}, {"description", "Kill a command after this many seconds"}}},
+            {"network", {{"type", "string"}, {"enum", {"allow", "deny"}}}},
+            {"keep", {{"type", "string"}, {"enum", {"winner", "all"}}, {"description", "Workspaces kept afterwards"}}},
+            {"apply", {{"type", "boolean"}, {"description", "Restore the live filesystem to the winner (default true)"}}}},
+           {"test", "candidates"}),
+       Obj({{"id", kStr}, {"base", kStr},
+            {"candidates", ArrayOf(Obj({{"index", kInt}, {"candidate", kStr}, {"workspace", kStr},
+                                        {"exit_code", {{"type", {"integer", "null"}}}},
+                                        {"test_exit_code", {{"type", {"integer", "null"}}}}, {"timed_out", kBool},
+                                        {"duration_ms", kInt}, {"changed", kInt}, {"node", Nullable(kNode)},
+                                        {"passed", kBool}, {"winner", kBool}, {"error", kStr}},
+                                       {"index", "candidate", "passed", "winner"}))},
+            {"winner", {{"type", {"integer", "null"}}}}, {"applied", kBool}, {"saved", kOptStr}, {"duration_ms", kInt}},
+           {"id", "candidates", "winner", "applied"}),
+       true, true},
       {"kill", {}, "Stop a job (job=<id> from ps) or every job (all=true): every process of its environment is killed at once.",
        Obj({{"job", kInt}, {"all", kBool}}), Obj({{"killed", ArrayOf(kInt)}}), true, true},
   };
@@ -187,6 +227,8 @@ constexpr Entry kEntries[] = {
     {"gc", Dispatch<GcRequest>},             {"import", Dispatch<ImportRequest>},
     {"exec", Dispatch<ExecRequest>},         {"spawn", Dispatch<SpawnRequest>},
     {"ps", Dispatch<PsRequest>},             {"kill", Dispatch<KillRequest>},
+    {"fork", Dispatch<ForkRequest>},         {"workspaces", Dispatch<WorkspacesRequest>},
+    {"workspace_rm", Dispatch<WorkspaceRmRequest>}, {"tournament", Dispatch<TournamentRequest>},
 };
 
 }  // namespace

@@ -56,6 +56,10 @@ AGENTENV_OP(ExecRequest, ExecReply, "exec", s.Exec(r, emit), true)
 AGENTENV_OP(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)
 AGENTENV_OP(PsRequest, PsReply, "ps", s.Ps(r), true)
 AGENTENV_OP(KillRequest, KillReply, "kill", s.Kill(r), true)
+AGENTENV_OP(ForkRequest, ForkReply, "fork", s.Fork(r), false)
+AGENTENV_OP(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)
+AGENTENV_OP(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)
+AGENTENV_OP(TournamentRequest, TournamentReply, "tournament", s.Tournament(r), true)
 #undef AGENTENV_OP
 
 // Runs `op` (a name or alias) with JSON `args` on `server`: the socket's

@@ -6,14 +6,19 @@
 
 namespace agentenv::control {
 
-Result<std::unique_ptr<Serving>> Serving::Start(Server& server, ServeOptions opt) {
+Result<std::unique_ptr<Serving>> Serving::Signals(Server& server, const std::vector<int>& signals) {
   std::unique_ptr<Serving> s(new Serving(server));
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : opt.signals) sigaddset(&set, sig);
+  for (int sig : signals) sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   s->signals_.reset(::signalfd(-1, &set, SFD_CLOEXEC));
   if (!s->signals_) return FailErrno("signalfd", errno);
+  return s;
+}
+
+Result<std::unique_ptr<Serving>> Serving::Start(Server& server, ServeOptions opt) {
+  AE_ASSIGN(auto s, Signals(server, opt.signals));
   for (auto& [path, handler] : opt.sockets) {
     AE_ASSIGN(auto sock, SocketServer::Start(path, std::move(handler)));
     s->sockets_.push_back(std::move(sock));

@@ -33,6 +33,8 @@ class Serving {
   // Sets up `server` as above. Errors: kBusy (another daemon or lock
   // holder), I/O, a bad ignore file.
   static Result<std::unique_ptr<Serving>> Start(Server& server, ServeOptions opt);
+  // Step 1 alone: the signals, no sockets, no lock, no capture.
+  static Result<std::unique_ptr<Serving>> Signals(Server& server, const std::vector<int>& signals);
   ~Serving();
 
   // Readable when one of the signals arrived (read a signalfd_siginfo).

@@ -1,11 +1,13 @@
 // The history operations of control::Server.
 #include "control/server.h"
 
+#include <filesystem>
 #include <map>
 
 #include "control/render.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
+#include "snap/layout.h"
 
 namespace agentenv::control {
 namespace {
@@ -41,6 +43,7 @@ void Server::StopCapture(bool deliver_pending) {
 }
 
 Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
+  if (!r.workspace.empty()) return SnapshotWorkspace(r);
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
@@ -120,6 +123,7 @@ Result<ShowReply> Server::Show(const ShowRequest& r) {
 }
 
 Result<DiffReply> Server::Diff(const DiffRequest& r) {
+  if (!r.workspace.empty()) return DiffWorkspace(r);
   AE_ASSIGN(store::ObjectId from, TreeOf(*repo_, r.from));
   store::ObjectId to;
   if (r.to.empty()) {
@@ -192,6 +196,10 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   rep.dirty = st.dirty;
   rep.changed = st.changed;
   for (const auto& c : st.changes) rep.changes.push_back(MakeChangeInfo(c));
+  if (auto spaces = ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(snap::layout::Lowers(repo_->root()), ec))
+    rep.lowers += e.path().filename().string()[0] != '.';
   return rep;
 }
 
@@ -217,8 +225,19 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   compact.min_dead_fraction = r.compact_above / 100;
   std::lock_guard writer(writer_mu_);
   AE_ASSIGN(snap::GcResult res, repo_->Gc(compact, r.full));
-  return GcReply{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
-                 res.counted,      res.objects_read};
+  GcReply rep{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
+              res.counted,      res.objects_read};
+  // Materialized nodes are a cache: kept while a workspace overlays them.
+  AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(snap::layout::Lowers(repo_->root()), ec)) {
+    bool used = false;
+    for (const auto& ws : spaces) used |= ws.lower == e.path().string();
+    if (used) continue;
+    AE_TRY(snap::RemoveTree(e.path().string()));
+    ++rep.lowers_removed;
+  }
+  return rep;
 }
 
 Result<ImportReply> Server::Import(const ImportRequest& r) {

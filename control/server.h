@@ -23,6 +23,7 @@
 #include "control/frames.h"
 #include "control/jobs.h"
 #include "control/types.h"
+#include "control/workspace.h"
 #include "snap/repo.h"
 
 namespace agentenv::control {
@@ -63,6 +64,20 @@ class Server {
   Result<PsReply> Ps(const PsRequest& r);
   Result<KillReply> Kill(const KillRequest& r);
 
+  // Workspaces (control/workspace.h, workspace.cc) and tournaments
+  // (control/tournament.cc). Snapshot, Diff and Exec act on a workspace
+  // when the request names one. A workspace's command and snapshot hold
+  // its lock (kBusy for a second one); nothing of it touches the live tree.
+  Result<ForkReply> Fork(const ForkRequest& r);
+  Result<WorkspacesReply> Workspaces(const WorkspacesRequest& r);
+  Result<WorkspaceRmReply> WorkspaceRm(const WorkspaceRmRequest& r);
+  // Forks one workspace per candidate from `base`, runs candidate then
+  // test in each (up to `jobs` at once), snapshots each as a child of the
+  // base, picks the first to pass (by finish time, ties by order) and,
+  // unless !apply, rolls the live tree back to its node (unsaved changes
+  // saved first). No winner: nothing applied, every node kept.
+  Result<TournamentReply> Tournament(const TournamentRequest& r);
+
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.
   Result<void> StartCapture(const CaptureOptions& opt);
@@ -73,6 +88,11 @@ class Server {
   std::unique_lock<std::mutex> LockWriters() { return std::unique_lock(writer_mu_); }
 
  private:
+  Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r);
+  // With the workspace's lock held: snapshots it and moves its head.
+  Result<SnapshotReply> SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt);
+  Result<DiffReply> DiffWorkspace(const DiffRequest& r);
+
   std::unique_ptr<snap::Repo> repo_;
   std::mutex writer_mu_;  // see the file comment
   JobTable jobs_;         // thread-safe itself

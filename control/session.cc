@@ -51,10 +51,11 @@ Result<std::string> ReadSmall(const std::string& path) {
 
 }  // namespace
 
-Result<void> CheckSessionId(const std::string& id) {
-  bool ok = !id.empty() && id.size() <= 64 && id[0] != '.';
-  for (char c : id) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
-  if (!ok) return Fail(ErrorCode::kInvalid, "session '" + id + "': use 1-64 of A-Z a-z 0-9 . _ - (not starting with '.')");
+Result<void> CheckName(std::string_view kind, const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.';
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    return Fail(ErrorCode::kInvalid, std::string(kind) + " '" + name + "': use 1-64 of A-Z a-z 0-9 . _ - (not starting with '.')");
   return {};
 }
 

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -24,9 +25,11 @@ struct SessionState {
   std::map<std::string, std::string> env;  // exported variables after the last command
 };
 
-// Checks a session id: 1-64 of [A-Za-z0-9._-], not starting with '.'.
-// Errors: kInvalid naming the rule.
-Result<void> CheckSessionId(const std::string& id);
+// Checks a name (a session id, a workspace name): 1-64 of [A-Za-z0-9._-],
+// not starting with '.', so it is one path component and never "..".
+// Errors: kInvalid "<kind> '<name>': ..." naming the rule.
+Result<void> CheckName(std::string_view kind, const std::string& name);
+inline Result<void> CheckSessionId(const std::string& id) { return CheckName("session", id); }
 
 // The host directory of session `id` under repo root `root`, created
 // (0700) if missing. Errors: I/O with the path.

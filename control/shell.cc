@@ -22,6 +22,7 @@
 #include "control/jobs.h"
 #include "control/serve.h"
 #include "control/shell.h"
+#include "control/workspace.h"
 #include "runner/runner.h"
 
 namespace agentenv::control {
@@ -141,11 +142,26 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   AE_ASSIGN(spec.network, ParseNetwork(opt.network));
   spec.terminal = true;
 
-  // Like supervise: this process captures, so it holds the lock.
-  ServeOptions so;
-  so.signals = {SIGWINCH, SIGINT, SIGTERM, SIGHUP};
-  so.capture = opt.capture;
-  AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
+  // Like supervise: this process captures, so it holds the lock. A
+  // workspace needs no capture (its upper is the journal) and no lock but
+  // its own.
+  std::optional<Workspace> ws;
+  UniqueFd ws_lock;
+  if (!opt.workspace.empty()) {
+    AE_ASSIGN(ws, LoadWorkspace(root, opt.workspace));
+    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
+    spec.root = ws->mount_point();
+    spec.overlay = ws->overlay();
+  }
+  std::unique_ptr<Serving> serving;
+  if (ws) {
+    AE_ASSIGN(serving, Serving::Signals(server, {SIGWINCH, SIGINT, SIGTERM, SIGHUP}));
+  } else {
+    ServeOptions so;
+    so.signals = {SIGWINCH, SIGINT, SIGTERM, SIGHUP};
+    so.capture = opt.capture;
+    AE_ASSIGN(serving, Serving::Start(server, std::move(so)));
+  }
   AE_ASSIGN(Pty pty, OpenPty());
   if (::isatty(0)) {
     termios t;
@@ -168,15 +184,26 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   for (const auto& a : cmd) line += (line.empty() ? "" : " ") + a;
   snap::SnapOptions snap_opt;
   snap_opt.label = "shell: " + line.substr(0, 180);
-  Result<snap::SnapResult> snap = [&]() -> Result<snap::SnapResult> {
+  Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
+    if (ws) {
+      ws_lock.reset();  // the snapshot takes it again
+      SnapshotRequest req;
+      req.label = snap_opt.label;
+      req.workspace = ws->name;
+      AE_ASSIGN(SnapshotReply rep, server.Snapshot(req));
+      if (!rep.node) return std::optional<store::ObjectId>();
+      AE_ASSIGN(store::ObjectId id, store::ObjectId::FromHex(rep.node->id));
+      return std::optional<store::ObjectId>(id);
+    }
     auto writer = server.LockWriters();  // the whole session's tail goes into this node
-    return r.Snapshot(snap_opt);
+    AE_ASSIGN(snap::SnapResult s, r.Snapshot(snap_opt));
+    return s.node;
   }();
   serving->Stop(false);  // the snapshot above saw everything
-  if (!snap) return Unexpected<Error>(snap.error());
+  if (!made) return Unexpected<Error>(made.error());
   ShellResult res;
   res.exit_code = !st ? 1 : st->signal ? 128 + st->signal : st->exit_code;
-  if (snap->node) res.node = snap->node->Hex();
+  if (*made) res.node = (*made)->Hex();
   res.label = snap_opt.label;
   return res;
 }

@@ -16,6 +16,7 @@ struct ShellOptions {
   std::string network = "allow";
   std::string cwd = "/";
   CaptureOptions capture;
+  std::string workspace;  // a workspace's shell: its overlay as /, its snapshot at the end
 };
 
 struct ShellResult {

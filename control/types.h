@@ -49,8 +49,10 @@ struct SnapshotRequest {
   std::string message, label;
   bool allow_empty = false;
   std::optional<std::vector<std::string>> paths;  // tree-relative; absent: the whole tree
+  std::string workspace;  // snapshot this workspace (its upper) instead of the live tree
   template <class V> void Fields(V& v) {
     v("message", message); v("label", label); v("allow_empty", allow_empty); v("paths", paths);
+    v("workspace", workspace);
   }
 };
 struct SnapshotReply {
@@ -121,10 +123,11 @@ json ToJson(const ShowReply& r);
 std::optional<std::string> FromJson(const json& j, ShowReply& r);
 
 struct DiffRequest {
-  std::string from = "HEAD";
-  std::string to;  // empty: the live tree
+  std::string from = "HEAD";  // with `workspace`: HEAD is the workspace's last node
+  std::string to;             // empty: the live tree (or the workspace as it is now)
   uint64_t limit = 200;
-  template <class V> void Fields(V& v) { v("from", from); v("to", to); v("limit", limit); }
+  std::string workspace;
+  template <class V> void Fields(V& v) { v("from", from); v("to", to); v("limit", limit); v("workspace", workspace); }
 };
 struct DiffReply {
   std::vector<ChangeInfo> changes;
@@ -178,8 +181,10 @@ struct StatusReply {
   bool dirty = false;
   uint64_t changed = 0;
   std::vector<ChangeInfo> changes;  // the first 64
+  uint64_t workspaces = 0, lowers = 0;  // overlay workspaces; materialized nodes (by `backend`)
   template <class V> void Fields(V& v) {
     v("root", root); v("work", work); v("backend", backend); v("head", head); v("nodes", nodes);
+    v("workspaces", workspaces); v("lowers", lowers);
     v("disk_bytes", disk_bytes); v("stored_bytes", stored_bytes); v("logical_bytes", logical_bytes);
     v("head_files", head_files); v("head_bytes", head_bytes); v("dirty", dirty); v("changed", changed);
     v("changes", changes);
@@ -211,10 +216,11 @@ struct GcReply {
   uint64_t live_objects = 0, dropped_objects = 0, dropped_bytes = 0, bytes_freed = 0, packs_rewritten = 0;
   bool counted = false;
   uint64_t objects_read = 0;
+  uint64_t lowers_removed = 0;  // materialized nodes no workspace uses
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
-    v("objects_read", objects_read);
+    v("objects_read", objects_read); v("lowers_removed", lowers_removed);
   }
 };
 
@@ -245,10 +251,11 @@ struct RunRequest {
   double cpus = 0;
   std::string session;  // exec only
   bool snapshot = true;  // exec only
+  std::string workspace;  // exec only: run in this workspace, snapshot it
   template <class V> void Fields(V& v) {
     v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
     v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
-    v("cpus", cpus); v("session", session); v("snapshot", snapshot);
+    v("cpus", cpus); v("session", session); v("snapshot", snapshot); v("workspace", workspace);
   }
 };
 struct ExecRequest : RunRequest {};
@@ -335,6 +342,93 @@ struct KillRequest {
 struct KillReply {
   std::vector<uint64_t> killed;
   template <class V> void Fields(V& v) { v("killed", killed); }
+};
+
+// --- workspaces (control/workspace.h) ---
+
+struct WorkspaceInfo {
+  std::string name;
+  std::string base;    // the node it was forked from (its lower)
+  std::string head;    // its last node (base until snapshotted)
+  std::string lower;   // the materialized tree it overlays
+  std::string created;
+  bool busy = false;   // a command runs in it
+  template <class V> void Fields(V& v) {
+    v("name", name); v("base", base); v("head", head); v("lower", lower); v("created", created); v("busy", busy);
+  }
+};
+
+struct ForkRequest {
+  std::string ref = "HEAD";
+  std::string name;  // empty: ws-<12 hex of the node>-<n>
+  template <class V> void Fields(V& v) { v("ref", ref); v("name", name); }
+};
+struct ForkReply {
+  WorkspaceInfo workspace;
+  std::string materialized;  // "existing", "reflink" or "copy"
+  uint64_t duration_ms = 0;
+  template <class V> void Fields(V& v) { v("workspace", workspace); v("materialized", materialized); v("duration_ms", duration_ms); }
+};
+
+struct WorkspacesRequest {
+  template <class V> void Fields(V&) {}
+};
+struct WorkspacesReply {
+  std::vector<WorkspaceInfo> workspaces;
+  template <class V> void Fields(V& v) { v("workspaces", workspaces); }
+};
+
+struct WorkspaceRmRequest {
+  std::string name;
+  template <class V> void Fields(V& v) { v("name", name); }
+};
+struct WorkspaceRmReply {
+  std::string removed;
+  template <class V> void Fields(V& v) { v("removed", removed); }
+};
+
+struct TournamentRequest {
+  std::string base = "HEAD";
+  std::string test;                     // shell line; exit 0 = pass
+  std::vector<std::string> candidates;  // shell lines
+  uint64_t jobs = 4;                    // candidates run at once
+  double timeout_s = 0;                 // per command; 0: none
+  std::string network = "allow";
+  std::string keep = "winner";          // workspaces kept afterwards: "winner" or "all"
+  bool apply = true;                    // restore the live tree to the winner
+  template <class V> void Fields(V& v) {
+    v("base", base); v("test", test); v("candidates", candidates); v("jobs", jobs); v("timeout_s", timeout_s);
+    v("network", network); v("keep", keep); v("apply", apply);
+  }
+};
+struct CandidateResult {
+  uint64_t index = 0;
+  std::string candidate, workspace;
+  std::optional<int> exit_code, test_exit_code;  // null: killed by a signal, or (test) not run
+  bool timed_out = false;
+  uint64_t duration_ms = 0;
+  uint64_t changed = 0;  // paths changed against the base
+  std::optional<NodeInfo> node;
+  bool passed = false, winner = false;
+  std::string error;  // the candidate could not run
+  template <class V> void Fields(V& v) {
+    v("index", index); v("candidate", candidate); v("workspace", workspace); v("exit_code", exit_code);
+    v("test_exit_code", test_exit_code); v("timed_out", timed_out); v("duration_ms", duration_ms); v("changed", changed);
+    v("node", node); v("passed", passed); v("winner", winner); v("error", error, kOmitEmpty);
+  }
+};
+struct TournamentReply {
+  std::string id;
+  std::string base;  // node id
+  std::vector<CandidateResult> candidates;
+  std::optional<uint64_t> winner;  // index of the winning candidate
+  bool applied = false;            // the live tree now holds the winner's node
+  std::optional<std::string> saved;  // uncommitted live changes saved before applying
+  uint64_t duration_ms = 0;
+  template <class V> void Fields(V& v) {
+    v("id", id); v("base", base); v("candidates", candidates); v("winner", winner); v("applied", applied);
+    v("saved", saved); v("duration_ms", duration_ms);
+  }
 };
 
 }  // namespace agentenv::control

@@ -1,5 +1,6 @@
 #include "snap/fsops.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -44,6 +45,32 @@ int ChmodNoFollow(int dirfd, const char* name, mode_t mode) {
   }
   return ::fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
 }
+
+Result<void> RemoveContentsAt(int fd, const std::string& path) {
+  UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!dup) return FailErrno(path, errno);
+  DIR* d = ::fdopendir(dup.get());
+  if (!d) return FailErrno(path, errno);
+  (void)dup.release();
+  std::vector<std::pair<std::string, bool>> names;
+  while (dirent* de = ::readdir(d)) {
+    std::string n = de->d_name;
+    if (n != "." && n != "..") names.push_back({n, de->d_type == DT_DIR});
+  }
+  ::closedir(d);
+  for (const auto& [name, is_dir] : names) {
+    std::string sub = path + "/" + name;
+    if (::unlinkat(fd, name.c_str(), 0) == 0 || errno == ENOENT) continue;
+    if (errno != EISDIR && errno != EPERM) return FailErrno(sub, errno);
+    ::fchmodat(fd, name.c_str(), 0700, 0);  // ours, but it may deny us
+    UniqueFd child(::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!child) return FailErrno(sub, errno);
+    AE_TRY(RemoveContentsAt(child.get(), sub));
+    if (::unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) return FailErrno(sub, errno);
+  }
+  return {};
+}
+
 
 }  // namespace
 
@@ -153,6 +180,21 @@ int64_t NowNs() {
   struct timespec ts;
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return ToNs(ts);
+}
+
+Result<void> RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Result<void>() : FailErrno(path, errno);
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return FailErrno(path, errno);
+    return {};
+  }
+  ::chmod(path.c_str(), 0700);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return FailErrno(path, errno);
+  AE_TRY(RemoveContentsAt(fd.get(), path));
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return FailErrno(path, errno);
+  return {};
 }
 
 }  // namespace agentenv::snap

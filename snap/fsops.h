@@ -30,6 +30,12 @@ Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string&
 Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
                        bool chown, const std::string& rel);
 
+// Removes `path` and everything below it without following symlinks,
+// granting its owner access to directories whose mode denies it (a
+// materialized tree or an overlay's work directory may hold 0000 dirs).
+// A missing path is not an error. Errors: the first failure, path first.
+Result<void> RemoveTree(const std::string& path);
+
 // Nanoseconds since the epoch.
 int64_t ToNs(const struct timespec& ts);
 int64_t NowNs();

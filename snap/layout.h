@@ -17,6 +17,8 @@ inline std::string Ignore(const std::string& root) { return root + "/ignore"; } 
 inline std::string Socket(const std::string& root) { return root + "/agentenv.sock"; }     // control socket
 inline std::string AgentSocket(const std::string& root) { return root + "/agent.sock"; }   // supervise: the agent's
 inline std::string Jobs(const std::string& root) { return root + "/jobs"; }         // spawn logs, exec sessions
+inline std::string Lowers(const std::string& root) { return root + "/lowers"; }     // materialized nodes
+inline std::string Workspaces(const std::string& root) { return root + "/workspaces"; }  // overlay workspaces
 
 // What `init` made and removes again when it fails: every entry above
 // that a new repository has.

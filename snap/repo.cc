@@ -203,6 +203,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   RestoreOptions ro;
   ro.reflink = backend == "reflink";
   ro.privileged = ::geteuid() == 0;
+  ro.ignored = ignored_;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
   // The live tree now holds exactly these files: cache them as written.
@@ -223,6 +224,65 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
   AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch));
   sc.out.stat_updates.clear();  // they describe `dir`, not the live tree
   return sc;
+}
+
+Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::ObjectId& base) {
+  UniqueFd fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return FailErrno(upper, errno);
+  AE_ASSIGN(NodeRecord rec, Record(base));
+  Scanned sc;
+  AE_ASSIGN(sc.batch, store_->BeginBatch());
+  ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, NowNs()};
+  ctx.overlay_upper = true;
+  AE_ASSIGN(sc.out, ScanUpper(ctx, fd.get(), rec.tree));
+  return sc;
+}
+
+Result<SnapResult> Repo::SnapshotUpper(const std::string& upper, const store::ObjectId& base,
+                                       const store::ObjectId& parent, const SnapOptions& opt) {
+  AE_ASSIGN(WriteLock lock, Lock());
+  AE_ASSIGN(Scanned sc, ScanOverlay(upper, base));
+  sc.head = parent;
+  AE_ASSIGN(Node p, LoadNode(*store_, parent));
+  sc.head_node = std::move(p);
+  return Commit(sc, opt, false);
+}
+
+Result<store::ObjectId> Repo::UpperTree(const std::string& upper, const store::ObjectId& base) {
+  AE_ASSIGN(WriteLock lock, Lock());
+  AE_ASSIGN(Scanned sc, ScanOverlay(upper, base));
+  AE_TRY(CommitContent(sc));
+  return sc.out.tree;
+}
+
+Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
+  AE_ASSIGN(NodeRecord rec, Record(node));
+  if (rec.damaged())
+    return Fail(ErrorCode::kCorrupt, "node " + node.Hex().substr(0, 12) + " is damaged and cannot be materialized: " + rec.damage);
+  std::string dir = layout::Lowers(root_) + "/" + rec.tree.Hex();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) return Lower{dir, "existing"};
+  AE_ASSIGN(Node n, LoadNode(*store_, node));
+  if (::mkdir(layout::Lowers(root_).c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(layout::Lowers(root_), errno);
+  std::string tmp = layout::Lowers(root_) + "/.tmp-XXXXXX";
+  if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
+  AE_ASSIGN(std::string backend, Backend());
+  RestoreOptions ro;
+  ro.reflink = backend == "reflink";
+  ro.privileged = ::geteuid() == 0;
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) return FailErrno(tmp, errno);
+    AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro));
+  }
+  // Another process may have built the same lower meanwhile: theirs wins.
+  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+    int e = errno;
+    (void)RemoveTree(tmp);
+    if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
+    return Lower{dir, "existing"};
+  }
+  return Lower{dir, backend};
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
@@ -350,6 +410,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   RestoreOptions ro;
   ro.reflink = backend == "reflink";
   ro.privileged = ::geteuid() == 0;
+  ro.ignored = ignored_;
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));

@@ -213,6 +213,28 @@ class Repo {
   // (another process kept the lock), I/O. Thread-safe.
   Result<void> HoldLock();
 
+  // A node's tree as a read-only directory, lowers/<tree id>: the lower
+  // layer of every workspace forked from a node with that tree. Built
+  // under a temporary name and renamed when complete (a crash leaves a
+  // temporary directory, never a partial lower); reused while it exists.
+  // `method`: "existing", "reflink" (files cloned from the store's packs
+  // where their bytes are stored raw) or "copy". Errors: kNotFound,
+  // kCorrupt (a damaged node), I/O.
+  struct Lower {
+    std::string dir;
+    std::string method;
+  };
+  Result<Lower> Materialize(const store::ObjectId& node);
+  // Records an overlay workspace as a new node without moving HEAD: the
+  // tree of (lower = `base`'s tree, upper directory `upper`), read from the
+  // upper alone (ScanUpper), as a child of `parent` (the workspace's last
+  // node, or `base`). No node when the tree equals `parent`'s. Takes the
+  // lock. Errors: kNotFound, I/O.
+  Result<SnapResult> SnapshotUpper(const std::string& upper, const store::ObjectId& base,
+                                   const store::ObjectId& parent, const SnapOptions& opt);
+  // The tree of that overlay, content stored, no node made. Takes the lock.
+  Result<store::ObjectId> UpperTree(const std::string& upper, const store::ObjectId& base);
+
   Result<RepoStatus> Status();
   // The tree id of the live tree as it is now (content is stored, no node
   // is made). Takes the lock.
@@ -243,6 +265,8 @@ class Repo {
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
   // With the lock held: scans a directory other than the live tree.
   Result<Scanned> ScanForeign(const std::string& dir);
+  // With the lock held: scans an overlay's upper directory over `base`.
+  Result<Scanned> ScanOverlay(const std::string& upper, const store::ObjectId& base);
   // Held while a writer runs: the in-process mutex, plus the file lock
   // unless HoldLock() holds it for the object's lifetime.
   struct WriteLock {

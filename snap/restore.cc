@@ -54,6 +54,10 @@ class Restorer {
   // Unprivileged: chowns `e` where allowed (a group we are in) and counts
   // the paths whose owner cannot be restored.
   void TryOwner(int fd, const Entry& e, const std::string& rel);
+  // An ignored path of the live tree: never removed or replaced.
+  bool Kept(const Entry& e, const std::string& rel) const {
+    return opt_.ignored && opt_.ignored(rel, e.kind == Kind::kDir);
+  }
   // Opens subdirectory `name` and makes sure we may change its entries.
   Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
 
@@ -293,7 +297,8 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {
     if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {
-      AE_TRY(Remove(fd, a[i].name, a[i].kind == Kind::kDir, Join(rel, a[i].name)));
+      std::string crel = Join(rel, a[i].name);
+      if (!Kept(a[i], crel)) AE_TRY(Remove(fd, a[i].name, a[i].kind == Kind::kDir, crel));
       ++i;
       continue;
     }
@@ -319,7 +324,7 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
       if (y.kind == Kind::kFile && stats.warnings.size() == warnings) SeedStat(fd, y, crel);
     } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {
       AE_TRY(WriteFile(fd, y, crel));  // replaced atomically by rename
-    } else {
+    } else if (!Kept(x, crel)) {
       AE_TRY(Remove(fd, x.name, x.kind == Kind::kDir, crel));
       AE_TRY(Create(fd, y, crel));
     }

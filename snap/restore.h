@@ -23,6 +23,10 @@ namespace agentenv::snap {
 struct RestoreOptions {
   bool reflink = false;     // try FICLONERANGE from the store's packs first
   bool privileged = false;  // may chown and create device nodes
+  // Paths the live tree keeps whatever the target says: an ignored path
+  // is never removed or replaced (a node made before its directory became
+  // a placeholder has no /tmp, and restoring it must not empty /tmp).
+  PathFilter ignored;
 };
 
 struct RestoreStats {

@@ -19,6 +19,31 @@
 namespace agentenv::snap {
 namespace {
 
+// An ignored directory is kept as a placeholder: the directory itself with
+// its mode, owner and xattrs, but no contents and mtime 0 (its mtime moves
+// with every file made inside, which is not a change of the tree). So a
+// rootfs keeps /tmp (1777), /run and its mount points across restores and
+// exports, while what is in them is never versioned.
+void MakePlaceholder(Entry* e) {
+  e->id = EmptyTreeId();
+  e->meta.mtime_ns = 0;
+}
+
+bool IsOverlayXattr(const std::string& name) {
+  return name.rfind("user.overlay.", 0) == 0 || name.rfind("trusted.overlay.", 0) == 0;
+}
+
+void StripOverlayXattrs(Xattrs* x) {
+  x->erase(std::remove_if(x->begin(), x->end(), [](const auto& kv) { return IsOverlayXattr(kv.first); }), x->end());
+}
+
+bool Opaque(const Xattrs& x) {
+  for (const auto& [k, v] : x)
+    if ((k == "user.overlay.opaque" || k == "trusted.overlay.opaque") && v == "y") return true;
+  return false;
+}
+
+
 struct ScanDir {
   std::string rel;
   Tree entries;
@@ -208,6 +233,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       if (!S_ISREG(opened.st_mode) || opened.st_ino != st.st_ino)
         return Fail(rel + ": replaced while scanning", ENOENT);  // like a vanished path
       AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
+      if (ctx_.overlay_upper) StripOverlayXattrs(&e->meta.xattrs);
       AE_ASSIGN(store::FileRef ref, ctx_.batch.PutFile(fd.get(), rel));
       e->id = ref.id;
       e->content = ref.type;
@@ -239,6 +265,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
     default: return Fail(ErrorCode::kUnsupported, rel + ": unknown file type");
   }
   AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
+  if (ctx_.overlay_upper) StripOverlayXattrs(&e->meta.xattrs);
   return {};
 }
 
@@ -263,18 +290,20 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
       return FailErrno(rel, errno);
     }
     bool is_dir = S_ISDIR(st.st_mode);
-    if (ctx_.ignored && ctx_.ignored(rel, is_dir)) continue;
+    bool ignored = ctx_.ignored && ctx_.ignored(rel, is_dir);
+    if (ignored && !is_dir) continue;
     Entry e;
     Result<void> r = ReadEntry(fd, name, rel, st, cache, &e);
     if (!r && r.error().errno_value == ENOENT) continue;
     AE_TRY(r);
+    if (ignored) MakePlaceholder(&e);
     if (S_ISREG(st.st_mode) && st.st_nlink > 1)
       linked.push_back({d.entries.size(), {uint64_t(st.st_dev), uint64_t(st.st_ino)}});
     d.entries.push_back(std::move(e));
   }
   for (size_t i = 0; i < d.entries.size(); ++i) {
     Entry& e = d.entries[i];
-    if (e.kind == Kind::kDir) {
+    if (e.kind == Kind::kDir && e.id != EmptyTreeId()) {  // placeholders have their (empty) tree
       std::string rel = Join(d.rel, e.name);
       auto sub = std::make_unique<ScanDir>();
       sub->rel = rel;
@@ -427,7 +456,15 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
       continue;
     }
     if (ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode))) {
-      if (had) entries.erase(it);
+      Entry e;
+      if (S_ISDIR(st.st_mode)) {
+        AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
+        MakePlaceholder(&e);
+        if (had) *it = std::move(e);
+        else entries.insert(it, std::move(e));
+      } else if (had) {
+        entries.erase(it);
+      }
       continue;
     }
     if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
@@ -456,6 +493,50 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
           *need_full = true;
           return store::ObjectId{};
         }
+        AE_ASSIGN(e.id, sc.PutTrees(*dir));
+      }
+    }
+    if (had) *it = std::move(e);
+    else entries.insert(it, std::move(e));
+  }
+  return sc.PutTree(entries);
+}
+
+// Rebuilds lower tree `lower` of one overlay directory from its upper
+// directory `fd` (see ScanUpper).
+Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const MetaDb::StatReader& cache, int fd,
+                                   const std::string& rel, const store::ObjectId& lower) {
+  AE_ASSIGN(Tree entries, LoadTree(ctx.store, lower));
+  DirAccess access(fd);
+  std::vector<std::string> names;
+  AE_TRY(ReadDirNames(fd, rel, &names));
+  for (const std::string& name : names) {
+    std::string crel = Join(rel, name);
+    auto it = std::lower_bound(entries.begin(), entries.end(), name,
+                               [](const Entry& e, const std::string& n) { return e.name < n; });
+    bool had = it != entries.end() && it->name == name;
+    struct stat st;
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(crel, errno);
+    if (S_ISCHR(st.st_mode) && st.st_rdev == 0) {  // a whiteout: deleted from the lower
+      if (had) entries.erase(it);
+      continue;
+    }
+    bool ignored = ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode));
+    if (ignored && !S_ISDIR(st.st_mode)) {
+      if (had) entries.erase(it);
+      continue;
+    }
+    Entry e;
+    AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
+    if (e.kind == Kind::kDir && ignored) {
+      MakePlaceholder(&e);
+    } else if (e.kind == Kind::kDir) {
+      AE_ASSIGN(Xattrs raw, ReadXattrs(fd, name, crel));
+      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel));
+      if (had && it->kind == Kind::kDir && !Opaque(raw)) {
+        AE_ASSIGN(e.id, MergeUpper(sc, ctx, cache, sub.get(), crel, it->id));
+      } else {
+        AE_ASSIGN(auto dir, sc.Walk(std::move(sub), crel));
         AE_ASSIGN(e.id, sc.PutTrees(*dir));
       }
     }
@@ -496,6 +577,19 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
   AE_ASSIGN(auto root, sc.Walk(std::move(fd), ""));
   sc.out.links = sc.FixHardlinks();
   AE_ASSIGN(sc.out.tree, sc.PutTrees(*root));
+  return std::move(sc.out);
+}
+
+Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree) {
+  Scanner sc(ctx);
+  AE_ASSIGN(sc.out.root, RootMeta(upper_fd));
+  StripOverlayXattrs(&sc.out.root.xattrs);
+  AE_ASSIGN(auto cache, ctx.meta.ReadStats());
+  AE_ASSIGN(sc.out.tree, MergeUpper(sc, ctx, *cache, upper_fd, "", base_tree));
+  // Hardlinks inside new upper directories were grouped by the walk; an
+  // overlay records them as separate files (no index): so do we.
+  sc.out.links.clear();
+  sc.out.stat_updates.clear();  // they describe the upper, not the live tree
   return std::move(sc.out);
 }
 

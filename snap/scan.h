@@ -31,9 +31,12 @@ namespace agentenv::snap {
 // used now but not cached, so the next scan reads it again.
 constexpr int64_t kRacyWindowNs = 50'000'000;
 
-// Returns true for tree-relative paths that are not versioned. A scan asks
-// only about entries of directories it did not find ignored (it never
-// descends into those), so a filter need not consult a path's ancestors.
+// Returns true for tree-relative paths that are not versioned. An ignored
+// file is left out; an ignored directory is recorded as a placeholder: the
+// directory itself (mode, owner, xattrs) with no contents and mtime 0. A
+// scan asks only about entries of directories it did not find ignored (it
+// never descends into those), so a filter need not consult a path's
+// ancestors.
 using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
 
 struct ScanContext {
@@ -42,6 +45,10 @@ struct ScanContext {
   const MetaDb& meta;
   PathFilter ignored;    // may be empty: nothing ignored
   int64_t start_ns = 0;  // wall clock when the scan began (racy-clean rule)
+  // Scanning an overlay's upper directory: its own xattrs (user.overlay.*,
+  // trusted.overlay.*: opaque marks, origins) are the overlay's
+  // bookkeeping, not the files' metadata.
+  bool overlay_upper = false;
 };
 
 struct ScanOutput {
@@ -71,6 +78,18 @@ Result<std::optional<ScanOutput>> ScanPaths(
     const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
     std::span<const std::pair<std::string, std::string>> base_links,
     std::span<const std::string> paths, std::span<const std::string> entries = {});
+
+// The tree of an overlay mount (lower = tree `base_tree`, upper directory
+// `upper_fd`) without mounting it: only the upper directory is read, so
+// the cost follows what changed. A whiteout (a character device 0:0)
+// deletes the lower entry; a directory marked opaque
+// (user.overlay.opaque or trusted.overlay.opaque = "y") replaces the lower
+// subtree; any other upper entry replaces the lower one (a copied-up file
+// is hashed again and is a change only if its content or metadata
+// differ). The root's metadata is the upper root's. Hardlinks of the upper
+// are recorded as separate files. Set ctx.overlay_upper. Errors: I/O,
+// path first.
+Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree);
 
 // Metadata of what `name` in `dirfd` is (not following symlinks): mode
 // bits, owner, mtime and xattrs. Errors: I/O, path first.

@@ -76,6 +76,10 @@ TEST_CASE("control: every input schema lists exactly its request's fields", "[co
   CHECK(SchemaKeys("spawn") == KeysOf<control::SpawnRequest>());
   CHECK(SchemaKeys("ps") == KeysOf<control::PsRequest>());
   CHECK(SchemaKeys("kill") == KeysOf<control::KillRequest>());
+  CHECK(SchemaKeys("fork") == KeysOf<control::ForkRequest>());
+  CHECK(SchemaKeys("workspaces") == KeysOf<control::WorkspacesRequest>());
+  CHECK(SchemaKeys("workspace_rm") == KeysOf<control::WorkspaceRmRequest>());
+  CHECK(SchemaKeys("tournament") == KeysOf<control::TournamentRequest>());
   // Aliases name the same operation.
   CHECK(control::FindOp("commit") == control::FindOp("snapshot"));
   CHECK(control::FindOp("checkout") == control::FindOp("rollback"));

@@ -1,0 +1,111 @@
+// The workspace operations of control::Server: fork, list, remove, and the
+// workspace forms of snapshot, diff and exec (control/workspace.h).
+#include "control/workspace.h"
+
+#include <chrono>
+
+#include "control/render.h"
+#include "control/server.h"
+#include "snap/diff.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+namespace {
+
+WorkspaceInfo Describe(const Workspace& ws) {
+  return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), WorkspaceBusy(ws)};
+}
+
+}  // namespace
+
+Result<ForkReply> Server::Fork(const ForkRequest& r) {
+  const auto start = std::chrono::steady_clock::now();
+  AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.ref));
+  std::string name = r.name;
+  if (name.empty()) {
+    // ws-<node>-<n>: the first free number.
+    AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+    for (int n = 1;; ++n) {
+      name = "ws-" + Short(base) + "-" + std::to_string(n);
+      bool taken = false;
+      for (const auto& w : all) taken |= w.name == name;
+      if (!taken) break;
+    }
+  }
+  AE_ASSIGN(snap::Repo::Lower lower, repo_->Materialize(base));
+  AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), name, base, lower.dir));
+  ForkReply rep;
+  rep.workspace = Describe(ws);
+  rep.materialized = lower.method;
+  rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  return rep;
+}
+
+Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
+  AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+  WorkspacesReply rep;
+  for (const auto& ws : all) rep.workspaces.push_back(Describe(ws));
+  return rep;
+}
+
+Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
+  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.name));
+  AE_TRY(RemoveWorkspace(ws));
+  return WorkspaceRmReply{r.name};
+}
+
+Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
+  if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
+  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
+  snap::SnapOptions opt;
+  opt.message = r.message;
+  opt.label = r.label;
+  opt.allow_empty = r.allow_empty;
+  return SnapshotLocked(ws, opt);
+}
+
+Result<SnapshotReply> Server::SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt) {
+  AE_ASSIGN(snap::SnapResult res, repo_->SnapshotUpper(ws.upper(), ws.base, ws.head, opt));
+  SnapshotReply rep;
+  rep.created = bool(res.node);
+  rep.hashed_files = res.hashed_files;
+  rep.hashed_bytes = res.hashed_bytes;
+  rep.warnings = res.warnings;
+  if (!res.node) return rep;
+  ws.head = *res.node;
+  AE_TRY(SaveWorkspace(ws));
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(*res.node));
+  rep.node = MakeNodeInfo(rec);
+  rep.label = res.label;
+  rep.added = res.changes.added;
+  rep.modified = res.changes.modified;
+  rep.deleted = res.changes.deleted;
+  return rep;
+}
+
+Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
+  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
+  auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
+    AE_ASSIGN(store::ObjectId id, ref == "HEAD" ? Result<store::ObjectId>(ws.head) : repo_->Resolve(ref));
+    AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
+    return rec.tree;
+  };
+  AE_ASSIGN(store::ObjectId from, tree_of(r.from));
+  store::ObjectId to;
+  if (r.to.empty()) {
+    AE_ASSIGN(to, repo_->UpperTree(ws.upper(), ws.base));
+  } else {
+    AE_ASSIGN(to, tree_of(r.to));
+  }
+  DiffReply rep;
+  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
+    if (rep.total++ < r.limit) rep.changes.push_back(MakeChangeInfo(d.change));
+    return {};
+  }));
+  rep.truncated = rep.total > r.limit;
+  return rep;
+}
+
+
+}  // namespace agentenv::control

@@ -1,0 +1,60 @@
+// Workspaces: a node forked in O(1) as a kernel overlay (no FUSE, no
+// daemon in the data path). Lower = the node materialized read-only
+// (lowers/<tree id>, shared by every workspace of that tree); upper and
+// overlayfs' work directory are the workspace's own. The overlay is only
+// ever mounted inside a runner env's mount namespace, so no mount outlives
+// the command that used it. A workspace's snapshot reads its upper alone:
+// O(changes), no walk, no journal.
+//
+// On disk, workspaces/<name>/:
+//   state   JSON {"base","head","lower","created_ns","tournament"}, replaced
+//           atomically (temp file, fsync, rename, fsync of the directory)
+//   upper/  the changes (whiteouts: char 0:0; opaque dirs: user.overlay.opaque)
+//   work/   overlayfs' scratch
+//   root/   the mount point inside a runner env
+//   lock    flock: held while a command or a snapshot uses the workspace
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "runner/runner.h"
+#include "store/store.h"
+
+namespace agentenv::control {
+
+struct Workspace {
+  std::string name;
+  std::string dir;  // workspaces/<name>
+  store::ObjectId base, head;
+  std::string lower;  // lowers/<tree id>
+  int64_t created_ns = 0;
+  std::string tournament;  // the tournament that made it, if any
+
+  std::string upper() const { return dir + "/upper"; }
+  runner::Overlay overlay() const { return {lower, dir + "/upper", dir + "/work"}; }
+  std::string mount_point() const { return dir + "/root"; }
+};
+
+// Creates workspaces/<name> over `lower` for node `base`. Errors: kInvalid
+// (the name), kExists, I/O.
+Result<Workspace> CreateWorkspace(const std::string& root, const std::string& name, const store::ObjectId& base,
+                                  const std::string& lower, const std::string& tournament = "");
+// Errors: kInvalid (the name), kNotFound "workspace 'x': no such workspace".
+Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name);
+// Writes the state file (head moved). Errors: I/O.
+Result<void> SaveWorkspace(const Workspace& ws);
+// Every workspace, by name.
+Result<std::vector<Workspace>> ListWorkspaces(const std::string& root);
+// The workspace's lock, held until the fd closes. Errors: kBusy when
+// another command holds it.
+Result<UniqueFd> LockWorkspace(const Workspace& ws);
+// Whether a command holds the lock now.
+bool WorkspaceBusy(const Workspace& ws);
+// Removes the workspace (its lock must be free). Errors: kBusy, I/O.
+Result<void> RemoveWorkspace(const Workspace& ws);
+
+}  // namespace agentenv::control

@@ -1,0 +1,221 @@
+// Workspaces and tournaments end to end, as an unprivileged user (the
+// binary runs as uid 65534 when the tests run as root): fork, isolation,
+// O(changes) snapshots of the upper with whiteouts and opaque directories,
+// tournament winners applied exactly, bad input refused.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "cli_exec_testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+json RunJson(const fs::path& root, std::vector<std::string> args, int* code = nullptr) {
+  args.insert(std::find(args.begin(), args.end(), "--"), "--json");
+  CmdResult r = Run(root, std::move(args));
+  INFO(r.Describe());
+  if (code) *code = r.code;
+  return r.Json();
+}
+
+// A workspace's tree as the repository recorded it: the node restored into
+// a fresh repository's live tree would be the same, so compare through an
+// export extracted by tar.
+Manifest NodeManifest(const TempDir& tmp, const fs::path& root, const std::string& node, const std::string& tag) {
+  fs::path tar = tmp / (tag + ".tar");
+  CmdResult e = Run(root, {"export", node, "-o", tar.string()});
+  INFO(e.Describe());
+  REQUIRE(e.code == 0);
+  fs::path x = tmp / ("x-" + tag);
+  fs::create_directories(x);
+  REQUIRE(RunCmd({"/usr/bin/tar", "-xpf", tar.string(), "-C", x.string()}).code == 0);
+  return TreeManifest(x);
+}
+
+}  // namespace
+
+TEST_CASE("workspace: fork, exec and snap in a workspace, the live tree and other workspaces never see it", "[cli][workspace]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string base = HeadId(root);
+  WriteFile(Work(root) / "etc/app.conf", "live\n");  // unsaved live change: forks take the node, not this
+  int code = -1;
+  json a = RunJson(root, {"fork", "HEAD", "--name", "a"}, &code);
+  REQUIRE(code == 0);
+  CHECK(a["workspace"]["base"] == base);
+  CHECK(a["materialized"] != "existing");
+  json b = RunJson(root, {"fork", "--name", "b"}, &code);
+  REQUIRE(code == 0);
+  CHECK(b["materialized"] == "existing");  // the same node's lower is shared
+
+  CmdResult r = Run(root, {"exec", "--workspace", "a", "--", "/bin/sh", "-c",
+                           "echo in-a > /etc/only-a && cat /etc/app.conf 2>/dev/null || echo none"});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "none\n");  // the node has no app.conf: the live tree's unsaved file is not in the fork
+  r = Run(root, {"exec", "--workspace", "b", "--no-snap", "--", "/bin/sh", "-c", "ls /etc/only-a 2>&1 || echo isolated"});
+  CHECK(r.out.find("isolated") != std::string::npos);
+  CHECK_FALSE(fs::exists(Work(root) / "etc/only-a"));
+  CHECK(HeadId(root) == base);  // the live tree's HEAD did not move
+
+  json ls = RunJson(root, {"workspace", "ls"});
+  REQUIRE(ls["workspaces"].size() == 2);
+  json wa = ls["workspaces"][0];
+  CHECK(wa["name"] == "a");
+  CHECK(wa["head"] != base);  // exec snapshotted it
+  json show = RunJson(root, {"show", wa["head"].get<std::string>()});
+  CHECK(show["node"]["parent"] == base);
+  CHECK(show["node"]["title"].get<std::string>().rfind("exec: /bin/sh -c echo in-a", 0) == 0);
+  CHECK(show["node"]["changes"]["added"] == 1);
+
+  // diff --workspace: what changed since its last node; snap makes one.
+  r = Run(root, {"exec", "--workspace", "a", "--no-snap", "--", "/bin/sh", "-c", "echo more > /etc/more"});
+  REQUIRE(r.code == 0);
+  json d = RunJson(root, {"diff", "--workspace", "a"});
+  std::set<std::string> changed;
+  for (const auto& c : d["changes"]) changed.insert(c["op"].get<std::string>() + " " + c["path"].get<std::string>());
+  CHECK(changed == std::set<std::string>{"+ etc/more", "M etc"});  // the file, and its directory's mtime
+  json s = RunJson(root, {"snap", "--workspace", "a", "-m", "more"}, &code);
+  REQUIRE(code == 0);
+  CHECK(s["created"] == true);
+  CHECK(s["node"]["parent"] == wa["head"]);
+  CHECK(RunJson(root, {"snap", "--workspace", "a"})["created"] == false);  // nothing new
+
+  CHECK(Run(root, {"workspace", "rm", "b"}).code == 0);
+  CHECK(RunJson(root, {"workspace", "ls"})["workspaces"].size() == 1);
+  json st = RunJson(root, {"status"});
+  CHECK(st["workspaces"] == 1);
+  CHECK(st["lowers"] == 1);
+}
+
+TEST_CASE("workspace: deletions, a recreated directory, renames and chmod round-trip exactly through the upper", "[cli][workspace]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  fs::path w = Work(root);
+  fs::create_directories(w / "data/sub");
+  fs::create_directories(w / "keep/inner");
+  WriteFile(w / "data/a.txt", "a\n");
+  WriteFile(w / "data/sub/b.txt", "b\n");
+  WriteFile(w / "keep/c.txt", "c\n");
+  WriteFile(w / "keep/inner/d.txt", "d\n");
+  WriteFile(w / "keep/mode.txt", "m\n");
+  WriteFile(w / "keep/log.txt", "1\n");
+  if (::geteuid() == 0)
+    for (auto& e : fs::recursive_directory_iterator(w)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "base"}).code == 0);
+  REQUIRE(Run(root, {"fork", "--name", "ops"}).code == 0);
+  const std::string ops =
+      "rm /keep/c.txt && "                                   // a whiteout
+      "rm -r /data && mkdir -p /data/sub && echo new > /data/new.txt && "  // an opaque directory
+      "mv /keep/inner/d.txt /moved.txt && "                  // a rename across directories
+      "chmod 600 /keep/mode.txt && "                         // a metadata-only copy-up
+      "echo appended >> /keep/log.txt";                      // a content copy-up
+  CmdResult r = Run(root, {"exec", "--workspace", "ops", "--", "/bin/sh", "-c", ops});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  std::string node = RunJson(root, {"workspace", "ls"})["workspaces"][0]["head"];
+
+  // The same operations on the live tree give the tree the node must hold.
+  r = Run(root, {"exec", "--no-snap", "--", "/bin/sh", "-c", ops});
+  REQUIRE(r.code == 0);
+  Manifest want = TreeManifest(w);
+  for (const char* ignored : {"proc", "dev", "sys", "tmp", "run"}) want.erase(ignored);
+  Manifest got = NodeManifest(tmp, root, node, "ops");
+  for (const char* ignored : {"proc", "dev", "sys", "tmp", "run"}) got.erase(ignored);
+  CHECK(ManifestDiff(want, got) == "");
+  json d = RunJson(root, {"show", node});
+  CHECK(d["node"]["changes"]["deleted"].get<int>() >= 3);  // c.txt, d.txt, data/a.txt, data/sub/b.txt
+}
+
+TEST_CASE("tournament: the first candidate to pass wins and is applied exactly, the others stay as branches", "[cli][workspace][tournament]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string base = HeadId(root);
+  WriteFile(Work(root) / "unsaved.txt", "mine\n");
+  int code = -1;
+  json t = RunJson(root, {"tournament", "--test", "test -f /etc/ok", "--jobs", "3", "--",
+                          "echo broken > /etc/app",                      // fails the test
+                          "sleep 5; echo slow > /etc/app; touch /etc/ok",  // passes, later
+                          "echo fast > /etc/app; touch /etc/ok"},          // passes first
+                   &code);
+  REQUIRE(code == 0);
+  REQUIRE(t["candidates"].size() == 3);
+  CHECK(t["winner"] == 2);
+  CHECK(t["applied"] == true);
+  CHECK(t["saved"].is_string());  // the unsaved file was saved first
+  CHECK(t["candidates"][0]["passed"] == false);
+  CHECK(t["candidates"][0]["test_exit_code"] == 1);
+  CHECK(t["candidates"][1]["passed"] == true);
+  for (const auto& c : t["candidates"]) {
+    CHECK(c["node"]["parent"] == base);
+    CHECK(c["node"]["title"].get<std::string>().find("tournament " + t["id"].get<std::string>()) == 0);
+  }
+  std::string winner = t["candidates"][2]["node"]["id"];
+  CHECK(HeadId(root) == winner);
+  CHECK(ReadFile(Work(root) / "etc/app") == "fast\n");
+  CHECK_FALSE(fs::exists(Work(root) / "unsaved.txt"));
+  Manifest live = TreeManifest(Work(root));
+  Manifest node = NodeManifest(tmp, root, winner, "winner");
+  for (const char* ignored : {"proc", "dev", "sys", "tmp", "run"}) live.erase(ignored), node.erase(ignored);
+  CHECK(ManifestDiff(node, live) == "");
+  // Only the winner's workspace stays; every candidate is a branch.
+  json ls = RunJson(root, {"workspace", "ls"});
+  REQUIRE(ls["workspaces"].size() == 1);
+  CHECK(ls["workspaces"][0]["head"] == winner);
+  json br = RunJson(root, {"branches"});
+  std::set<std::string> tips;
+  for (const auto& b : br["branches"]) tips.insert(b["id"]);
+  for (const auto& c : t["candidates"]) CHECK(tips.count(c["node"]["id"].get<std::string>()));
+}
+
+TEST_CASE("tournament: no winner applies nothing and exits 1, a missing test command is exit 127", "[cli][workspace][tournament]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string head = HeadId(root);
+  WriteFile(Work(root) / "unsaved.txt", "mine\n");
+  int code = -1;
+  json t = RunJson(root, {"tournament", "--test", "/no/such/test", "--", "echo a > /a", "echo b > /b"}, &code);
+  CHECK(code == 1);
+  CHECK(t["applied"] == false);
+  CHECK(t["winner"].is_null());
+  for (const auto& c : t["candidates"]) {
+    CHECK(c["test_exit_code"] == 127);
+    CHECK(c["node"].is_object());  // kept as a branch
+  }
+  CHECK(HeadId(root) == head);
+  CHECK(ReadFile(Work(root) / "unsaved.txt") == "mine\n");
+  CHECK_FALSE(fs::exists(Work(root) / "a"));
+  CmdResult text = Run(root, {"tournament", "--test", "false", "--", "true"});
+  CHECK(text.code == 1);
+  CHECK(text.out.find("no candidate passed: nothing applied") != std::string::npos);
+}
+
+TEST_CASE("workspace: bad input is refused with the README's exit codes and changes nothing", "[cli][workspace]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  CHECK(Run(root, {"fork", "no-such-node"}).code == 3);
+  CmdResult bad = Run(root, {"fork", "--name", "../escape"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("workspace '../escape'") != std::string::npos);
+  CHECK(Run(root, {"fork", "--name", "a/b"}).code == 2);
+  CHECK_FALSE(fs::exists(root / "escape"));
+  CHECK(Run(root, {"tournament", "--test", "true"}).code == 2);  // no candidates
+  CHECK(Run(root, {"exec", "--workspace", "nope", "--", "true"}).code == 3);
+  CHECK(Run(root, {"workspace", "rm", "nope"}).code == 3);
+  REQUIRE(Run(root, {"fork", "--name", "busy"}).code == 0);
+  CHECK(Run(root, {"fork", "--name", "busy"}).code == 6);  // exists
+  // A workspace with a command running in it cannot be removed.
+  Child c;
+  c.Start(AsNobody({AGENTENV_BIN, "exec", "--root", root.string(), "--workspace", "busy", "--", "/bin/sh", "-c",
+                    "echo started > /started; sleep 3"}),
+          false, false, (tmp / "busy.log").string());
+  REQUIRE(WaitFor([&] { return RunJson(root, {"workspace", "ls"})["workspaces"][0].value("busy", false); }, 10000));
+  CmdResult rm = Run(root, {"workspace", "rm", "busy"});
+  CHECK(rm.code == 5);
+  CHECK(rm.err.find("busy") != std::string::npos);
+  CHECK(c.Wait(20000) == 0);
+  CHECK(Run(root, {"workspace", "rm", "busy"}).code == 0);
+}
+
+}  // namespace agentenv::test
