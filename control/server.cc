@@ -51,6 +51,10 @@ Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
   opt.paths = r.paths;
   std::lock_guard writer(writer_mu_);
   AE_ASSIGN(snap::SnapResult res, repo_->Snapshot(opt));
+  return SnapshotReplyOf(res);
+}
+
+Result<SnapshotReply> Server::SnapshotReplyOf(const snap::SnapResult& res) {
   SnapshotReply rep;
   rep.created = bool(res.node);
   rep.hashed_files = res.hashed_files;
@@ -63,6 +67,16 @@ Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
   rep.added = res.changes.added;
   rep.modified = res.changes.modified;
   rep.deleted = res.changes.deleted;
+  return rep;
+}
+
+Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, uint64_t limit) {
+  DiffReply rep;
+  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
+    if (rep.total++ < limit) rep.changes.push_back(MakeChangeInfo(d.change));
+    return {};
+  }));
+  rep.truncated = rep.total > limit;
   return rep;
 }
 
@@ -132,13 +146,7 @@ Result<DiffReply> Server::Diff(const DiffRequest& r) {
   } else {
     AE_ASSIGN(to, TreeOf(*repo_, r.to));
   }
-  DiffReply rep;
-  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
-    if (rep.total++ < r.limit) rep.changes.push_back(MakeChangeInfo(d.change));
-    return {};
-  }));
-  rep.truncated = rep.total > r.limit;
-  return rep;
+  return DiffReplyOf(from, to, r.limit);
 }
 
 Result<HeadReply> Server::Head(const HeadRequest&) {

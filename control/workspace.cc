@@ -67,21 +67,11 @@ Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
 
 Result<SnapshotReply> Server::SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt) {
   AE_ASSIGN(snap::SnapResult res, repo_->SnapshotUpper(ws.upper(), ws.base, ws.head, opt));
-  SnapshotReply rep;
-  rep.created = bool(res.node);
-  rep.hashed_files = res.hashed_files;
-  rep.hashed_bytes = res.hashed_bytes;
-  rep.warnings = res.warnings;
-  if (!res.node) return rep;
-  ws.head = *res.node;
-  AE_TRY(SaveWorkspace(ws));
-  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(*res.node));
-  rep.node = MakeNodeInfo(rec);
-  rep.label = res.label;
-  rep.added = res.changes.added;
-  rep.modified = res.changes.modified;
-  rep.deleted = res.changes.deleted;
-  return rep;
+  if (res.node) {
+    ws.head = *res.node;
+    AE_TRY(SaveWorkspace(ws));
+  }
+  return SnapshotReplyOf(res);
 }
 
 Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
@@ -98,13 +88,7 @@ Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
   } else {
     AE_ASSIGN(to, tree_of(r.to));
   }
-  DiffReply rep;
-  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
-    if (rep.total++ < r.limit) rep.changes.push_back(MakeChangeInfo(d.change));
-    return {};
-  }));
-  rep.truncated = rep.total > r.limit;
-  return rep;
+  return DiffReplyOf(from, to, r.limit);
 }
 
 

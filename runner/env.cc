@@ -67,7 +67,11 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
     for (size_t i = 0; i < plan.size(); ++i)
       if (Execute(plan[i]) != 0 && !plan[i].optional) ChildFail(err_w.get(), int(i));
     prctl(PR_SET_NAME, "agentenv-init");
-    pid_t m = fork();
+    // A raw clone, not fork(): glibc's fork takes the malloc and stdio
+    // locks for its atfork handlers, and this process was cloned from a
+    // multithreaded parent that may have held them (a tournament starts
+    // envs from several threads): fork() here could wait for ever.
+    pid_t m = pid_t(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
     if (m < 0) ChildFail(err_w.get(), kStepFork);
     if (m == 0) {
       DupStdio(stdio, err_w.get());
@@ -79,8 +83,13 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
     struct sigaction fwd {};
     fwd.sa_handler = Forward;
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
-    close(err_w.get());
-    for (int fd : {stdio.in, stdio.out, stdio.err}) if (fd > 2) close(fd);  // EOF follows the env's processes
+    // From here init needs only status_w. Everything else goes, also the
+    // descriptors other threads of the parent had open when it was cloned
+    // (another env's output pipes): EOF of each env follows its own
+    // processes alone.
+    const unsigned keep = unsigned(status_w.get());
+    if (keep > 3) syscall(SYS_close_range, 3U, keep - 1, 0U);
+    syscall(SYS_close_range, keep + 1, ~0U, 0U);
     for (;;) {
       int status;
       pid_t w = wait(&status);
