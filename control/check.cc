@@ -1,0 +1,103 @@
+#include "control/check.h"
+
+#include <future>
+#include <mutex>
+
+#include "control/render.h"
+#include "fsck/fsck.h"
+
+namespace agentenv::control {
+
+Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks& cb) {
+  AE_ASSIGN(Server* server, client.Local());
+  snap::Repo& repo = server->repo();
+  FsckReply rep;
+  std::mutex mu;  // rep.findings and the callbacks: the store and history checks run side by side
+  auto report = [&](FsckFinding f) {
+    std::lock_guard lock(mu);
+    if (cb.finding) cb.finding(f);
+    rep.findings.push_back(std::move(f));
+  };
+  fsck::FsckCallbacks store_cb;
+  store_cb.finding = [&](const fsck::FsckFinding& f) {
+    FsckFinding x{f.kind, f.severity == fsck::Severity::kError ? "error" : "warning", f.message};
+    if (f.id) x.id = f.id->Hex();
+    if (f.pack) x.pack = *f.pack;
+    x.offset = f.offset;
+    report(std::move(x));
+  };
+  if (cb.progress) {
+    store_cb.progress = [&](const fsck::FsckProgress& p) {
+      std::lock_guard lock(mu);
+      cb.progress({p.bytes_done, p.bytes_total, p.records});
+    };
+  }
+  // Above the store: every node's trees and contents exist, refs resolve.
+  // Nodes already marked damaged are known, not new corruption: warnings.
+  // Then the live tree against HEAD: information, never an error.
+  auto check_above = [&]() -> Result<uint64_t> {
+    auto history = repo.CheckHistory([&](const snap::HistoryFinding& f) {
+      if (f.known) ++rep.damaged;
+      report({f.kind, f.known ? "warning" : "error", f.message});
+    });
+    if (auto st = repo.Status()) {
+      rep.live = {{"dirty", st->dirty}, {"changed", st->changed}};
+      rep.live_text = st->dirty ? "live tree dirty (" + std::to_string(st->changed) + " changed paths since HEAD)"
+                                : "live tree clean";
+    } else {
+      rep.live = {{"dirty", nullptr}, {"error", st.error().message}};
+      rep.live_text = "live tree not compared: " + st.error().message;
+    }
+    return history;
+  };
+  fsck::FsckReport store;
+  Result<uint64_t> history = 0;
+  if (r.repair) {
+    rep.repaired = true;
+    AE_ASSIGN(fsck::RepairReport fixed, fsck::RepairStore(repo.store(), store_cb));
+    for (const auto& l : fixed.lost) rep.lost.push_back(l.id.Hex());
+    // Nodes that reached a lost object are marked damaged, never deleted.
+    AE_ASSIGN(snap::HistoryRepair h, repo.RepairHistory());
+    auto say = [&](const std::string& line) {
+      if (cb.repaired) cb.repaired(line);
+    };
+    for (const auto& n : h.marked) {
+      rep.marked.push_back(MakeNodeInfo(n));
+      say("marked damaged: " + Short(n.id) + ": " + n.damage);
+    }
+    for (const auto& n : h.healed) {
+      rep.healed.push_back(MakeNodeInfo(n));
+      say("whole again: " + Short(n.id));
+    }
+    for (const auto& f : h.fixed) {
+      rep.fixed.push_back(f);
+      say("fixed: " + f);
+    }
+    if (h.counts_fixed) say("fixed: " + std::to_string(h.counts_fixed) + " wrong reference counts (recounted)");
+    rep.stat_cleared = h.stat_cleared;
+    rep.counts_fixed = h.counts_fixed;
+    AE_ASSIGN(store, fsck::CheckStore(repo.store(), {}, {}));
+    history = check_above();
+  } else {
+    // History and the live tree only read what the store check reads too:
+    // check them meanwhile (the store check is the long part).
+    auto above = std::async(std::launch::async, check_above);
+    fsck::FsckOptions opt;
+    opt.verify_content = !r.structure_only;
+    opt.subset_percent = r.subset;
+    auto checked = fsck::CheckStore(repo.store(), opt, store_cb);
+    history = above.get();
+    if (!checked) return Unexpected<Error>(checked.error());
+    store = *checked;
+  }
+  if (!history) return Unexpected<Error>(history.error());
+  rep.objects = store.objects;
+  rep.verified = store.objects_verified;
+  rep.bytes_verified = store.bytes_verified;
+  rep.packs = store.packs;
+  rep.errors = store.errors + *history;
+  rep.warnings = store.warnings + rep.damaged;
+  return rep;
+}
+
+}  // namespace agentenv::control
