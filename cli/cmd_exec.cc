@@ -26,6 +26,7 @@ int CmdExec(int argc, char** argv) {
   auto r = control::ExecOnTerminal(client, req);
   if (!r) return ReportError(g, r.error());
   if (g.json) ReportOk(g, control::ToJson(*r), "");
+  else if (!r->error.empty()) std::fprintf(stderr, "agentenv: %s\n", r->error.c_str());
   else if (r->node) std::fprintf(stderr, "agentenv: node %s: %s\n", r->node->substr(0, 12).c_str(), r->label.c_str());
   return r->signal ? 128 + r->signal : r->exit_code;
 }

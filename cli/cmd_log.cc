@@ -13,7 +13,7 @@ int CmdLog(int argc, char** argv) {
   app.add_option("-n,--limit", req.limit, "How many nodes (default 20)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
-  return Print(g, client.Call(req), [](const control::LogReply& r) {
+  return Print(g, client.Call(req), [&req](const control::LogReply& r) {
     std::string text;
     for (size_t i = 0; i < r.nodes.size(); ++i) {
       const auto& n = r.nodes[i];
@@ -23,7 +23,8 @@ int CmdLog(int argc, char** argv) {
       if (n.node.parent && !next_is_parent) text += "  (parent " + n.node.parent->substr(0, 12) + ")";
       text += "\n";
     }
-    return r.nodes.empty() ? std::string("no snapshots yet") : text;
+    if (r.more) text += "... older nodes not shown (agentenv log -n " + std::to_string(req.limit * 10) + ")\n";
+    return r.nodes.empty() && !r.more ? std::string("no snapshots yet") : text;
   });
 }
 

@@ -49,7 +49,8 @@ int CmdRestore(int argc, char** argv) {
     return text + "restored " + r.node.short_id + " \"" + r.node.title + "\": wrote " + std::to_string(r.files_written) +
            " files (" + HumanBytes(r.bytes_written) +
            (r.files_cloned ? ", " + std::to_string(r.files_cloned) + " reflinked" : "") + "), created " +
-           std::to_string(r.created) + " and removed " + std::to_string(r.removed) + " entries";
+           std::to_string(r.created) + " and removed " + std::to_string(r.removed) + " entries" +
+           (r.meta_updated ? ", put back the metadata of " + std::to_string(r.meta_updated) : "");
   });
 }
 

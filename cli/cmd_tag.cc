@@ -12,6 +12,7 @@ int CmdTag(int argc, char** argv) {
   app.add_option("name", req.name, "Tag name");
   app.add_option("ref", req.ref, "Node to tag (default HEAD)");
   app.add_flag("-d,--delete", req.del, "Delete the tag");
+  app.add_flag("-f,--force", req.force, "Move the tag if it names another node");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
   return Print(g, client.Call(req), [](const control::TagReply& r) {

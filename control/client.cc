@@ -60,9 +60,16 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   AE_ASSIGN(spec.network, ParseNetwork(r.network));
   spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
   spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
-  AE_ASSIGN(runner::RunResult run, runner::Run(spec));
+  Result<runner::RunResult> ran = runner::Run(spec);
   ws_lock.reset();  // the snapshot takes it again
   TerminalExecReply rep;
+  if (!ran && ran.error().code == ErrorCode::kNotFound) {
+    rep.exit_code = 127;  // as a shell says it; nothing ran, nothing to snapshot
+    rep.error = ran.error().message;
+    return rep;
+  }
+  if (!ran) return Unexpected<Error>(ran.error());
+  const runner::RunResult& run = *ran;
   rep.exit_code = run.exit_code;
   rep.signal = run.signal;
   rep.timed_out = run.timed_out;

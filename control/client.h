@@ -75,9 +75,11 @@ struct TerminalExecReply {
   std::optional<std::string> stdout_text, stderr_text;
   std::optional<std::string> node;  // the snapshot's id; none when nothing changed
   std::string label;
+  std::string error;  // the command could not be started (exit_code 127: not found)
   template <class V> void Fields(V& v) {
     v("exit_code", exit_code); v("signal", signal); v("timed_out", timed_out);
     v("stdout", stdout_text, kOmitEmpty); v("stderr", stderr_text, kOmitEmpty); v("node", node);
+    v("error", error, kOmitEmpty);
   }
 };
 // Errors: the runner's start-up, the snapshot's (the command ran then).

@@ -98,15 +98,18 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   rep.files_cloned = s.files_cloned;
   rep.removed = s.removed;
   rep.created = s.created;
+  rep.meta_updated = s.meta_updated;
   rep.warnings = s.warnings;
   return rep;
 }
 
 Result<LogReply> Server::Log(const LogRequest& r) {
-  AE_ASSIGN(auto nodes, repo_->Log(r.limit));
+  AE_ASSIGN(auto nodes, repo_->Log(r.limit + 1));
+  LogReply rep;
+  rep.more = nodes.size() > r.limit;
+  if (rep.more) nodes.resize(r.limit);
   AE_ASSIGN(auto head, repo_->Head());
   auto tags = TagsByNode(*repo_);
-  LogReply rep;
   for (const auto& n : nodes) {
     auto t = tags.find(n.id);
     rep.nodes.push_back({MakeNodeInfo(n), head && *head == n.id, t == tags.end() ? "" : t->second});
@@ -177,6 +180,14 @@ Result<TagReply> Server::Tag(const TagRequest& r) {
     AE_TRY(repo_->Untag(r.name));
     rep.deleted = r.name;
     return rep;
+  }
+  if (!r.force) {
+    AE_ASSIGN(auto tags, repo_->Tags());
+    AE_ASSIGN(store::ObjectId want, repo_->Resolve(r.ref));
+    for (const auto& [name, id] : tags)
+      if (name == r.name && id != want)
+        return Fail(ErrorCode::kExists, "tag '" + r.name + "' names " + Short(id) + " already (tag -f " + r.name +
+                                            " to move it, tag -d to delete it)");
   }
   AE_ASSIGN(store::ObjectId id, repo_->Tag(r.name, r.ref));
   rep.name = r.name;

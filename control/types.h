@@ -77,11 +77,13 @@ struct RollbackReply {
   NodeInfo node;
   std::optional<std::string> saved;  // id of the node that holds the discarded changes
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0, removed = 0, created = 0;
+  uint64_t meta_updated = 0;  // entries whose owner, mode, mtime or xattrs alone were put back
   std::vector<std::string> warnings;
   std::optional<bool> relaunched;  // under supervise: the agent was restarted
   template <class V> void Fields(V& v) {
     v("node", node); v("saved", saved); v("files_written", files_written); v("bytes_written", bytes_written);
-    v("files_cloned", files_cloned); v("removed", removed); v("created", created); v("warnings", warnings);
+    v("files_cloned", files_cloned); v("removed", removed); v("created", created); v("meta_updated", meta_updated);
+    v("warnings", warnings);
     v("relaunched", relaunched, kOmitEmpty);
   }
 };
@@ -100,7 +102,8 @@ json ToJson(const ListedNode& n);
 std::optional<std::string> FromJson(const json& j, ListedNode& n);
 struct LogReply {
   std::vector<ListedNode> nodes;
-  template <class V> void Fields(V& v) { v("nodes", nodes); }
+  bool more = false;  // older nodes exist beyond the limit
+  template <class V> void Fields(V& v) { v("nodes", nodes); v("more", more); }
 };
 
 struct ShowRequest {
@@ -156,7 +159,8 @@ struct TagRequest {
   std::string name;  // empty: list
   std::string ref = "HEAD";
   bool del = false;
-  template <class V> void Fields(V& v) { v("name", name); v("ref", ref); v("delete", del); }
+  bool force = false;  // move a tag that names another node
+  template <class V> void Fields(V& v) { v("name", name); v("ref", ref); v("delete", del); v("force", force); }
 };
 struct TagEntry {
   std::string name, id;

@@ -146,8 +146,8 @@ class Env {
   // Sets up namespaces, mounts and limits and execs spec.argv. Returns once
   // the command runs. Errors: "<step>: <errno text>" for setup (e.g. "mount
   // /proc: Operation not permitted", "exec /bin/x: No such file or
-  // directory"); kUnsupported for a limit that cannot be enforced; kInvalid
-  // for an empty argv. spec.stdio, timeout and output_cap are Run's.
+  // directory"); kNotFound when argv[0] does not exist; kUnsupported for a
+  // limit that cannot be enforced; kInvalid for an empty argv. spec.stdio, timeout and output_cap are Run's.
   static Result<Env> Start(const EnvSpec& spec, StdioFds stdio = {});
 
   Env(Env&&) noexcept;

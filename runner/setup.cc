@@ -278,7 +278,10 @@ Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Ste
     case kStepTty: what = "controlling terminal (stdin must be a tty)"; break;
     default: what = ce.step >= 0 && size_t(ce.step) < plan.size() ? plan[size_t(ce.step)].what : "setup";
   }
-  return FailErrno(what, ce.err);
+  Unexpected<Error> e = FailErrno(what, ce.err);
+  // The command itself is missing: a shell would say 127 (not found).
+  if (ce.step == kStepExec && (ce.err == ENOENT || ce.err == ENOTDIR)) e.error().code = ErrorCode::kNotFound;
+  return e;
 }
 
 }  // namespace agentenv::runner::internal

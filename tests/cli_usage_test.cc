@@ -1,0 +1,105 @@
+// The CLI as a user meets it: exit codes like a shell's, log that says
+// when it cut, tags that do not move silently, restores that say what they
+// did, global flags before the command, MCP that answers before failing.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include "cli_exec_testutil.h"
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: exec of a missing command exits 127 like a shell and makes no node", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string head = HeadId(root);
+  CmdResult r = Run(root, {"exec", "--", "/nonexistent"});
+  CHECK(r.code == 127);
+  CHECK(r.err.find("exec /nonexistent: No such file or directory") != std::string::npos);
+  CHECK(HeadId(root) == head);
+}
+
+TEST_CASE("cli usage: log says when it cut, -n 0 shows nothing, not 'no snapshots'", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  for (int i = 0; i < 3; ++i) {
+    WriteFile(Work(root) / ("f" + std::to_string(i)), "x");
+    REQUIRE(Run(root, {"snap", "-m", "n" + std::to_string(i)}).code == 0);
+  }
+  CmdResult two = Run(root, {"log", "-n", "2"});
+  CHECK(two.out.find("older nodes not shown") != std::string::npos);
+  json j = json::parse(Run(root, {"log", "-n", "2", "--json"}).out);
+  CHECK(j["more"] == true);
+  CHECK(j["nodes"].size() == 2);
+  CmdResult all = Run(root, {"log"});
+  CHECK(all.out.find("older nodes not shown") == std::string::npos);
+  CmdResult none = Run(root, {"log", "-n", "0"});
+  CHECK(none.code == 0);
+  CHECK(none.out.find("no snapshots yet") == std::string::npos);
+}
+
+TEST_CASE("cli usage: tag refuses to move an existing tag without -f", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string first = HeadId(root);
+  REQUIRE(Run(root, {"tag", "good"}).code == 0);
+  WriteFile(Work(root) / "new", "x");
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  CmdResult moved = Run(root, {"tag", "good"});
+  CHECK(moved.code == 6);
+  CHECK(moved.err.find("tag -f good") != std::string::npos);
+  json tags = json::parse(Run(root, {"tag", "--json"}).out);
+  CHECK(tags["tags"][0]["id"] == first);
+  CHECK(Run(root, {"tag", "good"}).code == 6);
+  CHECK(Run(root, {"tag", "good", first}).code == 0);  // naming the same node again is fine
+  CHECK(Run(root, {"tag", "-f", "good"}).code == 0);
+  tags = json::parse(Run(root, {"tag", "--json"}).out);
+  CHECK(tags["tags"][0]["id"] == HeadId(root));
+}
+
+TEST_CASE("cli usage: a restore that only puts metadata back says so", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  WriteFile(Work(root) / "etc/conf", "x");
+  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/conf").c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "conf"}).code == 0);
+  std::string good = HeadId(root);
+  REQUIRE(::chmod((Work(root) / "etc/conf").c_str(), 0600) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "chmod"}).code == 0);
+  CmdResult r = Run(root, {"restore", good});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("wrote 0 files") != std::string::npos);
+  CHECK(r.out.find("put back the metadata of ") != std::string::npos);  // the file, and the mtimes above it
+}
+
+TEST_CASE("cli usage: --root and --json may come before the command", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  CmdResult r = RunCmd(AsNobody({AGENTENV_BIN, "--root", root.string(), "--json", "head"}));
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["node"]["id"] == HeadId(root));
+  r = RunCmd(AsNobody({AGENTENV_BIN, "--root=" + root.string(), "exec", "--no-snap", "--", "/bin/echo", "hi"}));
+  CHECK(r.out == "hi\n");
+  CHECK(RunCmd({AGENTENV_BIN, "--json"}).code == 2);
+}
+
+TEST_CASE("cli usage: mcp on a directory that is no repository answers initialize, then fails tool calls clearly", "[cli][usage]") {
+  TempDir tmp;
+  std::string in =
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"log","arguments":{}}})"
+      "\n";
+  CmdResult r = RunCmd({AGENTENV_BIN, "mcp", "--root", (tmp / "none").string()}, in);
+  REQUIRE(r.code == 0);
+  std::vector<json> msgs;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) msgs.push_back(json::parse(l));
+  REQUIRE(msgs.size() == 2);
+  CHECK(msgs[0]["result"]["serverInfo"]["name"] == "agentenv");
+  CHECK(msgs[1]["result"]["isError"] == true);
+  CHECK(msgs[1]["result"]["content"][0]["text"].get<std::string>().find("not an agentenv repository") != std::string::npos);
+}
+
+}  // namespace agentenv::test
