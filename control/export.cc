@@ -1,5 +1,7 @@
 #include "control/export.h"
 
+#include <locale.h>
+
 #include <sys/stat.h>
 
 #include <memory>
@@ -36,6 +38,28 @@ class TarWriter {
   std::string out_;
 };
 
+// Names go to libarchive as the bytes they are, under a UTF-8 locale (see
+// Utf8Locale): libarchive's pax writer then writes a UTF-8 name as is and
+// marks hdrcharset=BINARY only on an entry whose name it cannot convert,
+// so GNU tar warns only about names that really are not UTF-8.
+class Utf8Locale {
+ public:
+  Utf8Locale() : loc_(::newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr)) {
+    if (loc_) old_ = ::uselocale(loc_);
+  }
+  ~Utf8Locale() {
+    if (!loc_) return;
+    ::uselocale(old_);
+    ::freelocale(loc_);
+  }
+  Utf8Locale(const Utf8Locale&) = delete;
+  Utf8Locale& operator=(const Utf8Locale&) = delete;
+
+ private:
+  locale_t loc_;
+  locale_t old_ = LC_GLOBAL_LOCALE;
+};
+
 Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   ArchiveEntry ae(A.archive_entry_new(), A.archive_entry_free);
   std::string name = e.kind == snap::Kind::kDir ? path + "/" : path;
@@ -47,7 +71,10 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   switch (e.kind) {
     case snap::Kind::kFile: type = AE_IFREG; A.archive_entry_set_size(ae.get(), int64_t(e.size)); break;
     case snap::Kind::kDir: type = AE_IFDIR; break;
-    case snap::Kind::kSymlink: type = AE_IFLNK; A.archive_entry_set_symlink(ae.get(), e.target.c_str()); break;
+    case snap::Kind::kSymlink:
+      type = AE_IFLNK;
+      A.archive_entry_set_symlink(ae.get(), e.target.c_str());
+      break;
     case snap::Kind::kHardlink:
       type = AE_IFREG;
       A.archive_entry_set_hardlink(ae.get(), e.target.c_str());
@@ -61,7 +88,8 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   A.archive_entry_set_filetype(ae.get(), type);
   A.archive_entry_set_perm(ae.get(), e.meta.mode & 07777);
   for (const auto& [k, v] : e.meta.xattrs) A.archive_entry_xattr_add_entry(ae.get(), k.c_str(), v.data(), v.size());
-  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(path);
+  // ARCHIVE_WARN: a name that is not UTF-8, written with hdrcharset=BINARY.
+  if (A.archive_write_header(a_, ae.get()) < ARCHIVE_WARN) return Fail(path);
   ++stats.entries;
   if (e.kind != snap::Kind::kFile) return {};
   AE_TRY(s_.ReadFile(e.file(), [&](std::span<const uint8_t> b) -> Result<void> {
@@ -83,7 +111,7 @@ Result<void> TarWriter::Whiteout(const std::string& path) {
   A.archive_entry_set_filetype(ae.get(), AE_IFREG);
   A.archive_entry_set_perm(ae.get(), 0644);
   A.archive_entry_set_size(ae.get(), 0);
-  if (A.archive_write_header(a_, ae.get()) != ARCHIVE_OK) return Fail(wh);
+  if (A.archive_write_header(a_, ae.get()) < ARCHIVE_WARN) return Fail(wh);
   ++stats.whiteouts;
   return {};
 }
@@ -108,15 +136,17 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
                               const std::optional<store::ObjectId>& base, const std::string& out) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
+  Utf8Locale utf8;  // this thread, until the archive is written
   WriteArchive a(A.archive_write_new(), A.archive_write_free);
   // Full pax, so that every entry carries its ns mtime (restricted pax
-  // writes it only beside other extensions); names are written as the
-  // bytes they are (hdrcharset=BINARY): they need not be UTF-8. Xattrs
+  // writes it only beside other extensions); names as Utf8Locale says. Xattrs
   // once, as SCHILY.xattr (what GNU tar reads).
   A.archive_write_set_format_pax(a.get());
-  if (A.archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
-      A.archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
+  if (A.archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
     return Fail(out + ": " + A.archive_error_string(a.get()));
+  // No padding of the last block, to a pipe as to a file: `-o -` and
+  // `-o FILE` give the same bytes.
+  A.archive_write_set_bytes_in_last_block(a.get(), 1);
   if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
     A.archive_write_add_filter_gzip(a.get());
     A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes

@@ -41,7 +41,9 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_entry_set_size) && AE_RESOLVE(archive_entry_set_symlink) &&
             AE_RESOLVE(archive_entry_set_uid) && AE_RESOLVE(archive_entry_xattr_add_entry) &&
             AE_RESOLVE(archive_read_new) && AE_RESOLVE(archive_read_free) &&
-            AE_RESOLVE(archive_read_support_filter_all) && AE_RESOLVE(archive_read_support_format_all) &&
+            AE_RESOLVE(archive_read_support_filter_gzip) && AE_RESOLVE(archive_read_support_filter_xz) &&
+            AE_RESOLVE(archive_read_support_filter_zstd) && AE_RESOLVE(archive_read_support_format_tar) &&
+            AE_RESOLVE(archive_write_set_bytes_in_last_block) &&
             AE_RESOLVE(archive_read_open_filename) && AE_RESOLVE(archive_read_next_header) &&
             AE_RESOLVE(archive_read_data_block) && AE_RESOLVE(archive_write_new) &&
             AE_RESOLVE(archive_write_free) && AE_RESOLVE(archive_write_set_format_pax) &&

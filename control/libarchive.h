@@ -33,8 +33,10 @@ struct ArchiveLib {
   decltype(&::archive_entry_xattr_add_entry) archive_entry_xattr_add_entry;
   decltype(&::archive_read_new) archive_read_new;
   decltype(&::archive_read_free) archive_read_free;
-  decltype(&::archive_read_support_filter_all) archive_read_support_filter_all;
-  decltype(&::archive_read_support_format_all) archive_read_support_format_all;
+  decltype(&::archive_read_support_filter_gzip) archive_read_support_filter_gzip;
+  decltype(&::archive_read_support_filter_xz) archive_read_support_filter_xz;
+  decltype(&::archive_read_support_filter_zstd) archive_read_support_filter_zstd;
+  decltype(&::archive_read_support_format_tar) archive_read_support_format_tar;
   decltype(&::archive_read_open_filename) archive_read_open_filename;
   decltype(&::archive_read_next_header) archive_read_next_header;
   decltype(&::archive_read_data_block) archive_read_data_block;
@@ -46,6 +48,7 @@ struct ArchiveLib {
   decltype(&::archive_write_add_filter_gzip) archive_write_add_filter_gzip;
   decltype(&::archive_write_add_filter_zstd) archive_write_add_filter_zstd;
   decltype(&::archive_write_open_filename) archive_write_open_filename;
+  decltype(&::archive_write_set_bytes_in_last_block) archive_write_set_bytes_in_last_block;
   decltype(&::archive_write_header) archive_write_header;
   decltype(&::archive_write_data) archive_write_data;
   decltype(&::archive_write_data_block) archive_write_data_block;

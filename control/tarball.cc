@@ -78,10 +78,15 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   ReadArchive in(A.archive_read_new(), A.archive_read_free);
-  A.archive_read_support_format_all(in.get());
-  A.archive_read_support_filter_all(in.get());
+  // Tar only (plain, gzip, xz, zstd): libarchive reads many formats, and
+  // with all of them any text file reads as an mtree manifest.
+  A.archive_read_support_format_tar(in.get());
+  A.archive_read_support_filter_gzip(in.get());
+  A.archive_read_support_filter_xz(in.get());
+  A.archive_read_support_filter_zstd(in.get());
   if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+    return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()) +
+                                         " (a tar archive, plain or .gz/.xz/.zst, is expected)");
 
   const bool root = ::geteuid() == 0;
   int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |

@@ -9,7 +9,7 @@ packages=(
   libzstd-dev liblmdb-dev liburing-dev libbtrfsutil-dev libssl-dev
   libarchive-dev nlohmann-json3-dev libcli11-dev catch2
   # tests: loopback filesystems, unprivileged runs, the demo rootfs, peers
-  xfsprogs btrfs-progs util-linux attr busybox-static zstd tar
+  xfsprogs btrfs-progs util-linux attr busybox-static zstd tar libarchive-tools
   iproute2 procps dpkg
   # benchmarks: the peers we compare with
   rsync restic borgbackup ostree git bubblewrap debootstrap hyperfine time

@@ -103,3 +103,48 @@ TEST_CASE("cli usage: mcp on a directory that is no repository answers initializ
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: exports open cleanly in GNU tar and bsdtar, stdout and file give the same bytes", "[cli][usage][export]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  WriteFile(Work(root) / "etc/caf\xc3\xa9", "utf8 name\n");
+  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/caf\xc3\xa9").c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  fs::path file = tmp / "out.tar";
+  REQUIRE(Run(root, {"export", "HEAD", "-o", file.string()}).code == 0);
+  CmdResult piped = Run(root, {"export", "HEAD", "-o", "-"});
+  REQUIRE(piped.code == 0);
+  CHECK(piped.out == ReadFile(file));  // no padding difference
+  for (const char* tar : {"/usr/bin/tar", "/usr/bin/bsdtar"}) {
+    INFO(tar);
+    if (!fs::exists(tar)) FAIL(std::string(tar) + " is missing (scripts/install-deps.sh installs it)");
+    fs::path x = tmp / (std::string("x-") + fs::path(tar).filename().string());
+    fs::create_directories(x);
+    CmdResult r = RunCmd({tar, "-xf", file.string(), "-C", x.string()});
+    CHECK(r.code == 0);
+    CHECK(r.err == "");  // no "unknown extended header keyword 'hdrcharset'"
+    CHECK(ReadFile(x / "etc/caf\xc3\xa9") == "utf8 name\n");
+  }
+}
+
+TEST_CASE("cli usage: import takes only tar archives, anything else is exit 2 and changes nothing", "[cli][usage][import]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string head = HeadId(root);
+  size_t nodes = json::parse(Run(root, {"log", "--json"}).out)["nodes"].size();
+  WriteFile(tmp / "passwd", "root:x:0:0:root:/root:/bin/sh\n");
+  WriteFile(tmp / "empty", "");
+  for (const char* f : {"passwd", "empty"}) {
+    INFO(f);
+    if (::geteuid() == 0) REQUIRE(::chmod((tmp / f).c_str(), 0644) == 0);
+    CmdResult r = Run(root, {"import", (tmp / f).string()});
+    CHECK(r.code == 2);
+    CHECK(r.err.find("a tar archive, plain or .gz/.xz/.zst, is expected") != std::string::npos);
+  }
+  CHECK(HeadId(root) == head);
+  CHECK(json::parse(Run(root, {"log", "--json"}).out)["nodes"].size() == nodes);
+}
+
+}  // namespace agentenv::test
