@@ -40,8 +40,14 @@ int CmdRestore(int argc, char** argv) {
   control::RollbackRequest req;
   CLI::App app{"Put the live tree back to a node; uncommitted changes are first saved as a node", "restore"};
   AddGlobals(app, g);
-  app.add_option("ref", req.ref, "Node: id, id prefix, tag, HEAD, HEAD~N")->required();
+  std::string at;
+  auto* ref = app.add_option("ref", req.ref, "Node: id, id prefix, tag, HEAD, HEAD~N, @{10 minutes ago}");
+  app.add_option("--at", at, "The newest node at or before this time: \"10 minutes ago\", \"2026-11-23 14:00\"")
+      ->excludes(ref);
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  if (!at.empty()) req.ref = "@{" + at + "}";
+  if (req.ref.empty())
+    return ReportError(g, Error{"restore: which node? (REF, or --at TIME)", 0, ErrorCode::kInvalid});
   control::Client client(g.root);
   return Print(g, client.Call(req), [](const control::RollbackReply& r) {
     std::string text = Warnings(r.warnings);

@@ -1,7 +1,10 @@
 // Ref resolution, tags and history queries of Repo (see repo.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <ctime>
 
+#include "snap/fsops.h"
 #include "snap/repo.h"
 
 namespace agentenv::snap {
@@ -18,6 +21,40 @@ bool ValidTagName(const std::string& n) {
   }) && n.find('~') == std::string::npos && n.find("..") == std::string::npos;
 }
 
+// "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
+// "now": nanoseconds since the epoch (dates in local time).
+Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
+  if (when == "now") return now_ns;
+  unsigned long long n = 0;
+  char unit[16] = {0};
+  int used = 0;
+  if (std::sscanf(when.c_str(), "%llu %15s ago%n", &n, unit, &used) == 2 && size_t(used) == when.size()) {
+    std::string u = unit;
+    if (u.size() > 1 && u.back() == 's') u.pop_back();
+    const std::pair<const char*, int64_t> units[] = {{"second", 1}, {"sec", 1}, {"s", 1}, {"minute", 60}, {"min", 60},
+                                                     {"m", 60}, {"hour", 3600}, {"h", 3600}, {"day", 86400},
+                                                     {"d", 86400}, {"week", 604800}, {"w", 604800}};
+    for (const auto& [name, seconds] : units)
+      if (u == name) return now_ns - int64_t(n) * seconds * 1000000000;
+  }
+  struct tm tm {};
+  int y, mo, d, h = 0, mi = 0, sec = 0;
+  int fields = std::sscanf(when.c_str(), "%d-%d-%d %d:%d:%d%n", &y, &mo, &d, &h, &mi, &sec, &used);
+  if (fields == 3 || fields >= 5) {
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = fields == 6 ? sec : 0;
+    tm.tm_isdst = -1;
+    time_t t = ::mktime(&tm);
+    if (t != time_t(-1)) return int64_t(t) * 1000000000 + (fields == 3 ? 0 : 999999999);
+  }
+  return Fail(ErrorCode::kInvalid, "@{" + when + "}: expected \"N minutes ago\" (seconds, minutes, hours, days, weeks), "
+                                   "\"YYYY-MM-DD HH:MM[:SS]\" or \"YYYY-MM-DD\"");
+}
+
 }  // namespace
 
 Result<std::optional<store::ObjectId>> Repo::Head() const { return meta_->GetRef("HEAD"); }
@@ -29,6 +66,17 @@ Result<NodeRecord> Repo::Record(const store::ObjectId& id) const {
 }
 
 Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {
+  // @{<time>}: the newest node made at or before that time.
+  if (ref.size() > 3 && ref.rfind("@{", 0) == 0 && ref.back() == '}') {
+    std::string when = ref.substr(2, ref.size() - 3);
+    AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
+    AE_ASSIGN(auto nodes, Log(SIZE_MAX));
+    const NodeRecord* best = nullptr;
+    for (const auto& r : nodes)
+      if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
+    if (!best) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': no node was made at or before that time");
+    return best->id;
+  }
   // <base>~N and <base>^ walk up the history.
   size_t tilde = ref.find_last_of("~^");
   if (tilde != std::string::npos && tilde > 0) {

@@ -162,8 +162,10 @@ class Repo {
   Result<void> Untag(const std::string& name);
   Result<std::vector<std::pair<std::string, store::ObjectId>>> Tags() const;
 
-  // Resolves HEAD, HEAD~N, <ref>~N, <ref>^, a tag, a full id or a unique id
-  // prefix (4+ hex digits). Errors: kNotFound, kInvalid (ambiguous prefix).
+  // Resolves HEAD, HEAD~N, <ref>~N, <ref>^, a tag, a full id, a unique id
+  // prefix (4+ hex digits), or @{<time>}: the newest node made at or
+  // before "10 minutes ago" or "2026-11-23 14:00" (local time). Errors:
+  // kNotFound, kInvalid (ambiguous prefix, a time it cannot read).
   Result<store::ObjectId> Resolve(const std::string& ref) const;
   Result<std::optional<store::ObjectId>> Head() const;
   Result<NodeRecord> Record(const store::ObjectId& id) const;

@@ -148,3 +148,31 @@ TEST_CASE("cli usage: import takes only tar archives, anything else is exit 2 an
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: time refs: restore --at and @{N minutes ago} pick the newest node at or before that time", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string first = HeadId(root);
+  ::sleep(2);
+  WriteFile(Work(root) / "later.txt", "later\n");
+  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "later.txt").c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "later"}).code == 0);
+  std::string later = HeadId(root);
+  CHECK(json::parse(Run(root, {"show", "@{1 seconds ago}", "--json"}).out)["node"]["id"] == first);
+  CHECK(json::parse(Run(root, {"show", "@{now}", "--json"}).out)["node"]["id"] == later);
+  CHECK(Run(root, {"show", "@{1 weeks ago}"}).code == 3);  // before any node
+  CHECK(Run(root, {"show", "@{yesterday-ish}"}).code == 2);
+  CmdResult r = Run(root, {"restore", "--at", "1 second ago"});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(HeadId(root) == first);
+  CHECK_FALSE(fs::exists(Work(root) / "later.txt"));
+  char day[16];
+  time_t now = ::time(nullptr);
+  std::strftime(day, sizeof day, "%Y-%m-%d", std::localtime(&now));
+  CHECK(Run(root, {"show", std::string("@{") + day + "}"}).code == 3);  // midnight: before the repository
+}
+
+}  // namespace agentenv::test
