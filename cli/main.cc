@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "control/ops.h"
 
 namespace agentenv::cli {
 namespace {
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
     argv = args.data();
   }
   std::string_view verb = argv[1];
+  if (verb == "--version" || verb == "version") {
+    std::printf("agentenv %s\n", agentenv::control::kVersion);
+    return kExitOk;
+  }
   if (verb == "--help" || verb == "-h" || verb == "help") {
     Usage(stdout);
     return kExitOk;

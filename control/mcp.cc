@@ -110,7 +110,7 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
       send({{"jsonrpc", "2.0"}, {"id", id}, {"result", {
                {"protocolVersion", NegotiateProtocol(params)},
                {"capabilities", {{"tools", {{"listChanged", false}}}}},
-               {"serverInfo", {{"name", "agentenv"}, {"version", "0.1.0"}}},
+               {"serverInfo", {{"name", "agentenv"}, {"version", kVersion}}},
                {"instructions", "Tools to run commands in this environment and to snapshot and roll back its "
                                 "whole filesystem. `exec` runs a command and snapshots afterwards (use one "
                                 "`session` name to keep cd and exported variables between calls). Snapshot "

@@ -14,6 +14,9 @@
 
 namespace agentenv::control {
 
+// What `agentenv --version` and MCP's serverInfo say.
+inline constexpr const char* kVersion = "0.2.0";
+
 struct OpSpec {
   std::string name;
   std::vector<std::string> aliases;  // other names the socket accepts (CLI verbs)

@@ -176,3 +176,13 @@ TEST_CASE("cli usage: time refs: restore --at and @{N minutes ago} pick the newe
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: --version", "[cli][usage]") {
+  CmdResult r = RunCmd({AGENTENV_BIN, "--version"});
+  CHECK(r.code == 0);
+  CHECK(r.out.rfind("agentenv ", 0) == 0);
+}
+
+}  // namespace agentenv::test
