@@ -133,11 +133,8 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   AE_ASSIGN(auto repo, OpenRepo(root));
   Server server(std::move(repo));
   snap::Repo& r = server.repo();
-  std::vector<std::string> cmd = opt.argv;
-  if (cmd.empty()) cmd = {::access((r.work_dir() + "/bin/bash").c_str(), X_OK) == 0 ? "/bin/bash" : "/bin/sh", "-i"};
   runner::EnvSpec spec;
   spec.root = r.work_dir();
-  spec.argv = cmd;
   spec.cwd = opt.cwd;
   AE_ASSIGN(spec.network, ParseNetwork(opt.network));
   spec.terminal = true;
@@ -153,6 +150,14 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
     spec.root = ws->mount_point();
     spec.overlay = ws->overlay();
   }
+  // bash if the tree has it (a workspace's: its upper over its lower).
+  std::vector<std::string> cmd = opt.argv;
+  if (cmd.empty()) {
+    auto has_bash = [](const std::string& tree) { return ::access((tree + "/bin/bash").c_str(), X_OK) == 0; };
+    bool bash = ws ? has_bash(ws->upper()) || has_bash(ws->lower) : has_bash(r.work_dir());
+    cmd = {bash ? "/bin/bash" : "/bin/sh", "-i"};
+  }
+  spec.argv = cmd;
   std::unique_ptr<Serving> serving;
   if (ws) {
     AE_ASSIGN(serving, Serving::Signals(server, {SIGWINCH, SIGINT, SIGTERM, SIGHUP}));
