@@ -43,7 +43,8 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   auto st = std::make_unique<State>();
   AE_ASSIGN(st->cgroups, CgroupSet::Create(spec.limits));
   const std::vector<Step> plan = Plan(spec);
-  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env, RootlessApt(spec)));
+  st->rootless_apt = RootlessApt(spec);
+  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env, st->rootless_apt));
 
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);

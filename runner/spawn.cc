@@ -110,7 +110,7 @@ std::string ReadFile(const std::string& path) {
 Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
   if (cmd.argv.empty()) return Fail(ErrorCode::kInvalid, "spawn: empty argv");
   if (s_->done) return Fail(ErrorCode::kInvalid, "spawn: the env has ended");
-  const ExecArgs a(cmd.argv, BuildEnv(cmd.pass_env, cmd.set_env));
+  const ExecArgs a(cmd.argv, BuildEnv(cmd.pass_env, cmd.set_env, s_->rootless_apt));
   std::vector<std::pair<int, int>> ns;
   for (const auto& [kind, fd] : s_->ns) ns.emplace_back(kind, fd.get());
   const std::vector<int> procs = s_->cgroups.ProcsFds();
