@@ -171,13 +171,16 @@ TEST_CASE("runner: network deny blocks host loopback, inner loopback works") {
   std::string port = std::to_string(Listen(&srv));
   std::string script = "echo x | nc -w 1 127.0.0.1 " + port + " && echo host-reached; "
                        // Retry until the listener is up (a loaded host may be slow to
-                       // start it), then wait for it to finish writing.
-                       "nc -l -p 7777 > /tmp/got & l=$!; "
-                       "for i in 1 2 3 4 5 6 7 8 9 10; do echo inner | nc -w 1 127.0.0.1 7777 && break; sleep 0.1; done; "
-                       "wait $l; cat /tmp/got";
+                       // start it), then wait for what it received. The listener's
+                       // stdin stays open: busybox nc quits at EOF on stdin, and a
+                       // background job's stdin is /dev/null, so it could quit before
+                       // reading what the client sent.
+                       "sleep 30 | nc -l -p 7777 > /tmp/got & "
+                       "i=0; while [ $i -lt 100 ]; do echo inner | nc -w 1 127.0.0.1 7777 2>/dev/null && break; i=$((i+1)); sleep 0.1; done; "
+                       "i=0; while [ ! -s /tmp/got ] && [ $i -lt 100 ]; do i=$((i+1)); sleep 0.1; done; cat /tmp/got";
   EnvSpec s = Spec(root, script);
   s.network = Network::kDeny;
-  s.limits.timeout = std::chrono::seconds(5);  // a wrongly reached server would hold nc open
+  s.limits.timeout = std::chrono::seconds(20);  // a wrongly reached server would hold nc open
   auto r = Run(s);
   REQUIRE(r);
   CHECK(r->out == "inner\n");
