@@ -27,6 +27,8 @@ int CmdShell(int argc, char** argv);
 int CmdRetain(int argc, char** argv);
 int CmdGc(int argc, char** argv);
 int CmdFork(int argc, char** argv);
+int CmdLs(int argc, char** argv);
+int CmdCat(int argc, char** argv);
 int CmdWorkspace(int argc, char** argv);
 int CmdTournament(int argc, char** argv);
 

@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
     {"show", "Show one node", CmdShow},
     {"diff", "Show what changed between two nodes or the live tree", CmdDiff},
     {"tag", "List, set or delete tags", CmdTag},
+    {"ls", "List a directory of a node without restoring it", CmdLs},
+    {"cat", "Print a file of a node without restoring it", CmdCat},
     {"head", "Show the current node", CmdHead},
     {"branches", "Show the tips of all branches", CmdBranches},
     {"status", "Show backend, HEAD, sizes and whether the tree is dirty", CmdStatus},

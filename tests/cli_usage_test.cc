@@ -186,3 +186,30 @@ TEST_CASE("cli usage: --version", "[cli][usage]") {
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: ls and cat read an old node without restoring it", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  WriteFile(Work(root) / "etc/conf", "old\n");
+  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/conf").c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "old"}).code == 0);
+  std::string old = HeadId(root);
+  WriteFile(Work(root) / "etc/conf", "new\n");
+  REQUIRE(Run(root, {"snap", "-m", "new"}).code == 0);
+  CmdResult c = Run(root, {"cat", old, "etc/conf"});
+  CHECK(c.code == 0);
+  CHECK(c.out == "old\n");
+  CHECK(ReadFile(Work(root) / "etc/conf") == "new\n");  // nothing restored
+  json ls = json::parse(Run(root, {"ls", old, "etc", "--json"}).out);
+  bool found = false;
+  for (const auto& e : ls["entries"]) found |= e["name"] == "conf" && e["kind"] == "file" && e["size"] == 4;
+  CHECK(found);
+  CHECK(Run(root, {"cat", old, "etc"}).code == 2);       // a directory
+  CHECK(Run(root, {"cat", old, "etc/nope"}).code == 3);  // not there
+  CHECK(Run(root, {"cat", old, "../etc/passwd"}).code == 2);
+  CHECK(Run(root, {"ls", "nosuchref"}).code == 3);
+}
+
+}  // namespace agentenv::test
