@@ -98,7 +98,7 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   rep.files_cloned = s.files_cloned;
   rep.removed = s.removed;
   rep.created = s.created;
-  rep.meta_updated = s.meta_updated;
+  rep.meta_updated = s.meta_only;
   rep.warnings = s.warnings;
   return rep;
 }

@@ -314,12 +314,15 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
       if (x.id != y.id) {
         AE_ASSIGN(UniqueFd sub, EnterDir(fd, y.name, crel));
         AE_TRY(Apply(sub.get(), crel, x.id, y.id));
+      } else {
+        ++stats.meta_only;
       }
       AE_TRY(SetMeta(fd, y, crel));
     } else if (x.kind == y.kind && x.kind != Kind::kHardlink &&
                (x.kind != Kind::kFile || (x.id == y.id && x.size == y.size)) &&
                x.target == y.target && x.rdev == y.rdev) {
       size_t warnings = stats.warnings.size();
+      ++stats.meta_only;
       AE_TRY(SetMeta(fd, y, crel));  // same content, other metadata
       if (y.kind == Kind::kFile && stats.warnings.size() == warnings) SeedStat(fd, y, crel);
     } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {

@@ -32,6 +32,7 @@ struct RestoreOptions {
 struct RestoreStats {
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
   uint64_t removed = 0, created = 0, meta_updated = 0;
+  uint64_t meta_only = 0;  // entries whose content was equal and only metadata was put back
   std::vector<std::string> warnings;  // what could not be restored, path first
   // Stat cache entries for the regular files this restore wrote or changed
   // the metadata of, as they are on disk now, so that the next scan need
