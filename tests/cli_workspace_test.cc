@@ -219,3 +219,40 @@ TEST_CASE("workspace: bad input is refused with the README's exit codes and chan
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("tournament: kill -9 mid-run leaves no mount, no applied restore, and the next run removes its workspaces", "[cli][workspace][tournament]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string head = HeadId(root);
+  WriteFile(Work(root) / "unsaved.txt", "mine\n");
+  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "unsaved.txt").c_str(), 65534, 65534) == 0);
+  Child t;
+  t.Start(AsNobody({AGENTENV_BIN, "tournament", "--root", root.string(), "--test", "true", "--", "echo a > /a; sleep 8",
+                    "echo b > /b; sleep 8"}),
+          false, false, (tmp / "t.log").string());
+  // Both candidates run (their workspaces are busy), then the tournament dies.
+  REQUIRE(WaitFor([&] {
+    json ls = json::parse(Run(root, {"workspace", "ls", "--json"}).out, nullptr, false);
+    if (!ls.is_object() || ls["workspaces"].size() != 2) return false;
+    for (const auto& w : ls["workspaces"]) if (!w.value("busy", false)) return false;
+    return true;
+  }, 20000));
+  ::kill(t.pid(), SIGKILL);
+  t.Wait(20000);
+  // Nothing was mounted in this namespace; the live tree and HEAD are as they were.
+  CHECK(ReadFile("/proc/self/mountinfo").find(root.string()) == std::string::npos);
+  CHECK(HeadId(root) == head);
+  CHECK(ReadFile(Work(root) / "unsaved.txt") == "mine\n");
+  CHECK_FALSE(fs::exists(Work(root) / "a"));
+  // The workspace locks died with the process (the candidates' envs run
+  // out their sleep on their own): the next tournament removes the stale
+  // workspaces.
+  json next = RunJson(root, {"tournament", "--test", "true", "--no-apply", "--", "true"});
+  json ls = RunJson(root, {"workspace", "ls"});
+  REQUIRE(ls["workspaces"].size() == 1);
+  CHECK(ls["workspaces"][0]["name"].get<std::string>().rfind(next["id"].get<std::string>(), 0) == 0);
+}
+
+}  // namespace agentenv::test
