@@ -213,3 +213,27 @@ TEST_CASE("cli usage: ls and cat read an old node without restoring it", "[cli][
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: diff --stat counts changes per top-level directory", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string base = HeadId(root);
+  WriteFile(Work(root) / "etc/a", "a");
+  WriteFile(Work(root) / "etc/b", "b");
+  WriteFile(Work(root) / "top", "t");
+  fs::remove(Work(root) / "bin/yes");
+  if (::geteuid() == 0)
+    for (const char* p : {"etc/a", "etc/b", "top"}) REQUIRE(::lchown((Work(root) / p).c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  CmdResult r = Run(root, {"diff", "--stat", base, "HEAD"});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("+2      ~1      -0      etc/") != std::string::npos);  // two files, the dir's mtime
+  CHECK(r.out.find("-1      bin/") != std::string::npos);
+  CHECK(r.out.find("+1      ~0      -0      .") != std::string::npos);
+  CHECK(r.out.find("3 added, 2 modified, 1 deleted") != std::string::npos);
+}
+
+}  // namespace agentenv::test
