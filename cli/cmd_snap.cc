@@ -44,6 +44,7 @@ int CmdRestore(int argc, char** argv) {
   auto* ref = app.add_option("ref", req.ref, "Node: id, id prefix, tag, HEAD, HEAD~N, @{10 minutes ago}");
   app.add_option("--at", at, "The newest node at or before this time: \"10 minutes ago\", \"2026-11-23 14:00\"")
       ->excludes(ref);
+  app.add_option("paths", req.paths, "Only these tree-relative paths (after --); the rest of the live tree stays");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   if (!at.empty()) req.ref = "@{" + at + "}";
   if (req.ref.empty())

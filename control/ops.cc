@@ -81,7 +81,10 @@ std::vector<OpSpec> MakeOps() {
        "and pick the newest node from before the change that broke things (read titles and change "
        "counts). Uncommitted changes are saved as a node first, so a rollback can itself be undone. "
        "Running processes are not restarted: re-run what you need afterwards.",
-       Obj({{"ref", kRef}}, {"ref"}),
+       Obj({{"ref", kRef},
+            {"paths", {{"type", "array"}, {"items", kStr},
+                       {"description", "Only these paths (e.g. [\"etc/app.conf\"]); the rest of the filesystem stays"}}}},
+           {"ref"}),
        Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}, {"bytes_written", kInt},
             {"files_cloned", kInt}, {"removed", kInt}, {"created", kInt}, {"meta_updated", kInt}, {"warnings", kStrings},
             {"relaunched", kBool}},

@@ -87,7 +87,8 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   // the restore then saves nothing by walking the whole live tree.
   std::optional<std::vector<std::string>> dirty;
   if (capture_ && capture_->Drain()) dirty.emplace();
-  AE_ASSIGN(snap::RestoreResult res, repo_->Restore(r.ref, dirty));
+  AE_ASSIGN(snap::RestoreResult res, r.paths.empty() ? repo_->Restore(r.ref, dirty)
+                                                     : repo_->RestorePaths(r.ref, r.paths, dirty));
   AE_ASSIGN(snap::NodeRecord rec, repo_->Record(res.node));
   RollbackReply rep;
   rep.node = MakeNodeInfo(rec);

@@ -71,7 +71,8 @@ struct SnapshotReply {
 
 struct RollbackRequest {
   std::string ref;
-  template <class V> void Fields(V& v) { v("ref", ref); }
+  std::vector<std::string> paths;  // only these (tree-relative); empty: everything
+  template <class V> void Fields(V& v) { v("ref", ref); v("paths", paths); }
 };
 struct RollbackReply {
   NodeInfo node;

@@ -157,6 +157,13 @@ class Repo {
   // kCorrupt (the node is marked damaged; nothing is changed), kBusy, I/O.
   Result<RestoreResult> Restore(const std::string& ref,
                                 const std::optional<std::vector<std::string>>& dirty = std::nullopt);
+  // Puts back only `paths` (tree-relative) as node `ref` has them (a path
+  // it lacks is removed), after saving unsaved changes like Restore; the
+  // result becomes a new node, child of HEAD ("restored <paths> from
+  // <ref>"), and HEAD moves there. Errors: as Restore; kInvalid (no paths,
+  // "..", an ignored path); kUnsupported (a hardlinked path).
+  Result<RestoreResult> RestorePaths(const std::string& ref, const std::vector<std::string>& paths,
+                                     const std::optional<std::vector<std::string>>& dirty = std::nullopt);
   // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
   Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
   Result<void> Untag(const std::string& name);

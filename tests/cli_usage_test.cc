@@ -237,3 +237,44 @@ TEST_CASE("cli usage: diff --stat counts changes per top-level directory", "[cli
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("cli usage: restore REF -- PATH puts back only those paths, saves unsaved changes first, makes a node", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  fs::path w = Work(root);
+  fs::create_directories(w / "app/conf.d");
+  WriteFile(w / "app/conf.d/main.conf", "good\n");
+  WriteFile(w / "app/keep.txt", "v1\n");
+  if (::geteuid() == 0)
+    for (auto& e : fs::recursive_directory_iterator(w / "app")) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
+  if (::geteuid() == 0) REQUIRE(::lchown((w / "app").c_str(), 65534, 65534) == 0);
+  REQUIRE(Run(root, {"snap", "-m", "good"}).code == 0);
+  std::string good = HeadId(root);
+  // Later: the config breaks, another file moves on, a stray file appears,
+  // and the whole conf.d directory goes.
+  WriteFile(w / "app/keep.txt", "v2\n");
+  WriteFile(w / "app/stray", "x\n");
+  fs::remove_all(w / "app/conf.d");
+  REQUIRE(Run(root, {"snap", "-m", "broken"}).code == 0);
+  WriteFile(w / "app/keep.txt", "v3 unsaved\n");
+
+  CmdResult r = Run(root, {"restore", good, "--", "app/conf.d/main.conf", "app/stray"});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(ReadFile(w / "app/conf.d/main.conf") == "good\n");  // back, with its directory
+  CHECK_FALSE(fs::exists(w / "app/stray"));                  // not in the node: removed
+  CHECK(ReadFile(w / "app/keep.txt") == "v3 unsaved\n");     // not named: untouched
+  json j = json::parse(Run(root, {"head", "--json"}).out);
+  CHECK(j["node"]["title"].get<std::string>().rfind("restored app/conf.d/main.conf, app/stray from ", 0) == 0);
+  json show = json::parse(Run(root, {"show", j["node"]["parent"].get<std::string>(), "--json"}).out);
+  CHECK(show["node"]["title"].get<std::string>().find("uncommitted changes") == 0);  // v3 was saved first
+  CHECK(json::parse(Run(root, {"status", "--json"}).out)["dirty"] == false);
+
+  CHECK(Run(root, {"restore", good, "--", "../etc/passwd"}).code == 2);
+  CHECK(Run(root, {"restore", good, "--", "tmp/x"}).code == 2);  // ignored: never versioned
+  CHECK(Run(root, {"restore", "nosuch", "--", "app"}).code == 3);
+}
+
+}  // namespace agentenv::test

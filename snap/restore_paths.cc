@@ -1,0 +1,143 @@
+// Repo::RestorePaths: put back some paths of a node, keep the rest of the
+// live tree (see repo.h).
+#include <algorithm>
+
+#include "snap/fsops.h"
+#include "snap/repo.h"
+
+namespace agentenv::snap {
+namespace {
+
+std::vector<std::string> Components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t slash = path.find('/', i);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > i) out.push_back(path.substr(i, slash - i));
+    i = slash + 1;
+  }
+  return out;
+}
+
+Tree::iterator Find(Tree& t, const std::string& name) {
+  return std::lower_bound(t.begin(), t.end(), name, [](const Entry& e, const std::string& n) { return e.name < n; });
+}
+
+// The tree `live` (none: empty) with the entry at `path` made what it is in
+// tree `ref` (none there: removed). A parent missing from `live` is made
+// with `ref`'s metadata, holding only the path. New trees go to `batch`.
+Result<store::ObjectId> ReplaceAt(const store::Store& s, store::Batch& batch, const std::optional<store::ObjectId>& live,
+                                  const std::optional<store::ObjectId>& ref, std::span<const std::string> path) {
+  Tree l, r;
+  if (live) {
+    AE_ASSIGN(l, LoadTree(s, *live));
+  }
+  if (ref) {
+    AE_ASSIGN(r, LoadTree(s, *ref));
+  }
+  const std::string& name = path[0];
+  auto li = Find(l, name);
+  bool have = li != l.end() && li->name == name;
+  auto ri = Find(r, name);
+  std::optional<Entry> want;
+  if (ri != r.end() && ri->name == name) want = *ri;
+  if (path.size() == 1) {
+    if (want && have) *li = *want;
+    else if (want) l.insert(li, *want);
+    else if (have) l.erase(li);
+  } else if (want && want->kind == Kind::kDir) {
+    Entry e = *want;
+    std::optional<store::ObjectId> below;
+    if (have && li->kind == Kind::kDir) {
+      e = *li;  // the live directory keeps its own metadata
+      below = li->id;
+    }
+    AE_ASSIGN(e.id, ReplaceAt(s, batch, below, want->id, path.subspan(1)));
+    if (have) *li = std::move(e);
+    else l.insert(li, std::move(e));
+  } else if (have && li->kind == Kind::kDir) {
+    // Not in the node: whatever the live tree has there goes.
+    AE_ASSIGN(li->id, ReplaceAt(s, batch, li->id, std::nullopt, path.subspan(1)));
+  }
+  return batch.Put(store::ObjectType::kTree, EncodeTree(l));
+}
+
+bool Touches(std::span<const std::pair<std::string, std::string>> links, const std::string& p) {
+  auto under = [&](const std::string& x) { return x == p || x.rfind(p + "/", 0) == 0; };
+  for (const auto& [path, first] : links)
+    if (under(path) || under(first)) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vector<std::string>& paths,
+                                         const std::optional<std::vector<std::string>>& dirty) {
+  if (paths.empty()) return Fail(ErrorCode::kInvalid, "restore: which paths?");
+  std::vector<std::string> clean;
+  for (const std::string& p : paths) {
+    std::string c;
+    for (const std::string& part : Components(p)) {
+      if (part == "..") return Fail(ErrorCode::kInvalid, p + ": '..' is not a path inside the tree");
+      if (part == ".") continue;
+      c += (c.empty() ? "" : "/") + part;
+      // The filter answers for a path alone: ask about every ancestor.
+      if (ignored_ && ignored_(c, true)) return Fail(ErrorCode::kInvalid, c + ": an ignored path is never versioned");
+    }
+    if (c.empty()) return Fail(ErrorCode::kInvalid, "restore: to put back everything, restore without paths");
+    clean.push_back(c);
+  }
+  AE_ASSIGN(WriteLock lock, Lock());
+  AE_ASSIGN(store::ObjectId target, Resolve(ref));
+  AE_ASSIGN(NodeRecord rec, Record(target));
+  if (rec.damaged())
+    return Fail(ErrorCode::kCorrupt, "node " + target.Hex().substr(0, 12) + " is damaged and cannot be restored: " + rec.damage);
+  AE_ASSIGN(Node to, LoadNode(*store_, target));
+  // First, as a whole restore does: unsaved changes become a node.
+  AE_ASSIGN(Scanned sc, ScanLive(dirty));
+  RestoreResult res;
+  SnapOptions save;
+  save.label = "uncommitted changes before restoring paths of " + target.Hex().substr(0, 12);
+  AE_ASSIGN(SnapResult saved, Commit(sc, save));
+  res.saved = saved.node;
+  AE_ASSIGN(auto head, Head());
+  if (!head) return Fail(ErrorCode::kNotFound, "HEAD: no snapshot yet");
+  AE_ASSIGN(Node now, LoadNode(*store_, *head));
+  for (const std::string& p : clean)
+    if (Touches(now.links, p) || Touches(to.links, p))
+      return Fail(ErrorCode::kUnsupported, p + ": hardlinked files are restored with their whole node only");
+  // The tree to have: the live one with each path as the node has it.
+  // One batch per path: the next path's surgery reads the trees this one made.
+  store::ObjectId tree = sc.out.tree;
+  for (const std::string& p : clean) {
+    AE_ASSIGN(auto batch, store_->BeginBatch());
+    std::vector<std::string> parts = Components(p);
+    AE_ASSIGN(tree, ReplaceAt(*store_, *batch, tree, to.tree, parts));
+    AE_TRY(batch->Commit());
+  }
+  AE_ASSIGN(std::string backend, Backend());
+  AE_ASSIGN(UniqueFd work, OpenWork());
+  RestoreOptions ro;
+  ro.reflink = backend == "reflink";
+  ro.privileged = ::geteuid() == 0;
+  ro.ignored = ignored_;
+  AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, tree, sc.out.root, now.links, ro));
+  // The result is a node of its own, child of HEAD.
+  Scanned next;
+  next.head = *head;
+  next.head_node = std::move(now);
+  next.out.tree = tree;
+  next.out.root = sc.out.root;
+  next.out.links = next.head_node->links;
+  next.out.stat_updates = std::move(res.stats.stat_entries);
+  SnapOptions opt;
+  std::string list;
+  for (const std::string& p : clean) list += (list.empty() ? "" : ", ") + p;
+  opt.label = ("restored " + list + " from " + target.Hex().substr(0, 12)).substr(0, 200);
+  AE_ASSIGN(SnapResult made, Commit(next, opt));
+  res.node = made.node ? *made.node : *head;
+  return res;
+}
+
+}  // namespace agentenv::snap
