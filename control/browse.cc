@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "control/render.h"
+#include "snap/fsops.h"
 #include "snap/node.h"
 #include "snap/tree.h"
 
@@ -11,19 +12,6 @@ namespace {
 
 ListedEntry Describe(const snap::Entry& e) {
   return {e.name, std::string(snap::KindName(e.kind)), e.meta.mode, e.meta.uid, e.meta.gid, e.size, e.target};
-}
-
-// "a/b/c" -> components; "" and "/" -> none.
-std::vector<std::string> Components(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t slash = path.find('/', i);
-    if (slash == std::string::npos) slash = path.size();
-    if (slash > i) out.push_back(path.substr(i, slash - i));
-    i = slash + 1;
-  }
-  return out;
 }
 
 struct Found {
@@ -37,7 +25,7 @@ Result<Found> Lookup(snap::Repo& repo, const std::string& ref, const std::string
   AE_ASSIGN(snap::NodeRecord rec, repo.Record(node));
   Found f{node, std::nullopt, rec.tree};
   store::ObjectId dir = rec.tree;
-  for (const std::string& name : Components(path)) {
+  for (const std::string& name : snap::SplitPath(path)) {
     if (name == "..") return Fail(ErrorCode::kInvalid, path + ": '..' is not a path inside a node");
     if (f.entry && f.entry->kind != snap::Kind::kDir)
       return Fail(ErrorCode::kNotFound, path + ": not in node " + Short(node) + " (a parent is no directory)");

@@ -182,6 +182,18 @@ int64_t NowNs() {
   return ToNs(ts);
 }
 
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t slash = path.find('/', i);
+    if (slash == std::string::npos) slash = path.size();
+    if (slash > i) out.push_back(path.substr(i, slash - i));
+    i = slash + 1;
+  }
+  return out;
+}
+
 Result<void> RemoveTree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Result<void>() : FailErrno(path, errno);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
@@ -15,6 +16,10 @@ namespace agentenv::snap {
 
 // Joins tree-relative paths: Join("", "a") == "a", Join("a", "b") == "a/b".
 std::string Join(const std::string& dir, const std::string& name);
+
+// The components of a tree-relative path: "a//b/" -> {"a", "b"}; "" and
+// "/" -> none. "." and ".." are returned as they are (callers refuse "..").
+std::vector<std::string> SplitPath(const std::string& path);
 
 // Opens directory `name` in `dirfd` without following symlinks. Errors:
 // rel (the tree-relative path, for the message) plus errno text.

@@ -90,6 +90,15 @@ Result<std::string> Repo::Backend() {
   return *backend_;
 }
 
+Result<RestoreOptions> Repo::RestoreOpts() {
+  AE_ASSIGN(std::string backend, Backend());
+  RestoreOptions ro;
+  ro.reflink = backend == "reflink";
+  ro.privileged = ::geteuid() == 0;
+  ro.ignored = ignored_;
+  return ro;
+}
+
 Result<Repo::WriteLock> Repo::Lock() {
   WriteLock l{std::unique_lock<std::mutex>(write_mu_), UniqueFd()};
   if (!held_lock_) {
@@ -198,12 +207,8 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
   AE_TRY(CommitContent(sc));  // the restore below reads the trees
-  AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(UniqueFd work, OpenWork());
-  RestoreOptions ro;
-  ro.reflink = backend == "reflink";
-  ro.privileged = ::geteuid() == 0;
-  ro.ignored = ignored_;
+  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
   // The live tree now holds exactly these files: cache them as written.
@@ -266,10 +271,8 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   if (::mkdir(layout::Lowers(root_).c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(layout::Lowers(root_), errno);
   std::string tmp = layout::Lowers(root_) + "/.tmp-XXXXXX";
   if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
-  AE_ASSIGN(std::string backend, Backend());
-  RestoreOptions ro;
-  ro.reflink = backend == "reflink";
-  ro.privileged = ::geteuid() == 0;
+  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
+  ro.ignored = {};  // a new directory: nothing of it is kept
   {
     UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return FailErrno(tmp, errno);
@@ -282,7 +285,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
     if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
     return Lower{dir, "existing"};
   }
-  return Lower{dir, backend};
+  return Lower{dir, ro.reflink ? "reflink" : "copy"};
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
@@ -398,7 +401,6 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
     return Fail(ErrorCode::kCorrupt, "node " + target.Hex().substr(0, 12) + " is damaged and cannot be restored: " +
                                          rec.damage + " (fsck --repair marked it; restore another node)");
   AE_ASSIGN(Node to, LoadNode(*store_, target));
-  AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(dirty));
   RestoreResult res;
   res.node = target;
@@ -407,10 +409,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   AE_ASSIGN(SnapResult saved, Commit(sc, save));
   res.saved = saved.node;
   AE_ASSIGN(UniqueFd work, OpenWork());
-  RestoreOptions ro;
-  ro.reflink = backend == "reflink";
-  ro.privileged = ::geteuid() == 0;
-  ro.ignored = ignored_;
+  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));

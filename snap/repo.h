@@ -283,6 +283,9 @@ class Repo {
     UniqueFd file;
   };
   Result<WriteLock> Lock();
+  // How this repository writes trees: reflink when the backend clones,
+  // privileged as root, ignored paths kept.
+  Result<RestoreOptions> RestoreOpts();
   Result<UniqueFd> LockFile();
   Result<UniqueFd> OpenWork() const;
   // Writes stat cache entries, moving their content references; with

@@ -8,18 +8,6 @@
 namespace agentenv::snap {
 namespace {
 
-std::vector<std::string> Components(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t slash = path.find('/', i);
-    if (slash == std::string::npos) slash = path.size();
-    if (slash > i) out.push_back(path.substr(i, slash - i));
-    i = slash + 1;
-  }
-  return out;
-}
-
 Tree::iterator Find(Tree& t, const std::string& name) {
   return std::lower_bound(t.begin(), t.end(), name, [](const Entry& e, const std::string& n) { return e.name < n; });
 }
@@ -78,7 +66,7 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   std::vector<std::string> clean;
   for (const std::string& p : paths) {
     std::string c;
-    for (const std::string& part : Components(p)) {
+    for (const std::string& part : SplitPath(p)) {
       if (part == "..") return Fail(ErrorCode::kInvalid, p + ": '..' is not a path inside the tree");
       if (part == ".") continue;
       c += (c.empty() ? "" : "/") + part;
@@ -112,16 +100,12 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   store::ObjectId tree = sc.out.tree;
   for (const std::string& p : clean) {
     AE_ASSIGN(auto batch, store_->BeginBatch());
-    std::vector<std::string> parts = Components(p);
+    std::vector<std::string> parts = SplitPath(p);
     AE_ASSIGN(tree, ReplaceAt(*store_, *batch, tree, to.tree, parts));
     AE_TRY(batch->Commit());
   }
-  AE_ASSIGN(std::string backend, Backend());
   AE_ASSIGN(UniqueFd work, OpenWork());
-  RestoreOptions ro;
-  ro.reflink = backend == "reflink";
-  ro.privileged = ::geteuid() == 0;
-  ro.ignored = ignored_;
+  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, tree, sc.out.root, now.links, ro));
   // The result is a node of its own, child of HEAD.
   Scanned next;
