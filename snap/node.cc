@@ -124,46 +124,59 @@ ChangeSummary Summarize(std::span<const Change> all) {
 }
 
 std::string SummaryLabel(std::span<const Change> changes) {
-  // Directories mostly change because their entries did (mtime, new
-  // parents of new files): leave them out unless nothing else changed.
-  std::vector<Change> files;
+  // A modified directory only says that its entries changed (mtime): name
+  // files and added or deleted directories, unless nothing else changed.
+  std::vector<Change> named;
   for (const Change& c : changes) {
-    if (!c.is_dir) files.push_back(c);
+    if (!(c.is_dir && c.op == 'M')) named.push_back(c);
   }
-  std::span<const Change> all = files.empty() ? changes : std::span<const Change>(files);
+  std::span<const Change> all = named.empty() ? changes : std::span<const Change>(named);
   if (all.empty()) return "";
   // Group by (op, directory); while there are too many groups, move every
-  // group up one directory level so related changes merge.
-  std::map<std::pair<char, std::string>, uint64_t> groups;
-  for (const Change& c : all) groups[{c.op, c.path}]++;
-  constexpr size_t kMaxGroups = 4;
+  // group up one directory level so related changes merge. A group of one
+  // keeps its own path.
+  struct Group {
+    uint64_t n = 0;
+    std::string example;
+  };
+  std::map<std::pair<char, std::string>, Group> groups;
+  for (const Change& c : all) {
+    Group& g = groups[{c.op, c.path}];
+    if (g.n++ == 0) g.example = c.path.empty() ? "." : c.path;
+  }
+  constexpr size_t kMaxGroups = 3;
   for (int round = 0; groups.size() > kMaxGroups && round < 64; ++round) {
-    std::map<std::pair<char, std::string>, uint64_t> up;
+    std::map<std::pair<char, std::string>, Group> up;
     size_t deepest = 0;
-    for (const auto& [k, n] : groups) deepest = std::max(deepest, size_t(std::count(k.second.begin(), k.second.end(), '/')));
-    for (const auto& [k, n] : groups) {
+    for (const auto& [k, g] : groups) deepest = std::max(deepest, size_t(std::count(k.second.begin(), k.second.end(), '/')));
+    for (const auto& [k, g] : groups) {
       size_t depth = std::count(k.second.begin(), k.second.end(), '/');
       std::string key = depth == deepest && !k.second.empty() ? std::string(Dirname(k.second)) : k.second;
-      up[{k.first, key}] += n;
+      Group& to = up[{k.first, key}];
+      if (to.n == 0) to.example = g.example;
+      to.n += g.n;
     }
     if (up.size() == groups.size() && deepest == 0) break;
     groups = std::move(up);
   }
   std::vector<std::pair<uint64_t, std::pair<char, std::string>>> order;
-  for (const auto& [k, n] : groups) order.push_back({n, k});
+  for (const auto& [k, g] : groups) order.push_back({g.n, k});
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out;
-  uint64_t shown = 0;
   for (size_t i = 0; i < order.size() && i < kMaxGroups; ++i) {
     const auto& [n, k] = order[i];
     if (!out.empty()) out += ", ";
     out += k.first;
     if (n > 1) out += std::to_string(n) + " " + (k.second.empty() ? std::string(".") : k.second) + "/…";
-    else out += " " + k.second;
-    shown += n;
+    else out += " " + groups[k].example;
   }
-  if (shown < all.size()) out += ", +" + std::to_string(all.size() - shown) + " more";
-  return out;
+  if (order.size() > kMaxGroups) out += ", …";
+  // The counts are the node's own (directories included), so the title a
+  // model reads agrees with what `show` and `log` count.
+  ChangeSummary counts = Summarize(changes);
+  if (counts.total() == 1) return out;
+  return "+" + std::to_string(counts.added) + " ~" + std::to_string(counts.modified) + " -" +
+         std::to_string(counts.deleted) + ": " + out;
 }
 
 }  // namespace agentenv::snap
