@@ -137,7 +137,7 @@ bool WorkspaceBusy(const Workspace& ws) { return !LockWorkspace(ws); }
 Result<void> RemoveWorkspace(const Workspace& ws) {
   AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
   // Renamed aside first: a crash mid-removal leaves no half workspace.
-  std::string gone = snap::layout::Workspaces(ws.dir.substr(0, ws.dir.rfind("/workspaces/"))) + "/.rm-" + ws.name;
+  std::string gone = std::filesystem::path(ws.dir).parent_path().string() + "/.rm-" + ws.name;
   (void)snap::RemoveTree(gone);
   if (::rename(ws.dir.c_str(), gone.c_str()) != 0) return FailErrno(ws.dir, errno);
   return snap::RemoveTree(gone);

@@ -46,6 +46,13 @@ inline fs::path BusyboxRepo(const TempDir& tmp) {
   return root;
 }
 
+// Writes a file in a BusyboxRepo's tree as the user the binary runs as
+// (uid 65534 when the tests run as root), so that user can read it back.
+inline void WriteOwned(const fs::path& p, const std::string& data) {
+  WriteFile(p, data);
+  if (::geteuid() == 0) REQUIRE(::lchown(p.c_str(), 65534, 65534) == 0);
+}
+
 // One request to the socket at <root>/agentenv.sock; its response.
 inline json Request(const fs::path& root, const std::string& op, const json& args) {
   SocketClient c;

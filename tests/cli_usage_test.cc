@@ -59,8 +59,7 @@ TEST_CASE("cli usage: tag refuses to move an existing tag without -f", "[cli][us
 TEST_CASE("cli usage: a restore that only puts metadata back says so", "[cli][usage]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
-  WriteFile(Work(root) / "etc/conf", "x");
-  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/conf").c_str(), 65534, 65534) == 0);
+  WriteOwned(Work(root) / "etc/conf", "x");
   REQUIRE(Run(root, {"snap", "-m", "conf"}).code == 0);
   std::string good = HeadId(root);
   REQUIRE(::chmod((Work(root) / "etc/conf").c_str(), 0600) == 0);
@@ -102,15 +101,11 @@ TEST_CASE("cli usage: mcp on a directory that is no repository answers initializ
   CHECK(msgs[1]["result"]["content"][0]["text"].get<std::string>().find("not an agentenv repository") != std::string::npos);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: exports open cleanly in GNU tar and bsdtar, stdout and file give the same bytes", "[cli][usage][export]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
-  WriteFile(Work(root) / "etc/caf\xc3\xa9", "utf8 name\n");
-  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/caf\xc3\xa9").c_str(), 65534, 65534) == 0);
+  WriteOwned(Work(root) / "etc/caf\xc3\xa9", "utf8 name\n");
   REQUIRE(Run(root, {"snap"}).code == 0);
   fs::path file = tmp / "out.tar";
   REQUIRE(Run(root, {"export", "HEAD", "-o", file.string()}).code == 0);
@@ -147,17 +142,13 @@ TEST_CASE("cli usage: import takes only tar archives, anything else is exit 2 an
   CHECK(json::parse(Run(root, {"log", "--json"}).out)["nodes"].size() == nodes);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: time refs: restore --at and @{N minutes ago} pick the newest node at or before that time", "[cli][usage]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   std::string first = HeadId(root);
   ::sleep(2);
-  WriteFile(Work(root) / "later.txt", "later\n");
-  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "later.txt").c_str(), 65534, 65534) == 0);
+  WriteOwned(Work(root) / "later.txt", "later\n");
   REQUIRE(Run(root, {"snap", "-m", "later"}).code == 0);
   std::string later = HeadId(root);
   CHECK(json::parse(Run(root, {"show", "@{1 seconds ago}", "--json"}).out)["node"]["id"] == first);
@@ -175,9 +166,6 @@ TEST_CASE("cli usage: time refs: restore --at and @{N minutes ago} pick the newe
   CHECK(Run(root, {"show", std::string("@{") + day + "}"}).code == 3);  // midnight: before the repository
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: --version", "[cli][usage]") {
   CmdResult r = RunCmd({AGENTENV_BIN, "--version"});
@@ -185,15 +173,11 @@ TEST_CASE("cli usage: --version", "[cli][usage]") {
   CHECK(r.out.rfind("agentenv ", 0) == 0);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: ls and cat read an old node without restoring it", "[cli][usage]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
-  WriteFile(Work(root) / "etc/conf", "old\n");
-  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "etc/conf").c_str(), 65534, 65534) == 0);
+  WriteOwned(Work(root) / "etc/conf", "old\n");
   REQUIRE(Run(root, {"snap", "-m", "old"}).code == 0);
   std::string old = HeadId(root);
   WriteFile(Work(root) / "etc/conf", "new\n");
@@ -212,20 +196,15 @@ TEST_CASE("cli usage: ls and cat read an old node without restoring it", "[cli][
   CHECK(Run(root, {"ls", "nosuchref"}).code == 3);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: diff --stat counts changes per top-level directory", "[cli][usage]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   std::string base = HeadId(root);
-  WriteFile(Work(root) / "etc/a", "a");
-  WriteFile(Work(root) / "etc/b", "b");
-  WriteFile(Work(root) / "top", "t");
+  WriteOwned(Work(root) / "etc/a", "a");
+  WriteOwned(Work(root) / "etc/b", "b");
+  WriteOwned(Work(root) / "top", "t");
   fs::remove(Work(root) / "bin/yes");
-  if (::geteuid() == 0)
-    for (const char* p : {"etc/a", "etc/b", "top"}) REQUIRE(::lchown((Work(root) / p).c_str(), 65534, 65534) == 0);
   REQUIRE(Run(root, {"snap"}).code == 0);
   CmdResult r = Run(root, {"diff", "--stat", base, "HEAD"});
   INFO(r.Describe());
@@ -236,9 +215,6 @@ TEST_CASE("cli usage: diff --stat counts changes per top-level directory", "[cli
   CHECK(r.out.find("3 added, 2 modified, 1 deleted") != std::string::npos);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("cli usage: restore REF -- PATH puts back only those paths, saves unsaved changes first, makes a node", "[cli][usage]") {
   TempDir tmp;

@@ -218,16 +218,12 @@ TEST_CASE("workspace: bad input is refused with the README's exit codes and chan
   CHECK(Run(root, {"workspace", "rm", "busy"}).code == 0);
 }
 
-}  // namespace agentenv::test
-
-namespace agentenv::test {
 
 TEST_CASE("tournament: kill -9 mid-run leaves no mount, no applied restore, and the next run removes its workspaces", "[cli][workspace][tournament]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   std::string head = HeadId(root);
-  WriteFile(Work(root) / "unsaved.txt", "mine\n");
-  if (::geteuid() == 0) REQUIRE(::lchown((Work(root) / "unsaved.txt").c_str(), 65534, 65534) == 0);
+  WriteOwned(Work(root) / "unsaved.txt", "mine\n");
   Child t;
   t.Start(AsNobody({AGENTENV_BIN, "tournament", "--root", root.string(), "--test", "true", "--", "echo a > /a; sleep 8",
                     "echo b > /b; sleep 8"}),
