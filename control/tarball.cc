@@ -1,6 +1,7 @@
 #include "control/tarball.h"
 
 #include "control/libarchive.h"
+#include "snap/fsops.h"
 
 #include "common/unique_fd.h"
 
@@ -73,6 +74,38 @@ std::string Strip(std::string_view p) {
 
 }  // namespace
 
+// Unpacking without privilege, the owners the archive names are kept in
+// snap::kOwnerXattr (scans record them from there), and the entry is
+// written as ours, so that libarchive keeps its setuid/setgid bits (it
+// drops them from a file whose owner it could not set).
+class RootlessOwners {
+ public:
+  void Keep(const ArchiveLib& A, archive_entry* e, const std::string& name) {
+    uint64_t uid = uint64_t(A.archive_entry_uid(e)), gid = uint64_t(A.archive_entry_gid(e));
+    if (uid == uid_ && gid == gid_) return;
+    mode_t type = A.archive_entry_filetype(e);
+    if (A.archive_entry_hardlink(e)) return;  // the inode has its owner from the first entry
+    if (type != AE_IFREG && type != AE_IFDIR) {
+      if (lost_++ == 0) first_lost_ = name + ": owner " + std::to_string(uid) + ":" + std::to_string(gid);
+      return;
+    }
+    std::string value = std::to_string(uid) + ":" + std::to_string(gid);
+    A.archive_entry_xattr_add_entry(e, snap::kOwnerXattr, value.data(), value.size());
+    A.archive_entry_set_uid(e, uid_);
+    A.archive_entry_set_gid(e, gid_);
+  }
+  void Report(const std::function<void(const std::string&)>& warn) const {
+    if (lost_ == 0) return;
+    warn(first_lost_ + " not kept (needs root: only files and directories can carry " + snap::kOwnerXattr + "); " +
+         std::to_string(lost_) + " symlink(s) or special file(s) belong to the unpacking user");
+  }
+
+ private:
+  uint64_t uid_ = ::geteuid(), gid_ = ::getegid();
+  uint64_t lost_ = 0;
+  std::string first_lost_;
+};
+
 Result<void> ExtractTarball(const std::string& path, const std::string& dest,
                             const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
@@ -97,6 +130,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   A.archive_write_disk_set_options(out.get(), flags);
   A.archive_write_disk_set_standard_lookup(out.get());
 
+  RootlessOwners owners;
   AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
   for (;;) {
@@ -135,6 +169,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
     if (auto [it, fresh] = seen.emplace(name, type); !fresh && !(type == AE_IFDIR && it->second == AE_IFDIR))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name + "' appears twice in the archive; refusing the archive");
     A.archive_entry_set_pathname(e, name.c_str());
+    if (!root) owners.Keep(A, e, name);
     r = A.archive_write_header(out.get(), e);
     if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(A, path, name, out.get()));
     if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
@@ -155,6 +190,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   // Directory modes and mtimes are applied here, after their contents.
   if (A.archive_write_close(out.get()) < ARCHIVE_WARN)
     return Fail(dest + ": " + A.archive_error_string(out.get()));
+  owners.Report(warn);
   return {};
 }
 

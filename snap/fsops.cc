@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace agentenv::snap {
@@ -133,6 +135,26 @@ Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string&
   return out;
 }
 
+void TakeOwnerXattr(Meta* m) {
+  auto it = std::find_if(m->xattrs.begin(), m->xattrs.end(), [](const auto& x) { return x.first == kOwnerXattr; });
+  if (it == m->xattrs.end()) return;
+  unsigned long uid = 0, gid = 0;
+  int used = 0;
+  if (std::sscanf(it->second.c_str(), "%lu:%lu%n", &uid, &gid, &used) != 2 || size_t(used) != it->second.size() ||
+      uid > UINT32_MAX || gid > UINT32_MAX)
+    return;
+  m->uid = uint32_t(uid);
+  m->gid = uint32_t(gid);
+  m->xattrs.erase(it);
+}
+
+void PutOwnerXattr(Xattrs* x, uint32_t uid, uint32_t gid) {
+  std::string value = std::to_string(uid) + ":" + std::to_string(gid);
+  auto it = std::lower_bound(x->begin(), x->end(), std::string(kOwnerXattr),
+                             [](const auto& e, const std::string& k) { return e.first < k; });
+  if (it != x->end() && it->first == kOwnerXattr) it->second = std::move(value);
+  else x->emplace(it, kOwnerXattr, std::move(value));
+}
 
 Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool is_symlink,
                        bool chown, const std::string& rel) {

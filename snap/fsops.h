@@ -29,6 +29,19 @@ Result<UniqueFd> OpenDirAt(int dirfd, const std::string& name, const std::string
 // Filesystems without xattr support give an empty list.
 Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string& rel);
 
+// Rootless, the owner a file should have, when the process could not give
+// it that owner: "<uid>:<gid>" in this xattr on the file itself (like
+// containers' user.containers.override_stat, owner only: the mode lives on
+// the file, whose owner may set setuid/setgid bits). Scans take the owner
+// from it and do not record the xattr; a privileged restore removes it.
+// Only regular files and directories can carry user.* xattrs.
+inline constexpr const char* kOwnerXattr = "user.agentenv.owner";
+// Moves a kOwnerXattr in m->xattrs into m->uid/m->gid. A malformed value
+// stays as an ordinary xattr.
+void TakeOwnerXattr(Meta* m);
+// Adds (or replaces) kOwnerXattr naming uid:gid to `x`, keeping it sorted.
+void PutOwnerXattr(Xattrs* x, uint32_t uid, uint32_t gid);
+
 // Sets owner (when `chown`), xattrs, mode and mtime of `name` in `dirfd`,
 // in that order (chown clears setuid bits; mode must come after it).
 // Symlinks get owner, xattrs and mtime only. Errors: rel + errno text.

@@ -51,9 +51,11 @@ class Restorer {
   // `e.name` in `fd` with all of its metadata applied.
   void SeedStat(int fd, const Entry& e, const std::string& rel);
   void SeedStat(const Entry& e, const std::string& rel, const struct stat& st);
-  // Unprivileged: chowns `e` where allowed (a group we are in) and counts
-  // the paths whose owner cannot be restored.
-  void TryOwner(int fd, const Entry& e, const std::string& rel);
+  // Unprivileged: chowns `e` where allowed (a group we are in). False when
+  // `e` keeps another owner and can record the tree's in kOwnerXattr;
+  // other kinds that keep another owner are counted (LoseOwner).
+  bool TryOwner(int fd, const Entry& e, const std::string& rel);
+  void LoseOwner(const Entry& e, const std::string& rel);
   // An ignored path of the live tree: never removed or replaced.
   bool Kept(const Entry& e, const std::string& rel) const {
     return opt_.ignored && opt_.ignored(rel, e.kind == Kind::kDir);
@@ -95,11 +97,17 @@ Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::
   return sub;
 }
 
-void Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
+bool Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
   struct stat st;
-  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // ApplyMeta reports it
-  if (st.st_uid == e.meta.uid && st.st_gid == e.meta.gid) return;
-  if (::fchownat(fd, e.name.c_str(), e.meta.uid, e.meta.gid, AT_SYMLINK_NOFOLLOW) == 0) return;
+  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return true;  // ApplyMeta reports it
+  if (st.st_uid == e.meta.uid && st.st_gid == e.meta.gid) return true;
+  if (::fchownat(fd, e.name.c_str(), e.meta.uid, e.meta.gid, AT_SYMLINK_NOFOLLOW) == 0) return true;
+  if (e.kind == Kind::kFile || e.kind == Kind::kDir) return false;  // recorded in kOwnerXattr
+  LoseOwner(e, rel);
+  return true;
+}
+
+void Restorer::LoseOwner(const Entry& e, const std::string& rel) {
   if (unowned_++ == 0)
     first_unowned_ = rel + ": owner " + std::to_string(e.meta.uid) + ":" + std::to_string(e.meta.gid);
 }
@@ -107,7 +115,8 @@ void Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
 void Restorer::ReportOwners() {
   if (unowned_ == 0) return;
   // One line, not one per path: a rootfs restored rootless has thousands.
-  stats.warnings.push_back(first_unowned_ + " not restored (needs root); " + std::to_string(unowned_) +
+  stats.warnings.push_back(first_unowned_ + " not restored (needs root; only files and directories can carry " +
+                           kOwnerXattr + "); " + std::to_string(unowned_) +
                            " path(s) keep the restoring user as owner");
 }
 
@@ -121,9 +130,20 @@ Result<void> Restorer::SetRootMeta(int root_fd, const Meta& m) {
 
 Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
   ++stats.meta_updated;
-  if (!opt_.privileged) TryOwner(fd, e, rel);
-  Result<void> r = ApplyMeta(fd, e.name, e.meta, e.kind == Kind::kSymlink, opt_.privileged, rel);
-  if (!r && !opt_.privileged && r.error().errno_value == EPERM) {
+  const bool symlink = e.kind == Kind::kSymlink;
+  if (opt_.privileged) return ApplyMeta(fd, e.name, e.meta, symlink, true, rel);
+  Result<void> r;
+  if (!TryOwner(fd, e, rel)) {
+    // Rootless: the owner the tree names goes into kOwnerXattr, so the
+    // next scan records it again and exports keep it.
+    Meta m = e.meta;
+    PutOwnerXattr(&m.xattrs, m.uid, m.gid);
+    r = ApplyMeta(fd, e.name, m, symlink, false, rel);
+    if (r || (r.error().errno_value != ENOTSUP && r.error().errno_value != EOPNOTSUPP)) return r;
+    LoseOwner(e, rel);  // no user xattrs on this filesystem
+  }
+  r = ApplyMeta(fd, e.name, e.meta, symlink, false, rel);
+  if (!r && r.error().errno_value == EPERM) {
     // e.g. security.* xattrs need privilege: report, do not stop.
     stats.warnings.push_back(r.error().message);
     return {};
@@ -143,6 +163,8 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
   StatEntry se{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim),
                ToNs(st.st_ctim),    st.st_mode,          st.st_uid,           st.st_gid,
                e.meta.xattrs,       store::FileRef{e.id, e.content, e.size}};
+  // The cache holds xattrs as on disk: with the owner SetMeta recorded.
+  if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
   stats.stat_entries.emplace_back(rel, std::move(se));
 }
 

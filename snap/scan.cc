@@ -218,7 +218,8 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       if (cached && cached->dev == now.dev && cached->ino == now.ino && cached->size == now.size &&
           cached->mtime_ns == now.mtime_ns && cached->ctime_ns == now.ctime_ns &&
           cached->mode == now.mode && cached->uid == now.uid && cached->gid == now.gid) {
-        e->meta.xattrs = cached->xattrs;
+        e->meta.xattrs = cached->xattrs;  // as on disk: the owner xattr too
+        TakeOwnerXattr(&e->meta);
         e->id = cached->ref.id;
         e->content = cached->ref.type;
         e->size = cached->ref.size;
@@ -234,6 +235,8 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
         return Fail(rel + ": replaced while scanning", ENOENT);  // like a vanished path
       AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
       if (ctx_.overlay_upper) StripOverlayXattrs(&e->meta.xattrs);
+      Xattrs on_disk = e->meta.xattrs;
+      TakeOwnerXattr(&e->meta);
       AE_ASSIGN(store::FileRef ref, ctx_.batch.PutFile(fd.get(), rel));
       e->id = ref.id;
       e->content = ref.type;
@@ -242,7 +245,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       out.hashed_files++;
       out.hashed_bytes += ref.size;
       if (now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
-        now.xattrs = e->meta.xattrs;
+        now.xattrs = std::move(on_disk);
         now.ref = ref;
         out.stat_updates.emplace_back(rel, std::move(now));
       }
@@ -266,6 +269,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
   }
   AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
   if (ctx_.overlay_upper) StripOverlayXattrs(&e->meta.xattrs);
+  TakeOwnerXattr(&e->meta);
   return {};
 }
 
@@ -562,6 +566,7 @@ Result<Meta> ReadMeta(int dirfd, const std::string& name, const struct stat& st,
   m.gid = st.st_gid;
   m.mtime_ns = ToNs(st.st_mtim);
   AE_ASSIGN(m.xattrs, ReadXattrs(dirfd, name, rel));
+  TakeOwnerXattr(&m);
   return m;
 }
 
