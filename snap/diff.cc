@@ -58,9 +58,16 @@ Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, cons
   return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to);
 }
 
+bool SameButMtime(const Meta& a, const Meta& b) {
+  return a.mode == b.mode && a.uid == b.uid && a.gid == b.gid && a.xattrs == b.xattrs;
+}
+
 Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to) {
   TreeDelta d;
   AE_TRY(DiffDir(load, from, to, "", [&](const Difference& x) -> Result<void> {
+    if (x.old_entry && x.new_entry && x.old_entry->kind == Kind::kDir && x.new_entry->kind == Kind::kDir &&
+        x.old_entry->id == x.new_entry->id && SameButMtime(x.old_entry->meta, x.new_entry->meta))
+      return {};
     d.changes.push_back(x.change);
     if (x.old_entry && x.old_entry->kind == Kind::kFile) {
       d.files--;

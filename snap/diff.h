@@ -25,7 +25,14 @@ struct Difference {
 Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
                        const std::function<Result<void>(const Difference&)>& fn);
 
-// Every change between two trees, plus the file count / byte deltas.
+// Whether two metadata differ at most in mtime.
+bool SameButMtime(const Meta& a, const Meta& b);
+
+// Every change between two trees, plus the file count / byte deltas. A
+// directory whose contents and metadata are the same but its mtime (an
+// ignored file came and went, a temp file was made and removed) is no
+// change here: it makes no node and does not make the tree dirty. Trees
+// still record the exact mtime whenever a node is made.
 struct TreeDelta {
   std::vector<Change> changes;
   int64_t files = 0, bytes = 0;

@@ -314,6 +314,18 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   res.warnings = sc.out.warnings;
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;
   bool same = head && head->tree == sc.out.tree && head->root == sc.out.root && head->links == sc.out.links;
+  // The change summary is computed from the trees this scan made.
+  TreeLoader load = [&](const store::ObjectId& id) -> Result<Tree> {
+    auto it = sc.out.trees.find(id);
+    if (it == sc.out.trees.end()) return LoadTree(*store_, id);
+    return DecodeTree(it->second, id.Hex());
+  };
+  TreeDelta delta;
+  if (!same) {
+    AE_ASSIGN(delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
+    // Only directory mtimes moved: nothing a user would call a change.
+    same = head && delta.changes.empty() && SameButMtime(head->root, sc.out.root) && head->links == sc.out.links;
+  }
   if (same && !opt.allow_empty) {
     // Content may be new even so (files the stat cache will name).
     AE_TRY(CommitContent(sc));
@@ -322,14 +334,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
     AE_TRY(txn->Commit());
     return res;
   }
-  // Content, trees and the node go into one batch: one sync point. The
-  // change summary is computed first, from the trees this scan made.
-  TreeLoader load = [&](const store::ObjectId& id) -> Result<Tree> {
-    auto it = sc.out.trees.find(id);
-    if (it == sc.out.trees.end()) return LoadTree(*store_, id);
-    return DecodeTree(it->second, id.Hex());
-  };
-  AE_ASSIGN(TreeDelta delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
+  // Content, trees and the node go into one batch: one sync point.
   Node n;
   n.tree = sc.out.tree;
   n.root = sc.out.root;
@@ -441,7 +446,7 @@ Result<RepoStatus> Repo::Status() {
   } else {
     AE_ASSIGN(delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
     st.changed = delta.changes.size();
-    st.dirty = st.changed > 0 || (head && !(head->root == sc.out.root));
+    st.dirty = st.changed > 0 || (head && !SameButMtime(head->root, sc.out.root));
   }
   if (delta.changes.size() > ChangeSummary::kSampleSize) delta.changes.resize(ChangeSummary::kSampleSize);
   st.changes = std::move(delta.changes);

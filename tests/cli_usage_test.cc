@@ -253,4 +253,31 @@ TEST_CASE("cli usage: restore REF -- PATH puts back only those paths, saves unsa
   CHECK(Run(root, {"restore", "nosuch", "--", "app"}).code == 3);
 }
 
+TEST_CASE("cli usage: an ignored file that came and went leaves status clean and makes no node", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  CmdResult head = Run(root, {"head", "--json"});
+  REQUIRE(head.code == 0);
+  // An editor's swap file (ignored by default) moves etc/'s mtime.
+  struct stat before, after;
+  REQUIRE(::stat((Work(root) / "etc").c_str(), &before) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WriteOwned(Work(root) / "etc/.hosts.swp", "swap");
+  CmdResult status = Run(root, {"status", "--json"});
+  REQUIRE(status.code == 0);
+  CHECK(status.Json()["dirty"] == false);
+  fs::remove(Work(root) / "etc/.hosts.swp");
+  REQUIRE(::stat((Work(root) / "etc").c_str(), &after) == 0);
+  REQUIRE(after.st_mtim.tv_nsec + after.st_mtim.tv_sec * 1000000000L !=
+          before.st_mtim.tv_nsec + before.st_mtim.tv_sec * 1000000000L);
+  CHECK(Run(root, {"status", "--json"}).Json()["dirty"] == false);
+  CmdResult snap = Run(root, {"snap", "--json"});
+  REQUIRE(snap.code == 0);
+  CHECK(Run(root, {"head", "--json"}).out == head.out);
+  // A real change still records the directory exactly, mtime included.
+  WriteOwned(Work(root) / "etc/motd", "hi\n");
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  CHECK(Run(root, {"status", "--json"}).Json()["dirty"] == false);
+}
+
 }  // namespace agentenv::test
