@@ -4,11 +4,14 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "control/libarchive.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
+#include "store/manifest.h"
 
 namespace agentenv::control {
 namespace {
@@ -29,6 +32,14 @@ class TarWriter {
   ExportStats stats;
 
  private:
+  // A large file with all-zero chunks (holes, when it was read sparse:
+  // FastCDC cuts a long zero run into identical zero chunks, so the
+  // manifest shows them without reading any content) gets a sparse map of
+  // its other chunks: the pax writer then writes a GNU 1.0 sparse entry
+  // (GNU tar and bsdtar make the holes again) and skips the zeros.
+  Result<void> MarkHoles(archive_entry* ae, const snap::Entry& e);
+  std::map<uint64_t, store::ObjectId> zero_ids_;  // chunk size -> id of that many zeros
+
   Result<void> Fail(const std::string& path) {
     return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
   }
@@ -69,7 +80,11 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   A.archive_entry_set_mtime(ae.get(), e.meta.mtime_ns / 1000000000, e.meta.mtime_ns % 1000000000);
   mode_t type = 0;
   switch (e.kind) {
-    case snap::Kind::kFile: type = AE_IFREG; A.archive_entry_set_size(ae.get(), int64_t(e.size)); break;
+    case snap::Kind::kFile:
+      type = AE_IFREG;
+      A.archive_entry_set_size(ae.get(), int64_t(e.size));
+      AE_TRY(MarkHoles(ae.get(), e));
+      break;
     case snap::Kind::kDir: type = AE_IFDIR; break;
     case snap::Kind::kSymlink:
       type = AE_IFLNK;
@@ -97,6 +112,32 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
     stats.bytes += b.size();
     return {};
   }));
+  return {};
+}
+
+Result<void> TarWriter::MarkHoles(archive_entry* ae, const snap::Entry& e) {
+  if (e.content != store::ObjectType::kManifest) return {};
+  AE_ASSIGN(std::vector<uint8_t> raw, s_.Get(e.id));
+  AE_ASSIGN(std::vector<store::ManifestEntry> chunks, store::DecodeManifest(raw));
+  std::vector<std::pair<uint64_t, uint64_t>> data;  // offset, length
+  uint64_t off = 0;
+  bool holes = false;
+  for (const store::ManifestEntry& c : chunks) {
+    auto [it, fresh] = zero_ids_.try_emplace(c.size);
+    if (fresh) it->second = store::ObjectId::Of(std::vector<uint8_t>(c.size, 0));
+    if (c.id == it->second) {
+      holes = true;
+    } else if (!data.empty() && data.back().first + data.back().second == off) {
+      data.back().second += c.size;
+    } else {
+      data.emplace_back(off, c.size);
+    }
+    off += c.size;
+  }
+  if (!holes) return {};
+  // A file that ends in a hole: an empty region at its end keeps its size.
+  if (data.empty() || data.back().first + data.back().second < off) data.emplace_back(off, 0);
+  for (const auto& [o, n] : data) A.archive_entry_sparse_add_entry(ae, int64_t(o), int64_t(n));
   return {};
 }
 

@@ -34,7 +34,7 @@ Result<ArchiveLib> Load() {
   bool ok = AE_RESOLVE(archive_errno) && AE_RESOLVE(archive_error_string) && AE_RESOLVE(archive_entry_new) &&
             AE_RESOLVE(archive_entry_free) && AE_RESOLVE(archive_entry_filetype) &&
             AE_RESOLVE(archive_entry_hardlink) && AE_RESOLVE(archive_entry_pathname) &&
-            AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_uid) &&
+            AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_uid) && AE_RESOLVE(archive_entry_sparse_add_entry) &&
             AE_RESOLVE(archive_entry_gid) && AE_RESOLVE(archive_entry_set_filetype) &&
             AE_RESOLVE(archive_entry_set_gid) && AE_RESOLVE(archive_entry_set_hardlink) &&
             AE_RESOLVE(archive_entry_set_mtime) && AE_RESOLVE(archive_entry_set_pathname) &&

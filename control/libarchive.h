@@ -20,6 +20,7 @@ struct ArchiveLib {
   decltype(&::archive_entry_hardlink) archive_entry_hardlink;
   decltype(&::archive_entry_pathname) archive_entry_pathname;
   decltype(&::archive_entry_size) archive_entry_size;
+  decltype(&::archive_entry_sparse_add_entry) archive_entry_sparse_add_entry;
   decltype(&::archive_entry_uid) archive_entry_uid;
   decltype(&::archive_entry_gid) archive_entry_gid;
   decltype(&::archive_entry_set_filetype) archive_entry_set_filetype;

@@ -280,4 +280,34 @@ TEST_CASE("cli usage: an ignored file that came and went leaves status clean and
   CHECK(Run(root, {"status", "--json"}).Json()["dirty"] == false);
 }
 
+TEST_CASE("cli usage: a sparse file exports as a sparse entry that GNU tar and bsdtar extract sparse", "[cli][usage][export]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  fs::path sparse = Work(root) / "var.img";
+  WriteOwned(sparse, "head");
+  fs::resize_file(sparse, 50 << 20);  // a 50 MiB file, nearly all hole
+  {
+    std::fstream f(sparse, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20'000'000);
+    f << "middle";
+  }
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  fs::path file = tmp / "out.tar";
+  REQUIRE(Run(root, {"export", "HEAD", "-o", file.string()}).code == 0);
+  CHECK(fs::file_size(file) < (4u << 20));  // the zeros are not in the archive
+  for (const char* tar : {"/usr/bin/tar", "/usr/bin/bsdtar"}) {
+    INFO(tar);
+    fs::path x = tmp / (std::string("x-") + fs::path(tar).filename().string());
+    fs::create_directories(x);
+    CmdResult r = RunCmd({tar, "-xf", file.string(), "-C", x.string()});
+    CHECK(r.code == 0);
+    CHECK(r.err == "");
+    struct stat st;
+    REQUIRE(::stat((x / "var.img").c_str(), &st) == 0);
+    CHECK(st.st_size == (50 << 20));
+    CHECK(uint64_t(st.st_blocks) * 512 < (4u << 20));  // extracted sparse
+    CHECK(ReadFile(x / "var.img") == ReadFile(sparse));
+  }
+}
+
 }  // namespace agentenv::test
