@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Installs every Debian package that agentenv's build, tests and benchmarks
 # need. Idempotent; run as root on Debian 12.
+# Usage: install-deps.sh [--demo]   (--demo: only what building the binary
+# and running scripts/demo.sh need)
 set -euo pipefail
 
-packages=(
-  # build
+build=(
   build-essential cmake ninja-build pkg-config
   libzstd-dev liblmdb-dev liburing-dev libbtrfsutil-dev libssl-dev
-  libarchive-dev nlohmann-json3-dev libcli11-dev catch2
+  libarchive-dev nlohmann-json3-dev libcli11-dev
+)
+if [ "${1:-}" = --demo ]; then
+  packages=("${build[@]}" busybox-static)
+else
+packages=(
+  "${build[@]}" catch2
   # tests: loopback filesystems, unprivileged runs, the demo rootfs, peers
   xfsprogs btrfs-progs util-linux attr busybox-static zstd tar libarchive-tools
   iproute2 procps dpkg
   # benchmarks: the peers we compare with
   rsync restic borgbackup ostree git bubblewrap debootstrap hyperfine time
 )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,7 +30,7 @@ done
 # node and npm run the MCP conformance test. Debian's packages only when
 # there is no node at all: a node from elsewhere ships its own npm, and
 # Debian's npm would conflict with it.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+if [ "${1:-}" != --demo ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
   for p in nodejs npm; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
@@ -38,6 +46,8 @@ else
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+[ "${1:-}" = --demo ] && exit 0
 
 # The official MCP TypeScript client for tests/mcp, exactly as its
 # package-lock.json pins it; no network when it is already installed.
