@@ -25,6 +25,7 @@ void AddGlobals(CLI::App& app, Globals& g) {
   g.root = env && *env ? env : "/agentfs";
   app.add_option("--root", g.root, "Repository root (default: $AGENTENV_ROOT or /agentfs)");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
+  app.add_flag("-q,--quiet", g.quiet, "No progress and no summary on success; warnings and errors still go to stderr");
 }
 
 int Parse(CLI::App& app, int argc, char** argv, const Globals& g) {
@@ -54,6 +55,9 @@ int ReportOk(const Globals& g, json j, std::string_view text) {
   if (g.json) {
     j["ok"] = true;
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+  } else if (g.quiet && !g.data) {
+    if (j.contains("warnings") && j["warnings"].is_array())
+      for (const json& w : j["warnings"]) std::cerr << "warning: " << w.get<std::string>() << '\n';
   } else if (!text.empty()) {
     std::cout << text;
     if (text.back() != '\n') std::cout << '\n';

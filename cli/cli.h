@@ -37,6 +37,8 @@ int ExitFor(ErrorCode c);
 struct Globals {
   std::string root;   // --root, else $AGENTENV_ROOT, else /agentfs
   bool json = false;  // --json: one JSON object on stdout
+  bool quiet = false;  // -q: no progress, no summary on success (warnings still on stderr)
+  bool data = false;   // set by commands whose output is the data asked for: -q keeps it
 };
 
 using CommandFn = int (*)(int argc, char** argv);

@@ -11,6 +11,7 @@ namespace agentenv::cli {
 
 int CmdLs(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   std::string ref = "HEAD", path;
   CLI::App app{"List a directory of a node (or show one entry) without restoring it", "ls"};
   AddGlobals(app, g);
@@ -32,6 +33,7 @@ int CmdLs(int argc, char** argv) {
 
 int CmdCat(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   std::string ref, path;
   CLI::App app{"Print a file as it is in a node, without restoring it", "cat"};
   AddGlobals(app, g);

@@ -1,6 +1,7 @@
 // export and import: nodes as tarballs.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "control/archive.h"
 
 namespace agentenv::cli {
@@ -16,7 +17,7 @@ int CmdExport(int argc, char** argv) {
   app.add_option("--diff-from", req.diff_from, "Only what changed since this node; deletions as .wh. whiteouts (an OCI layer)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
-  auto r = control::Export(client, req);
+  auto r = WithProgress(g, client, [&] { return control::Export(client, req); });
   if (r && req.output == "-") return kExitOk;  // stdout holds the archive
   return Print(g, r, [](const control::ExportReply& e) {
     return "exported " + e.node.substr(0, 12) + " to " + e.output + ": " + std::to_string(e.entries) + " entries, " +
@@ -33,7 +34,8 @@ int CmdImport(int argc, char** argv) {
   app.add_option("-m,--message", req.message, "Message of the node (default: imported <archive>)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
-  return Print(g, control::ImportArchive(client, req), [&req](const control::ImportArchiveReply& r) {
+  auto r = WithProgress(g, client, [&] { return control::ImportArchive(client, req); });
+  return Print(g, r, [&req](const control::ImportArchiveReply& r) {
     std::string text;
     for (const auto& w : r.warnings) text += "warning: " + w + "\n";
     std::string s = r.node.substr(0, 12);

@@ -20,7 +20,7 @@ int CmdFsck(int argc, char** argv) {
                "that reached them as damaged (kept in history, not restorable); remove refs naming no node; "
                "rebuild the reference counts");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  const bool tty = !g.json && ::isatty(STDERR_FILENO);
+  const bool tty = !g.json && !g.quiet && ::isatty(STDERR_FILENO);
   const char* clear = tty ? "\r\033[K" : "";
   control::FsckCallbacks cb;
   if (!g.json) {

@@ -1,6 +1,7 @@
 // retain and gc: keep huge histories bounded.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "control/client.h"
 
 namespace agentenv::cli {
@@ -39,7 +40,8 @@ int CmdGc(int argc, char** argv) {
                "interrupted before their node was saved); reads every tree once");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
-  return Print(g, client.Call(req), [](const control::GcReply& r) {
+  auto result = WithProgress(g, client, [&] { return client.Call(req); });
+  return Print(g, result, [](const control::GcReply& r) {
     std::string text = "dropped " + std::to_string(r.dropped_objects) + " unreferenced objects (" +
                        HumanBytes(r.dropped_bytes) + "); freed " + HumanBytes(r.bytes_freed) + " on disk by rewriting " +
                        std::to_string(r.packs_rewritten) + " packs; " + std::to_string(r.live_objects) +

@@ -1,5 +1,6 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "control/archive.h"
 
 namespace agentenv::cli {
@@ -14,7 +15,8 @@ int CmdInit(int argc, char** argv) {
       ->excludes(f);
   app.add_option("-m,--message", req.message, "Message of the first node");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  return Print(g, control::Init(g.root, req), [](const control::InitReply& r) {
+  auto r = WithProgress(g, [&](Progress* p) { return control::Init(g.root, req, p); });
+  return Print(g, r, [](const control::InitReply& r) {
     std::string text;
     for (const auto& w : r.warnings) text += "warning: " + w + "\n";
     return text + "initialized " + r.root + " at " + r.node.short_id + " (" + std::to_string(r.entries) +

@@ -7,6 +7,7 @@ namespace agentenv::cli {
 
 int CmdLog(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   control::LogRequest req;
   CLI::App app{"Show history, newest first; '*' marks HEAD, '|' a node whose parent is not the next line", "log"};
   AddGlobals(app, g);
@@ -30,6 +31,7 @@ int CmdLog(int argc, char** argv) {
 
 int CmdHead(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   CLI::App app{"Show the current node (HEAD)", "head"};
   AddGlobals(app, g);
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
@@ -39,6 +41,7 @@ int CmdHead(int argc, char** argv) {
 
 int CmdBranches(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   CLI::App app{"Show the tips of history (nodes without children), newest first", "branches"};
   AddGlobals(app, g);
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;

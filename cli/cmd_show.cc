@@ -38,6 +38,7 @@ std::string DiffStat(const control::DiffReply& r) {
 
 int CmdShow(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   control::ShowRequest req;
   CLI::App app{"Show one node: message, label, parent, sizes and the paths it changed", "show"};
   AddGlobals(app, g);
@@ -66,6 +67,7 @@ int CmdShow(int argc, char** argv) {
 
 int CmdDiff(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   std::vector<std::string> refs;
   control::DiffRequest req;
   req.limit = 1000;

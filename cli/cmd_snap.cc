@@ -1,6 +1,7 @@
 // snap and restore: the two writes of the core loop.
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "control/client.h"
 
 namespace agentenv::cli {
@@ -28,7 +29,8 @@ int CmdSnap(int argc, char** argv) {
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   if (!paths.empty()) req.paths = paths;
   control::Client client(g.root);
-  return Print(g, client.Call(req), [](const control::SnapshotReply& r) {
+  auto result = WithProgress(g, client, [&] { return client.Call(req); });
+  return Print(g, result, [](const control::SnapshotReply& r) {
     if (!r.node) return Warnings(r.warnings) + "nothing changed; no node made";
     return Warnings(r.warnings) + "node " + r.node->short_id + ": " + r.node->title + "  (+" +
            std::to_string(r.added) + " ~" + std::to_string(r.modified) + " -" + std::to_string(r.deleted) + ")";
@@ -50,7 +52,8 @@ int CmdRestore(int argc, char** argv) {
   if (req.ref.empty())
     return ReportError(g, Error{"restore: which node? (REF, or --at TIME)", 0, ErrorCode::kInvalid});
   control::Client client(g.root);
-  return Print(g, client.Call(req), [](const control::RollbackReply& r) {
+  auto result = WithProgress(g, client, [&] { return client.Call(req); });
+  return Print(g, result, [](const control::RollbackReply& r) {
     std::string text = Warnings(r.warnings);
     if (r.saved) text += "saved uncommitted changes as " + r.saved->substr(0, 12) + "\n";
     return text + "restored " + r.node.short_id + " \"" + r.node.title + "\": wrote " + std::to_string(r.files_written) +

@@ -7,6 +7,7 @@ namespace agentenv::cli {
 
 int CmdStatus(int argc, char** argv) {
   Globals g;
+  g.data = true;  // -q keeps what it prints: the data asked for
   CLI::App app{"Show backend, HEAD, node count, disk use, stored vs logical bytes, and uncommitted changes", "status"};
   AddGlobals(app, g);
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;

@@ -14,6 +14,7 @@ int CmdTag(int argc, char** argv) {
   app.add_flag("-d,--delete", req.del, "Delete the tag");
   app.add_flag("-f,--force", req.force, "Move the tag if it names another node");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  g.data = req.name.empty();  // a listing is data: -q keeps it
   control::Client client(g.root);
   return Print(g, client.Call(req), [](const control::TagReply& r) {
     if (!r.deleted.empty()) return "deleted tag " + r.deleted;

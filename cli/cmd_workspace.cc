@@ -44,12 +44,14 @@ int CmdWorkspace(int argc, char** argv) {
   for (auto* sub : {ls, rm}) {
     sub->add_option("--root", g.root, "Repository root");
     sub->add_flag("--json", g.json, "Print one JSON object on stdout");
+    sub->add_flag("-q,--quiet", g.quiet, "No summary on success");
   }
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
   if (rm->parsed())
     return Print(g, client.Call(control::WorkspaceRmRequest{name}),
                  [](const control::WorkspaceRmReply& r) { return "removed workspace " + r.removed; });
+  g.data = true;  // a listing: -q keeps it
   return Print(g, client.Call(control::WorkspacesRequest{}), [](const control::WorkspacesReply& r) {
     std::string text;
     for (const auto& w : r.workspaces) text += WorkspaceLine(w) + "\n";

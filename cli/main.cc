@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   std::vector<char*> globals;
   while (at < args.size()) {
     std::string_view a = args[at];
-    if (a == "--json") {
+    if (a == "--json" || a == "-q" || a == "--quiet") {
       globals.push_back(args[at++]);
     } else if (a == "--root" && at + 1 < args.size()) {
       globals.push_back(args[at++]);

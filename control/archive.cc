@@ -12,8 +12,9 @@
 
 namespace agentenv::control {
 
-Result<InitReply> Init(const std::string& root, const InitRequest& r) {
+Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* progress) {
   AE_ASSIGN(auto repo, snap::Repo::Create(root));
+  repo->set_progress(progress);
   // Leave nothing half-made behind: the repository is new.
   struct Undo {
     const std::string& root;
@@ -34,7 +35,8 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r) {
     AE_ASSIGN(res, repo->Seed(r.from, r.message));
   } else {
     if (!r.tarball.empty())
-      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), [&](const std::string& w) { rep.warnings.push_back(w); }));
+      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), [&](const std::string& w) { rep.warnings.push_back(w); },
+                            UnprivilegedDevices::kSkip, progress));
     snap::SnapOptions opt;
     opt.message = r.message;
     opt.allow_empty = true;
@@ -61,7 +63,7 @@ Result<ExportReply> Export(Client& client, const ExportRequest& r) {
     AE_ASSIGN(snap::NodeRecord rec, repo.Record(b));
     base = rec.tree;
   }
-  AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output));
+  AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output, client.progress()));
   return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value()};
 }
 
@@ -80,7 +82,7 @@ Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequ
   } cleanup{tmpl};
   ImportArchiveReply rep;
   AE_TRY(ExtractTarball(r.archive, tmpl, [&](const std::string& w) { rep.warnings.push_back(w); },
-                        UnprivilegedDevices::kRefuse));
+                        UnprivilegedDevices::kRefuse, client.progress()));
   std::error_code ec;
   std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
   AE_ASSIGN(ImportReply imported,

@@ -26,7 +26,8 @@ struct InitReply {
 // Creates the repository at `root` and its first node. On failure nothing
 // of the new repository is left behind. Errors: kExists (already a
 // repository), kInvalid (a hostile archive), I/O.
-Result<InitReply> Init(const std::string& root, const InitRequest& r);
+// `progress` (may be null) is advanced while unpacking, scanning, writing.
+Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* progress = nullptr);
 
 struct ExportRequest {
   std::string ref;

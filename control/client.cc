@@ -16,8 +16,14 @@ Result<Server*> Client::Local() {
   if (!local_) {
     AE_ASSIGN(auto repo, OpenRepo(root_));
     local_ = std::make_unique<Server>(std::move(repo));
+    local_->repo().set_progress(progress_);
   }
   return local_.get();
+}
+
+void Client::set_progress(Progress* p) {
+  progress_ = p;
+  if (local_) local_->repo().set_progress(p);
 }
 
 Result<std::optional<json>> Client::AskDaemon(std::string_view op, const json& args, const FrameSink& emit) {

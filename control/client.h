@@ -46,6 +46,10 @@ class Client {
   // The repository opened in this process (on first use). Errors: as
   // OpenRepo.
   Result<Server*> Local();
+  // Counters that operations run here advance (a daemon's work shows none).
+  // Not owned; null: none.
+  void set_progress(Progress* p);
+  Progress* progress() const { return progress_; }
 
   // The result of `op` at the daemon serving `root`; nullopt when none
   // listens there (no socket, a dead daemon's socket, a path too long to
@@ -55,6 +59,7 @@ class Client {
  private:
   std::string root_;
   std::unique_ptr<Server> local_;
+  Progress* progress_ = nullptr;
 };
 
 // `agentenv exec`: one command on this process's terminal (stdio inherited,

@@ -21,8 +21,8 @@ using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free
 
 class TarWriter {
  public:
-  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out)
-      : A(lib), s_(s), a_(a), out_(out) {}
+  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out, Progress* progress)
+      : A(lib), s_(s), a_(a), out_(out), progress_(progress) {}
 
   Result<void> Put(const snap::Entry& e, const std::string& path);
   Result<void> Whiteout(const std::string& path);
@@ -47,6 +47,7 @@ class TarWriter {
   const store::Store& s_;
   archive* a_;
   std::string out_;
+  Progress* progress_;
 };
 
 // Names go to libarchive as the bytes they are, under a UTF-8 locale (see
@@ -110,8 +111,10 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   AE_TRY(s_.ReadFile(e.file(), [&](std::span<const uint8_t> b) -> Result<void> {
     if (A.archive_write_data(a_, b.data(), b.size()) != ssize_t(b.size())) return Fail(path);
     stats.bytes += b.size();
+    Advance(progress_, 0, b.size());
     return {};
   }));
+  Advance(progress_, 1, 0);
   return {};
 }
 
@@ -174,7 +177,10 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 }  // namespace
 
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
-                              const std::optional<store::ObjectId>& base, const std::string& out) {
+                              const std::optional<store::ObjectId>& base, const std::string& out,
+                              Progress* progress) {
+  if (base) BeginPhase(progress, "exporting");
+  else BeginPhase(progress, "exporting", n.files, n.logical_bytes);
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   Utf8Locale utf8;  // this thread, until the archive is written
@@ -196,7 +202,7 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
   }
   if (A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
     return Fail(out + ": " + A.archive_error_string(a.get()));
-  TarWriter w(A, s, a.get(), out);
+  TarWriter w(A, s, a.get(), out, progress);
   if (!base) {
     snap::Entry root;
     root.kind = snap::Kind::kDir;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "common/progress.h"
 #include "common/result.h"
 #include "snap/node.h"
 #include "store/store.h"
@@ -20,7 +21,9 @@ struct ExportStats {
 // the file name's suffix (.gz, .zst, else none). The same node always
 // gives the same bytes: walk order is sorted, owners are numeric, no
 // atime/ctime, no gzip timestamp. Errors: I/O, missing objects.
+// `progress` (may be null) counts entries and bytes written.
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
-                              const std::optional<store::ObjectId>& base, const std::string& out);
+                              const std::optional<store::ObjectId>& base, const std::string& out,
+                              Progress* progress = nullptr);
 
 }  // namespace agentenv::control

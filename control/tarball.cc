@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -107,7 +108,9 @@ class RootlessOwners {
 };
 
 Result<void> ExtractTarball(const std::string& path, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                            Progress* progress) {
+  BeginPhase(progress, "unpacking");
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   ReadArchive in(A.archive_read_new(), A.archive_read_free);
@@ -186,6 +189,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
     }
     if (A.archive_write_finish_entry(out.get()) < ARCHIVE_WARN)
       return Fail(name + ": " + A.archive_error_string(out.get()));
+    Advance(progress, 1, uint64_t(std::max<la_int64_t>(A.archive_entry_size(e), 0)));
   }
   // Directory modes and mtimes are applied here, after their contents.
   if (A.archive_write_close(out.get()) < ARCHIVE_WARN)

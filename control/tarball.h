@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "common/progress.h"
 #include "common/result.h"
 
 namespace agentenv::control {
@@ -25,8 +26,10 @@ enum class UnprivilegedDevices {
 // are handled as `devices` says (skips are reported via `warn`). Errors
 // writing `dest` are kIo. On error `dest` may hold a partial tree: the
 // caller removes it.
+// `progress` (may be null) counts entries and bytes unpacked.
 Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
                             const std::function<void(const std::string&)>& warn,
-                            UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+                            UnprivilegedDevices devices = UnprivilegedDevices::kSkip,
+                            Progress* progress = nullptr);
 
 }  // namespace agentenv::control

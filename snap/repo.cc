@@ -96,6 +96,7 @@ Result<RestoreOptions> Repo::RestoreOpts() {
   ro.reflink = backend == "reflink";
   ro.privileged = ::geteuid() == 0;
   ro.ignored = ignored_;
+  ro.progress = progress_;
   return ro;
 }
 
@@ -177,6 +178,8 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 std::unique_ptr<store::Batch>* batch) {
   AE_ASSIGN(*batch, store_->BeginBatch());
   ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
+  ctx.progress = progress_;
+  BeginPhase(progress_, "scanning");
   // The empty tree is the diff base of the first node.
   std::vector<uint8_t> empty = EncodeTree({});
   AE_TRY((*batch)->Put(store::ObjectType::kTree, empty));
@@ -238,6 +241,8 @@ Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::O
   Scanned sc;
   AE_ASSIGN(sc.batch, store_->BeginBatch());
   ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, NowNs()};
+  ctx.progress = progress_;
+  BeginPhase(progress_, "scanning");
   ctx.overlay_upper = true;
   AE_ASSIGN(sc.out, ScanUpper(ctx, fd.get(), rec.tree));
   return sc;

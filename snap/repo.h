@@ -132,6 +132,9 @@ class Repo {
   MetaDb& meta() { return *meta_; }
   // Paths the scan skips and restore leaves alone.
   void set_ignored(PathFilter f) { ignored_ = std::move(f); }
+  // Counters that scans, restores and gc advance from now on (null: none).
+  // Not owned; must outlive the calls that use it.
+  void set_progress(Progress* p) { progress_ = p; }
   // "reflink" when files can be cloned from the store into the live tree
   // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
   // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
@@ -303,6 +306,7 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
+  Progress* progress_ = nullptr;
   std::optional<std::string> backend_;
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock

@@ -234,6 +234,7 @@ Result<void> Restorer::Flush() {
     const Queued& q = *batch[i];
     ++stats.files_written;
     stats.bytes_written += q.entry.size;
+    Advance(opt_.progress, 1, q.entry.size);
     if (cloned[i]) ++stats.files_cloned;
     if (clean[i]) SeedStat(q.entry, q.file.rel, q.file.st);
   }
@@ -449,6 +450,7 @@ Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store
                                  const store::ObjectId& to, const Meta& to_root,
                                  std::span<const std::pair<std::string, std::string>> to_links,
                                  const RestoreOptions& opt) {
+  BeginPhase(opt.progress, "writing");
   Restorer r(s, opt);
   if (!opt.privileged) {
     struct stat st;

@@ -27,6 +27,7 @@ struct RestoreOptions {
   // is never removed or replaced (a node made before its directory became
   // a placeholder has no /tmp, and restoring it must not empty /tmp).
   PathFilter ignored;
+  Progress* progress = nullptr;  // files and bytes written
 };
 
 struct RestoreStats {

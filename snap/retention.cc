@@ -115,6 +115,7 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
     // crash in between leaves rows naming ids the store no longer has,
     // which the next gc skips; counts are never touched here.
     constexpr size_t kPage = 65536;
+    BeginPhase(progress_, "dropping");
     for (;;) {
       AE_ASSIGN(std::vector<store::ObjectId> ids, meta_->Garbage(kPage));
       if (ids.empty()) break;
@@ -129,6 +130,7 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
         if (!info) return Unexpected<Error>(info.error());
         ++res.dropped_objects;
         res.dropped_bytes += info->stored_size;
+        Advance(progress_, 1, info->stored_size);
         AE_TRY(batch->Drop(id));
       }
       AE_TRY(batch->Commit());
@@ -138,7 +140,14 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
     }
     AE_ASSIGN(res.live_objects, meta_->CountedObjects());
   }
-  AE_ASSIGN(store::CompactResult c, store_->Compact(compact));
+  BeginPhase(progress_, "compacting");
+  uint64_t copied = 0;
+  AE_ASSIGN(store::CompactResult c, store_->Compact(compact, [&](const store::CompactProgress& p) {
+    if (!progress_) return;
+    progress_->total_files.store(p.packs_total, std::memory_order_relaxed);
+    progress_->Add(0, p.bytes_copied - copied);
+    copied = p.bytes_copied;
+  }));
   res.bytes_freed = c.bytes_freed;
   res.packs_rewritten = c.packs_rewritten;
   return res;

@@ -223,6 +223,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
         e->id = cached->ref.id;
         e->content = cached->ref.type;
         e->size = cached->ref.size;
+        Advance(ctx_.progress, 1, 0);
         return {};  // an xattr change would have changed ctime
       }
       // O_NONBLOCK: if a fifo was swapped in since the stat, opening it
@@ -244,6 +245,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       std::lock_guard lock(mu);
       out.hashed_files++;
       out.hashed_bytes += ref.size;
+      Advance(ctx_.progress, 1, ref.size);
       if (now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
         now.xattrs = std::move(on_disk);
         now.ref = ref;

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/progress.h"
 #include "common/result.h"
 #include "snap/meta.h"
 #include "snap/tree.h"
@@ -49,6 +50,7 @@ struct ScanContext {
   // trusted.overlay.*: opaque marks, origins) are the overlay's
   // bookkeeping, not the files' metadata.
   bool overlay_upper = false;
+  Progress* progress = nullptr;  // files seen, bytes read
 };
 
 struct ScanOutput {

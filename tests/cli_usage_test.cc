@@ -310,4 +310,34 @@ TEST_CASE("cli usage: a sparse file exports as a sparse entry that GNU tar and b
   }
 }
 
+TEST_CASE("cli usage: a slow command shows progress on a terminal, -q and --json show none", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  std::string big(8 << 20, 'x');  // more than a pipe holds: export waits for its reader
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = char('a' + (i / 4096) % 26);
+  WriteOwned(Work(root) / "big", big);
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  // stderr on a terminal (script's pty), stdout into a reader that
+  // waits 1.5 s: the export is slow for a known reason.
+  auto on_tty = [&](const std::string& flags) {
+    std::string cmd = std::string(AGENTENV_BIN) + " export HEAD -o - --root " + root.string() + " " + flags +
+                      " | (sleep 1.5; cat >/dev/null)";
+    CmdResult r = RunCmd(AsNobody({"/usr/bin/script", "-qec", cmd, "/dev/null"}));
+    INFO(r.Describe());
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  std::string shown = on_tty("");
+  CHECK(shown.find("exporting: ") != std::string::npos);
+  CHECK(shown.find(" files, ") != std::string::npos);
+  CHECK(shown.find("\r\033[K") != std::string::npos);  // the line is cleared at the end
+  CHECK(on_tty("-q").find("exporting") == std::string::npos);
+  // -q: nothing on success, but data commands still print their data.
+  WriteOwned(Work(root) / "etc/motd", "hi\n");
+  CmdResult quiet = Run(root, {"snap", "-q"});
+  CHECK(quiet.code == 0);
+  CHECK(quiet.out == "");
+  CHECK(Run(root, {"-q", "log"}).out.find("etc/motd") != std::string::npos);
+}
+
 }  // namespace agentenv::test
