@@ -71,14 +71,20 @@ int CmdDiff(int argc, char** argv) {
   std::vector<std::string> refs;
   control::DiffRequest req;
   req.limit = 1000;
-  CLI::App app{"Show changed paths: diff A B (two nodes), diff A (node vs live tree), diff (HEAD vs live tree)", "diff"};
+  CLI::App app{"Show changed paths: diff A B (two nodes), diff A (node vs live tree), diff (HEAD vs live tree); "
+               "-- PATH... limits it to those paths", "diff"};
   AddGlobals(app, g);
   app.add_option("refs", refs, "Zero, one or two nodes")->expected(0, 2);
   app.add_option("-n,--limit", req.limit, "Show at most this many paths (default 1000)");
   app.add_option("--workspace,-w", req.workspace, "Diff this workspace instead of the live tree (HEAD: its last node)");
   bool stat = false;
   app.add_flag("--stat", stat, "Counts per top-level directory instead of paths");
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  app.add_flag("-p,--patch", req.patch, "Also show the content diff of each changed text file");
+  // Paths come after "--" (refs before it are never taken for paths).
+  int end = 1;
+  while (end < argc && std::string_view(argv[end]) != "--") ++end;
+  for (int i = end + 1; i < argc; ++i) req.paths.push_back(argv[i]);
+  if (int rc = Parse(app, end, argv, g); rc >= 0) return rc;
   if (stat) req.limit = UINT64_MAX;  // counting needs every path
   if (!refs.empty()) req.from = refs[0];
   if (refs.size() == 2) req.to = refs[1];
@@ -89,6 +95,10 @@ int CmdDiff(int argc, char** argv) {
     std::string text;
     for (const auto& c : r.changes) text += ChangeLine(c) + "\n";
     if (r.truncated) text += "... " + std::to_string(r.total - r.changes.size()) + " more (use -n)\n";
+    for (const auto& p : r.patches) {
+      if (!p.note.empty()) text += "\n" + p.path + ": " + p.note + ", no content diff\n";
+      else text += "\n" + p.diff;
+    }
     return text;
   });
 }

@@ -1,5 +1,6 @@
 // The history operations of control::Server.
 #include "control/server.h"
+#include "control/textdiff.h"
 
 #include <filesystem>
 #include <map>
@@ -70,13 +71,61 @@ Result<SnapshotReply> Server::SnapshotReplyOf(const snap::SnapResult& res) {
   return rep;
 }
 
-Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, uint64_t limit) {
-  DiffReply rep;
-  AE_TRY(snap::DiffTrees(repo_->store(), from, to, [&](const snap::Difference& d) -> Result<void> {
-    if (rep.total++ < limit) rep.changes.push_back(MakeChangeInfo(d.change));
+namespace {
+
+bool AtOrBelow(const std::string& path, const std::string& top) {
+  return top.empty() || path == top || (path.size() > top.size() && path.compare(0, top.size(), top) == 0 &&
+                                        path[top.size()] == '/');
+}
+
+// A changed file's content as text for a patch; a note when there is none.
+Result<std::string> TextOf(const store::Store& s, const snap::Entry* e, std::string* note) {
+  constexpr uint64_t kMaxBytes = 1 << 20;
+  if (!e || e->kind != snap::Kind::kFile) return std::string();
+  if (e->size > kMaxBytes) {
+    *note = "too large";
+    return std::string();
+  }
+  std::string text;
+  AE_TRY(s.ReadFile(e->file(), [&](std::span<const uint8_t> b) -> Result<void> {
+    text.append(reinterpret_cast<const char*>(b.data()), b.size());
     return {};
   }));
-  rep.truncated = rep.total > limit;
+  if (!LooksLikeText(text)) *note = "binary";
+  return text;
+}
+
+}  // namespace
+
+Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r) {
+  for (const std::string& p : r.paths)
+    if (p.empty() || p.front() == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos)
+      return Fail(ErrorCode::kInvalid, "diff: path '" + p + "': give tree-relative paths without '..'");
+  constexpr size_t kMaxPatches = 100;
+  DiffReply rep;
+  const store::Store& s = repo_->store();
+  AE_TRY(snap::DiffTrees(s, from, to, [&](const snap::Difference& d) -> Result<void> {
+    const std::string& p = d.change.path;
+    if (!r.paths.empty() &&
+        std::none_of(r.paths.begin(), r.paths.end(), [&](const std::string& top) { return AtOrBelow(p, top); }))
+      return {};
+    if (rep.total++ >= r.limit) return {};
+    rep.changes.push_back(MakeChangeInfo(d.change));
+    bool file = (d.old_entry && d.old_entry->kind == snap::Kind::kFile) ||
+                (d.new_entry && d.new_entry->kind == snap::Kind::kFile);
+    if (!r.patch || !file || rep.patches.size() >= kMaxPatches) return {};
+    FilePatch fp{p, "", ""};
+    AE_ASSIGN(std::string a, TextOf(s, d.old_entry, &fp.note));
+    AE_ASSIGN(std::string b, TextOf(s, d.new_entry, &fp.note));
+    if (fp.note.empty()) {
+      auto diff = UnifiedDiff(a, b, d.old_entry ? "a/" + p : "/dev/null", d.new_entry ? "b/" + p : "/dev/null");
+      if (diff) fp.diff = std::move(*diff);
+      else fp.note = "too many changed lines";
+    }
+    if (!fp.diff.empty() || !fp.note.empty()) rep.patches.push_back(std::move(fp));
+    return {};
+  }));
+  rep.truncated = rep.total > r.limit;
   return rep;
 }
 
@@ -150,7 +199,7 @@ Result<DiffReply> Server::Diff(const DiffRequest& r) {
   } else {
     AE_ASSIGN(to, TreeOf(*repo_, r.to));
   }
-  return DiffReplyOf(from, to, r.limit);
+  return DiffReplyOf(from, to, r);
 }
 
 Result<HeadReply> Server::Head(const HeadRequest&) {

@@ -93,7 +93,7 @@ class Server {
   Result<SnapshotReply> SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt);
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
-  Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, uint64_t limit);
+  Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
 
   std::unique_ptr<snap::Repo> repo_;
   std::mutex writer_mu_;  // see the file comment

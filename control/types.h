@@ -131,13 +131,27 @@ struct DiffRequest {
   std::string to;             // empty: the live tree (or the workspace as it is now)
   uint64_t limit = 200;
   std::string workspace;
-  template <class V> void Fields(V& v) { v("from", from); v("to", to); v("limit", limit); v("workspace", workspace); }
+  std::vector<std::string> paths;  // only changes at or below these tree-relative paths
+  bool patch = false;              // also the content diff of each changed text file
+  template <class V> void Fields(V& v) {
+    v("from", from); v("to", to); v("limit", limit); v("workspace", workspace); v("paths", paths, kOmitEmpty);
+    v("patch", patch);
+  }
+};
+struct FilePatch {
+  std::string path;
+  std::string diff;  // unified diff; empty when `note` says why there is none
+  std::string note;  // "binary", "too large", "too many changed lines"
+  template <class V> void Fields(V& v) { v("path", path); v("diff", diff); v("note", note, kOmitEmpty); }
 };
 struct DiffReply {
   std::vector<ChangeInfo> changes;
   uint64_t total = 0;
   bool truncated = false;
-  template <class V> void Fields(V& v) { v("changes", changes); v("total", total); v("truncated", truncated); }
+  std::vector<FilePatch> patches;  // with `patch`: one per changed file among `changes`
+  template <class V> void Fields(V& v) {
+    v("changes", changes); v("total", total); v("truncated", truncated); v("patches", patches, kOmitEmpty);
+  }
 };
 
 struct HeadRequest {

@@ -88,7 +88,7 @@ Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
   } else {
     AE_ASSIGN(to, tree_of(r.to));
   }
-  return DiffReplyOf(from, to, r.limit);
+  return DiffReplyOf(from, to, r);
 }
 
 

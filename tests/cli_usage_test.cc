@@ -340,4 +340,30 @@ TEST_CASE("cli usage: a slow command shows progress on a terminal, -q and --json
   CHECK(Run(root, {"-q", "log"}).out.find("etc/motd") != std::string::npos);
 }
 
+TEST_CASE("cli usage: diff -- PATH limits the paths, -p shows content diffs, binary files say so", "[cli][usage]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  WriteOwned(Work(root) / "etc/conf", "a = 1\nb = 2\nc = 3\n");
+  WriteOwned(Work(root) / "etc/blob", std::string("bin\0ary", 7));
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  WriteOwned(Work(root) / "etc/conf", "a = 1\nb = 20\nc = 3\n");
+  WriteOwned(Work(root) / "etc/blob", std::string("bin\0ARY", 7));
+  WriteOwned(Work(root) / "elsewhere", "x\n");
+  REQUIRE(Run(root, {"snap"}).code == 0);
+
+  CmdResult limited = Run(root, {"diff", "HEAD~1", "HEAD", "--json", "--", "etc"});
+  REQUIRE(limited.code == 0);
+  json j = limited.Json();
+  CHECK(j["total"] == 2);  // etc/conf, etc/blob; not elsewhere
+  CHECK(j.dump().find("elsewhere") == std::string::npos);
+
+  CmdResult text = Run(root, {"diff", "HEAD~1", "HEAD", "-p", "--", "etc/conf", "etc/blob"});
+  INFO(text.Describe());
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("--- a/etc/conf\n+++ b/etc/conf\n@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 20\n c = 3\n") !=
+        std::string::npos);
+  CHECK(text.out.find("etc/blob: binary, no content diff") != std::string::npos);
+  CHECK(Run(root, {"diff", "HEAD", "--", "../etc"}).code == 2);
+}
+
 }  // namespace agentenv::test
