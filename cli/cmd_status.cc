@@ -24,8 +24,9 @@ int CmdStatus(int argc, char** argv) {
     text += "HEAD       " + (st.head ? NodeLine(*st.head) : std::string("none")) + "\n";
     text += "nodes      " + std::to_string(st.nodes) + "\n";
     if (st.workspaces || st.lowers)
-      text += "workspaces " + std::to_string(st.workspaces) + " (" + std::to_string(st.lowers) + " materialized nodes, by " +
-              st.backend + ")\n";
+      text += "workspaces " + std::to_string(st.workspaces) + " (" + std::to_string(st.lowers) +
+              " materialized nodes: files another one has alike are hardlinked, others " +
+              (st.backend == "copy" ? "copied" : "reflinked") + ")\n";
     text += "live tree  " + std::to_string(st.head_files) + " files, " + HumanBytes(st.head_bytes) + " at HEAD\n";
     text += "store      " + HumanBytes(st.stored_bytes) + " stored for " + HumanBytes(st.logical_bytes) +
             " of unique content; " + HumanBytes(st.disk_bytes) + " on disk\n";

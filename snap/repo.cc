@@ -97,6 +97,9 @@ Result<RestoreOptions> Repo::RestoreOpts() {
   ro.privileged = ::geteuid() == 0;
   ro.ignored = ignored_;
   ro.progress = progress_;
+  // Reflinks from a materialized lower cover compressed content too,
+  // which the store's packs cannot clone.
+  if (ro.reflink) ro.sources = CloneSources::Open(*store_, layout::Lowers(root_));
   return ro;
 }
 
@@ -278,10 +281,15 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   ro.ignored = {};  // a new directory: nothing of it is kept
+  // Files another lower has with the same content and metadata are
+  // hardlinked (both are read-only); others are cloned or copied.
+  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree);
+  ro.link_sources = true;
+  RestoreStats rs;
   {
     UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return FailErrno(tmp, errno);
-    AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro));
+    AE_ASSIGN(rs, RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro));
   }
   // Another process may have built the same lower meanwhile: theirs wins.
   if (::rename(tmp.c_str(), dir.c_str()) != 0) {
@@ -290,7 +298,10 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
     if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
     return Lower{dir, "existing"};
   }
-  return Lower{dir, ro.reflink ? "reflink" : "copy"};
+  std::string method = ro.reflink ? "reflink" : "copy";
+  if (rs.files_linked) method = "hardlink (" + std::to_string(rs.files_linked) + " files), " + method + " (" +
+                                std::to_string(rs.files_written) + ")";
+  return Lower{dir, method};
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {

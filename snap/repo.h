@@ -229,8 +229,11 @@ class Repo {
   // layer of every workspace forked from a node with that tree. Built
   // under a temporary name and renamed when complete (a crash leaves a
   // temporary directory, never a partial lower); reused while it exists.
-  // `method`: "existing", "reflink" (files cloned from the store's packs
-  // where their bytes are stored raw) or "copy". Errors: kNotFound,
+  // Files that another lower has with the same content and metadata are
+  // hardlinked to it (lowers are never written); the rest are cloned
+  // (reflink backend: from another lower, or from the store's packs where
+  // their bytes are stored raw) or copied. `method`: "existing", "reflink",
+  // "copy", or "hardlink (N files), reflink|copy (M)". Errors: kNotFound,
   // kCorrupt (a damaged node), I/O.
   struct Lower {
     std::string dir;

@@ -176,6 +176,12 @@ bool HasZeroBlock(const std::vector<uint8_t>& data) {
 }
 
 Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel) {
+  // A new read-only tree: a lower's identical file serves as it is.
+  if (opt_.link_sources && opt_.sources && opt_.sources->LinkTo(rel, e, fd, e.name)) {
+    ++stats.files_linked;
+    Advance(opt_.progress, 1, e.size);
+    return {};
+  }
   auto q = std::make_unique<Queued>();
   q->file.dirfd = fd;
   q->file.tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
@@ -209,7 +215,8 @@ Result<void> Restorer::Flush() {
   for (size_t i = 0; r && i < batch.size(); ++i) {
     Queued& q = *batch[i];
     if (!q.stream) continue;
-    if (opt_.reflink) {
+    if (opt_.reflink && opt_.sources) cloned[i] = opt_.sources->CloneTo(q.file.rel, q.entry, q.file.fd.get());
+    if (opt_.reflink && !cloned[i]) {
       auto c = s_.CloneFileTo(q.entry.file(), q.file.fd.get());
       if (!c) r = Unexpected<Error>(c.error());
       else cloned[i] = *c;

@@ -8,12 +8,14 @@
 // contents, deepest first; hardlinks are joined at the end.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/result.h"
+#include "snap/clone_sources.h"
 #include "snap/scan.h"
 #include "snap/tree.h"
 #include "store/store.h"
@@ -28,10 +30,16 @@ struct RestoreOptions {
   // a placeholder has no /tmp, and restoring it must not empty /tmp).
   PathFilter ignored;
   Progress* progress = nullptr;  // files and bytes written
+  // Materialized lowers to take file content from (see clone_sources.h):
+  // cloned when `reflink`; hardlinked, when `link_sources`, to a file whose
+  // metadata is identical too (only for a read-only tree being built).
+  std::shared_ptr<const CloneSources> sources;
+  bool link_sources = false;
 };
 
 struct RestoreStats {
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
+  uint64_t files_linked = 0;  // hardlinked to a lower's file (link_sources)
   uint64_t removed = 0, created = 0, meta_updated = 0;
   uint64_t meta_only = 0;  // entries whose content was equal and only metadata was put back
   std::vector<std::string> warnings;  // what could not be restored, path first

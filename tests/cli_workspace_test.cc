@@ -251,4 +251,39 @@ TEST_CASE("tournament: kill -9 mid-run leaves no mount, no applied restore, and 
   CHECK(ls["workspaces"][0]["name"].get<std::string>().rfind(next["id"].get<std::string>(), 0) == 0);
 }
 
+TEST_CASE("workspace: a node close to a materialized one is materialized by hardlinks, and writes stay in the workspace", "[cli][workspace]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  WriteOwned(Work(root) / "etc/shared", "the same in both\n");
+  WriteOwned(Work(root) / "etc/changed", "old\n");
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  int code = -1;
+  json a = RunJson(root, {"fork", "HEAD", "--name", "a"}, &code);
+  REQUIRE(code == 0);
+  WriteOwned(Work(root) / "etc/changed", "new\n");
+  REQUIRE(Run(root, {"snap"}).code == 0);
+  json b = RunJson(root, {"fork", "HEAD", "--name", "b"}, &code);
+  REQUIRE(code == 0);
+  CHECK(b["materialized"].get<std::string>().rfind("hardlink (", 0) == 0);
+  fs::path la = a["workspace"]["lower"].get<std::string>(), lb = b["workspace"]["lower"].get<std::string>();
+  struct stat sa, sb;
+  REQUIRE(::lstat((la / "etc/shared").c_str(), &sa) == 0);
+  REQUIRE(::lstat((lb / "etc/shared").c_str(), &sb) == 0);
+  CHECK(sa.st_ino == sb.st_ino);  // one file for both lowers
+  REQUIRE(::lstat((la / "etc/changed").c_str(), &sa) == 0);
+  REQUIRE(::lstat((lb / "etc/changed").c_str(), &sb) == 0);
+  CHECK(sa.st_ino != sb.st_ino);
+  CHECK(ReadFile(lb / "etc/changed") == "new\n");
+  // A write to the shared file in b is copied up: a's lower, a and the
+  // live tree keep theirs.
+  CmdResult w = Run(root, {"exec", "--workspace", "b", "--", "/bin/sh", "-c", "echo b-only >> /etc/shared"});
+  INFO(w.Describe());
+  REQUIRE(w.code == 0);
+  CHECK(ReadFile(la / "etc/shared") == "the same in both\n");
+  CHECK(Run(root, {"exec", "--workspace", "a", "--no-snap", "--", "/bin/cat", "/etc/shared"}).out == "the same in both\n");
+  CHECK(ReadFile(Work(root) / "etc/shared") == "the same in both\n");
+  CHECK(Run(root, {"exec", "--workspace", "b", "--no-snap", "--", "/bin/cat", "/etc/shared"}).out ==
+        "the same in both\nb-only\n");
+}
+
 }  // namespace agentenv::test

@@ -46,5 +46,36 @@ TEST_CASE("restore clones large files on XFS with reflink", "[snap][root][reflin
   for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
 }
 
+TEST_CASE("restore clones compressible files from a materialized lower on XFS", "[snap][root][reflink]") {
+  if (!IsRoot()) Skip("needs root for a loopback XFS mount");
+  TempDir t;
+  XfsMount xfs(t.str());
+  if (!xfs.ok()) Skip("cannot make a loopback XFS with reflink here");
+  ::unsetenv("AGENTENV_BACKEND");
+  auto repo = MakeRepo(xfs.dir() + "/repo");
+  const std::string w = repo->work_dir();
+  REQUIRE(::mkdir((w + "/lib").c_str(), 0755) == 0);
+  // Text compresses: the store keeps it zstd-packed, which no reflink
+  // from a pack can give back.
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "line " + std::to_string(i % 97) + " of a compressible file\n";
+  for (int i = 0; i < 8; ++i) REQUIRE(WriteFileAt(w + "/lib/f" + std::to_string(i), text + std::to_string(i)));
+  Manifest want = Capture(w);
+  auto s1 = repo->Snapshot({});
+  REQUIRE(s1);
+  REQUIRE(s1->node);
+  auto lower = repo->Materialize(*s1->node);
+  REQUIRE(lower);
+  for (int i = 0; i < 8; ++i) REQUIRE(::unlink((w + "/lib/f" + std::to_string(i)).c_str()) == 0);
+  REQUIRE(repo->Snapshot({}));
+
+  auto res = repo->Restore(s1->node->Hex());
+  REQUIRE(res);
+  CHECK(res->stats.files_cloned == 8);  // every one, from the lower
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+  // Shared extents: the live file and the lower's are one on disk.
+  CHECK(RunCmd("filefrag -v " + w + "/lib/f3 | grep -c shared") != "0");
+}
+
 }  // namespace
 }  // namespace agentenv::test

@@ -1,0 +1,99 @@
+#include "snap/clone_sources.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "snap/fsops.h"
+
+namespace agentenv::snap {
+
+std::shared_ptr<CloneSources> CloneSources::Open(const store::Store& s, const std::string& lowers_dir,
+                                                 const std::optional<store::ObjectId>& except) {
+  std::shared_ptr<CloneSources> out(new CloneSources(s));
+  DIR* d = ::opendir(lowers_dir.c_str());
+  if (!d) return out;
+  while (dirent* de = ::readdir(d)) {
+    auto id = store::ObjectId::FromHex(de->d_name);
+    if (!id || (except && *id == *except)) continue;
+    UniqueFd fd(::openat(::dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd) out->lowers_.push_back({*id, std::move(fd)});
+  }
+  ::closedir(d);
+  // The same order every time: which lower serves a file must not vary.
+  std::sort(out->lowers_.begin(), out->lowers_.end(),
+            [](const Lower& a, const Lower& b) { return a.tree < b.tree; });
+  return out;
+}
+
+std::optional<Entry> CloneSources::FileAt(const Lower& l, const std::string& rel) const {
+  std::vector<std::string> parts = SplitPath(rel);
+  if (parts.empty()) return std::nullopt;
+  store::ObjectId tree = l.tree;
+  std::string dir;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::shared_ptr<const Tree> t;
+    {
+      std::lock_guard lock(mu_);
+      auto it = dirs_.find({l.tree, dir});
+      if (it != dirs_.end()) t = it->second;
+    }
+    if (!t) {
+      auto loaded = LoadTree(s_, tree);
+      if (!loaded) return std::nullopt;
+      t = std::make_shared<const Tree>(std::move(*loaded));
+      std::lock_guard lock(mu_);
+      dirs_.emplace(std::make_pair(l.tree, dir), t);
+    }
+    auto e = std::lower_bound(t->begin(), t->end(), parts[i],
+                              [](const Entry& x, const std::string& name) { return x.name < name; });
+    if (e == t->end() || e->name != parts[i]) return std::nullopt;
+    if (i + 1 == parts.size()) return e->kind == Kind::kFile ? std::optional<Entry>(*e) : std::nullopt;
+    if (e->kind != Kind::kDir) return std::nullopt;
+    tree = e->id;
+    dir = Join(dir, parts[i]);
+  }
+  return std::nullopt;
+}
+
+UniqueFd CloneSources::OpenIn(const Lower& l, const std::string& rel, int mode) const {
+  open_how how{};
+  how.flags = uint64_t(mode | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return UniqueFd(int(::syscall(SYS_openat2, l.fd.get(), rel.c_str(), &how, sizeof how)));
+}
+
+bool CloneSources::CloneTo(const std::string& rel, const Entry& e, int fd) const {
+  for (const Lower& l : lowers_) {
+    auto have = FileAt(l, rel);
+    if (!have || have->id != e.id) continue;
+    UniqueFd src = OpenIn(l, rel);
+    if (!src) continue;  // e.g. a 0000 file, unprivileged
+    if (::ioctl(fd, FICLONE, src.get()) == 0) return true;
+    return false;  // no reflinks here: no other lower will do better
+  }
+  return false;
+}
+
+bool CloneSources::LinkTo(const std::string& rel, const Entry& e, int dirfd, const std::string& name) const {
+  for (const Lower& l : lowers_) {
+    auto have = FileAt(l, rel);
+    if (!have || have->id != e.id || !(have->meta == e.meta)) continue;
+    // Linked by fd (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the
+    // /proc/self/fd form does not) so that no path is followed; O_PATH
+    // opens even a 0000 file.
+    UniqueFd src = OpenIn(l, rel, O_PATH);
+    if (!src) continue;
+    std::string proc = "/proc/self/fd/" + std::to_string(src.get());
+    if (::linkat(AT_FDCWD, proc.c_str(), dirfd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace agentenv::snap

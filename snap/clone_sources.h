@@ -1,0 +1,65 @@
+// snap/clone_sources: materialized lowers (lowers/<tree id>/, read-only
+// copies of a node's tree) as a source of file content for writing other
+// trees. A file at path P with content C can come from any lower whose
+// tree has C at P: by reflink (FICLONE) into a new file of the live tree or
+// of a new lower, or, for a new lower only, by a hardlink when its
+// metadata is identical too (lowers are never written: overlayfs copies a
+// file up before the first write).
+#pragma once
+
+#include <fcntl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "snap/tree.h"
+#include "store/store.h"
+
+namespace agentenv::snap {
+
+class CloneSources {
+ public:
+  // The complete lowers in `lowers_dir` (names that are tree ids; the
+  // temporary directories of unfinished ones are skipped), except the one
+  // of tree `except` (the tree being built). None: an empty set.
+  static std::shared_ptr<CloneSources> Open(const store::Store& s, const std::string& lowers_dir,
+                                            const std::optional<store::ObjectId>& except = std::nullopt);
+  bool empty() const { return lowers_.empty(); }
+
+  // Clones the content of `e` (a regular file entry) at tree path `rel`
+  // into the empty file `fd` from the first lower that holds that content
+  // there. False when none does or the filesystem cannot clone (the caller
+  // writes the file itself). Thread-safe.
+  bool CloneTo(const std::string& rel, const Entry& e, int fd) const;
+  // Hardlinks `name` in `dirfd` to the file at `rel` of the first lower
+  // whose entry there equals `e` (content and metadata). False when none
+  // does or linking failed (e.g. EMLINK: ext4's 65,000 links per inode).
+  // Thread-safe.
+  bool LinkTo(const std::string& rel, const Entry& e, int dirfd, const std::string& name) const;
+
+ private:
+  struct Lower {
+    store::ObjectId tree;
+    UniqueFd fd;  // the lower's root directory
+  };
+  CloneSources(const store::Store& s) : s_(s) {}
+  // The entry at `rel` in lower `l`'s tree, if it is a regular file.
+  std::optional<Entry> FileAt(const Lower& l, const std::string& rel) const;
+  // Opens `rel` below `l` (O_RDONLY or O_PATH), never through a symlink.
+  UniqueFd OpenIn(const Lower& l, const std::string& rel, int mode = O_RDONLY) const;
+
+  const store::Store& s_;
+  std::vector<Lower> lowers_;
+  mutable std::mutex mu_;
+  // Directory trees read so far, by (lower tree, directory path).
+  mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace agentenv::snap
