@@ -6,6 +6,11 @@
 #   1. fork of a node: the first one (materializes the node: agentenv's
 #      restore path) vs `cp -a` of the same tree; a second fork of the same
 #      node (the lower exists: O(1))
+#   1b. fork of a node 10 changed files away from a materialized one
+#      (hardlinks to the materialized lower)
+#   1c. restore of usr/lib/python3.11 + usr/lib/gcc deleted from the live
+#      tree, with HEAD's tree materialized (clones from the lower on XFS)
+#      and without
 #   2. snapshot of a workspace with 10 changed files (reads only the upper),
 #      on synthetic trees of 10k and 100k files: the cost must not follow the
 #      tree; peer: `agentenv snap` of the same change in the live tree (a
@@ -77,6 +82,38 @@ f=$(median "${first[@]}") c=$(median "${cpa[@]}") a=$(median "${again[@]}")
 row "first fork (materialize, $FS)" "$f ms" "cp -a" "$c ms" "$(ratio "$f" "$c")" "<= 1.2 (ext4), <= 0.3 (xfs)"
 row "second fork of the same node" "$a ms" "" "" "" "<= 20 ms"
 rm -rf "$W/cp"
+
+# --- 1b. fork of a node 10 files away from a materialized one (hardlinks) ---
+note "1b. fork of a node 10 changed files away from a materialized node"
+near=()
+for ((r = 0; r < REPS; r++)); do
+  for i in 0 1 2 3 4 5 6 7 8 9; do head -c 100000 /dev/urandom >"$AGENTENV_ROOT/work/current/etc/near-$i"; done
+  "$AE" snap -m "near $r" >/dev/null
+  sync
+  t0=$(ms); "$AE" fork --name n$r >/dev/null; t1=$(ms)
+  near+=("$(elapsed "$t0" "$t1")")
+done
+n=$(median "${near[@]}")
+row "fork of a node 10 files from a materialized one" "$n ms" "cp -a" "$c ms" "$(ratio "$c" "$n")x faster" "<= 1000 ms"
+
+# --- 1c. restore of two deleted library trees, with and without a lower ---
+libs="usr/lib/python3.11 usr/lib/gcc"
+nlib=$(cd "$AGENTENV_ROOT/work/current" && find $libs -type f | wc -l)
+note "1c. restore of $libs ($nlib files) deleted from the live tree"
+with=() without=()
+for ((r = 0; r < REPS; r++)); do
+  for mode in with without; do
+    if [ $mode = without ]; then rm -rf "$AGENTENV_ROOT/workspaces" "$AGENTENV_ROOT/lowers"
+    else "$AE" fork --name lib$r >/dev/null; fi   # HEAD's tree materialized (lowers/<tree>)
+    (cd "$AGENTENV_ROOT/work/current" && rm -rf $libs)
+    "$AE" snap -m "libs gone" >/dev/null
+    sync
+    t0=$(ms); "$AE" restore HEAD~1 >/dev/null; t1=$(ms)
+    if [ $mode = with ]; then with+=("$(elapsed "$t0" "$t1")"); else without+=("$(elapsed "$t0" "$t1")"); fi
+  done
+done
+wl=$(median "${with[@]}") wo=$(median "${without[@]}")
+row "restore $nlib deleted files, a lower present ($FS)" "$wl ms" "the same without a lower" "$wo ms" "$(ratio "$wo" "$wl")x faster" "<= 300 ms (xfs)"
 
 # --- 2. snapshot of a workspace with 10 changed files, 10k and 100k files ---
 make_tree() {  # DIR FILES: 100 files of 1-4 KiB per directory, plus busybox as /bin/sh

@@ -15,8 +15,14 @@
 namespace agentenv::snap {
 
 std::shared_ptr<CloneSources> CloneSources::Open(const store::Store& s, const std::string& lowers_dir,
-                                                 const std::optional<store::ObjectId>& except) {
+                                                 const std::optional<store::ObjectId>& except,
+                                                 const std::string& live_dir, const MetaDb* meta) {
   std::shared_ptr<CloneSources> out(new CloneSources(s));
+  if (!live_dir.empty() && meta) {
+    auto reader = meta->ReadStats();
+    out->live_.reset(::open(live_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (reader && out->live_) out->stats_ = std::move(*reader);
+  }
   DIR* d = ::opendir(lowers_dir.c_str());
   if (!d) return out;
   while (dirent* de = ::readdir(d)) {
@@ -62,22 +68,45 @@ std::optional<Entry> CloneSources::FileAt(const Lower& l, const std::string& rel
   return std::nullopt;
 }
 
-UniqueFd CloneSources::OpenIn(const Lower& l, const std::string& rel, int mode) const {
+UniqueFd CloneSources::OpenIn(int dirfd, const std::string& rel, int mode) {
   open_how how{};
   how.flags = uint64_t(mode | O_NOFOLLOW | O_CLOEXEC);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return UniqueFd(int(::syscall(SYS_openat2, l.fd.get(), rel.c_str(), &how, sizeof how)));
+  return UniqueFd(int(::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how)));
 }
 
 bool CloneSources::CloneTo(const std::string& rel, const Entry& e, int fd) const {
   for (const Lower& l : lowers_) {
     auto have = FileAt(l, rel);
     if (!have || have->id != e.id) continue;
-    UniqueFd src = OpenIn(l, rel);
+    UniqueFd src = OpenIn(l.fd.get(), rel);
     if (!src) continue;  // e.g. a 0000 file, unprivileged
     if (::ioctl(fd, FICLONE, src.get()) == 0) return true;
-    return false;  // no reflinks here: no other lower will do better
+    return false;  // no reflinks here: no other source will do better
   }
+  return CloneFromLive(rel, e, fd);
+}
+
+bool CloneSources::CloneFromLive(const std::string& rel, const Entry& e, int fd) const {
+  if (!stats_) return false;
+  std::optional<StatEntry> cached;
+  {
+    std::lock_guard lock(mu_);
+    cached = stats_->Get(rel);
+  }
+  if (!cached || cached->ref.id != e.id) return false;
+  UniqueFd src = OpenIn(live_.get(), rel);
+  auto unchanged = [&] {
+    struct stat st;
+    return ::fstat(src.get(), &st) == 0 && uint64_t(st.st_dev) == cached->dev && uint64_t(st.st_ino) == cached->ino &&
+           uint64_t(st.st_size) == cached->size && ToNs(st.st_mtim) == cached->mtime_ns &&
+           ToNs(st.st_ctim) == cached->ctime_ns;
+  };
+  // Cached and unchanged before and after: the clone holds that content
+  // (a write meanwhile would have moved ctime).
+  if (!src || !unchanged() || ::ioctl(fd, FICLONE, src.get()) != 0) return false;
+  if (unchanged()) return true;
+  (void)!::ftruncate(fd, 0);
   return false;
 }
 
@@ -88,7 +117,7 @@ bool CloneSources::LinkTo(const std::string& rel, const Entry& e, int dirfd, con
     // Linked by fd (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the
     // /proc/self/fd form does not) so that no path is followed; O_PATH
     // opens even a 0000 file.
-    UniqueFd src = OpenIn(l, rel, O_PATH);
+    UniqueFd src = OpenIn(l.fd.get(), rel, O_PATH);
     if (!src) continue;
     std::string proc = "/proc/self/fd/" + std::to_string(src.get());
     if (::linkat(AT_FDCWD, proc.c_str(), dirfd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;

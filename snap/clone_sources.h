@@ -19,6 +19,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "snap/meta.h"
 #include "snap/tree.h"
 #include "store/store.h"
 
@@ -28,10 +29,13 @@ class CloneSources {
  public:
   // The complete lowers in `lowers_dir` (names that are tree ids; the
   // temporary directories of unfinished ones are skipped), except the one
-  // of tree `except` (the tree being built). None: an empty set.
+  // of tree `except` (the tree being built). None: an empty set. With
+  // `live_dir` and `meta`: the live tree too, for clones only (it is
+  // written), and only of files whose stat still matches the stat cache
+  // entry that names their content, before and after the clone.
   static std::shared_ptr<CloneSources> Open(const store::Store& s, const std::string& lowers_dir,
-                                            const std::optional<store::ObjectId>& except = std::nullopt);
-  bool empty() const { return lowers_.empty(); }
+                                            const std::optional<store::ObjectId>& except = std::nullopt,
+                                            const std::string& live_dir = "", const MetaDb* meta = nullptr);
 
   // Clones the content of `e` (a regular file entry) at tree path `rel`
   // into the empty file `fd` from the first lower that holds that content
@@ -52,11 +56,17 @@ class CloneSources {
   CloneSources(const store::Store& s) : s_(s) {}
   // The entry at `rel` in lower `l`'s tree, if it is a regular file.
   std::optional<Entry> FileAt(const Lower& l, const std::string& rel) const;
-  // Opens `rel` below `l` (O_RDONLY or O_PATH), never through a symlink.
-  UniqueFd OpenIn(const Lower& l, const std::string& rel, int mode = O_RDONLY) const;
+  // Opens `rel` below directory `dirfd` (O_RDONLY or O_PATH), never
+  // through a symlink.
+  static UniqueFd OpenIn(int dirfd, const std::string& rel, int mode = O_RDONLY);
+  // The live tree's file at `rel`, if the stat cache says it holds `e`'s
+  // content, cloned into `fd` (left empty on failure).
+  bool CloneFromLive(const std::string& rel, const Entry& e, int fd) const;
 
   const store::Store& s_;
   std::vector<Lower> lowers_;
+  UniqueFd live_;
+  std::unique_ptr<MetaDb::StatReader> stats_;  // GUARDED_BY(mu_): one read transaction
   mutable std::mutex mu_;
   // Directory trees read so far, by (lower tree, directory path).
   mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_;  // GUARDED_BY(mu_)

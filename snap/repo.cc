@@ -283,7 +283,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   ro.ignored = {};  // a new directory: nothing of it is kept
   // Files another lower has with the same content and metadata are
   // hardlinked (both are read-only); others are cloned or copied.
-  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree);
+  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get());
   ro.link_sources = true;
   RestoreStats rs;
   {

@@ -1,7 +1,11 @@
 // snap/ on a reflink filesystem: restore clones file content from the
 // store's packs instead of copying (loopback XFS image, root only).
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -75,6 +79,36 @@ TEST_CASE("restore clones compressible files from a materialized lower on XFS", 
   for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
   // Shared extents: the live file and the lower's are one on disk.
   CHECK(RunCmd("filefrag -v " + w + "/lib/f3 | grep -c shared") != "0");
+}
+
+TEST_CASE("materializing HEAD on XFS clones unchanged files from the live tree", "[snap][root][reflink]") {
+  if (!IsRoot()) Skip("needs root for a loopback XFS mount");
+  TempDir t;
+  XfsMount xfs(t.str());
+  if (!xfs.ok()) Skip("cannot make a loopback XFS with reflink here");
+  ::unsetenv("AGENTENV_BACKEND");
+  auto repo = MakeRepo(xfs.dir() + "/repo");
+  const std::string w = repo->work_dir();
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "line " + std::to_string(i % 97) + " compresses well\n";
+  REQUIRE(WriteFileAt(w + "/a", text + "a"));
+  REQUIRE(WriteFileAt(w + "/b", text + "b"));
+  // Old mtimes: outside the racy window, so the scan caches their stat.
+  for (const char* f : {"/a", "/b"}) {
+    struct timespec ts[2] = {{1700000000, 0}, {1700000000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (w + f).c_str(), ts, 0) == 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ctimes leave the racy window
+  auto s1 = repo->Snapshot({});
+  REQUIRE(s1);
+  REQUIRE(s1->node);
+  REQUIRE(WriteFileAt(w + "/b", "changed since the snapshot\n"));  // its stat no longer matches
+  auto lower = repo->Materialize(*s1->node);
+  REQUIRE(lower);
+  CHECK(ReadFileAt(lower->dir + "/a") == text + "a");
+  CHECK(ReadFileAt(lower->dir + "/b") == text + "b");  // from the store, not the changed live file
+  CHECK(RunCmd("filefrag -v " + lower->dir + "/a | grep -c shared") != "0");
+  CHECK(RunCmd("filefrag -v " + lower->dir + "/b | grep -c shared") == "0");
 }
 
 }  // namespace
