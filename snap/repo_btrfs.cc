@@ -31,6 +31,12 @@ std::string SubvolOf(const std::string& root, const store::ObjectId& id) {
 
 Result<bool> Repo::UseSubvols() {
   if (subvols_) return *subvols_;
+  // Not Backend() first: elsewhere its reflink probe would cost every
+  // snapshot two file creations.
+  if (!btrfs::IsSubvolume(work_dir())) {
+    subvols_ = false;
+    return false;
+  }
   AE_ASSIGN(std::string backend, Backend());
   // Without CAP_SYS_ADMIN there is no change search, and snapshots could
   // not be deleted (unless user_subvol_rm_allowed): scan as elsewhere.
