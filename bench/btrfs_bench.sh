@@ -11,7 +11,10 @@
 #
 # Usage: bench/btrfs_bench.sh [agentenv-binary]
 # Env:   ROOTFS (default /var/tmp/agentenv-bench/rootfs), REPS (5),
-#        SIZE_GB (6), SIZES ("10000 100000"), KEEP=1 to keep the image.
+#        SIZE_GB (6), SIZES ("10000 100000"), KEEP=1 to keep the image,
+#        COPIES (1): the live tree of 2.-3. is the rootfs plus COPIES-1
+#        copies of its /usr under /srv (a bigger tree of the same kind: 3
+#        gives about 40k entries, the size of a dev rootfs).
 # Needs root (loop devices; the rootfs holds root-owned files), git, rsync,
 # python3, mkfs.btrfs.
 set -euo pipefail
@@ -21,6 +24,7 @@ ROOTFS=${ROOTFS:-/var/tmp/agentenv-bench/rootfs}
 REPS=${REPS:-5}
 SIZE_GB=${SIZE_GB:-6}
 SIZES=${SIZES:-10000 100000}
+COPIES=${COPIES:-1}
 
 die() { echo "btrfs_bench: $*" >&2; exit 1; }
 note() { printf '%s\n' "$*" >&2; }
@@ -59,9 +63,10 @@ timed() {
 ROWS=()
 # row WHAT AGENTENV_NS PEER PEER_NS TARGET_X: verdict PASS when peer/agentenv >= TARGET_X
 row() {
-  local r; r=$(ratio "$4" "$2")
-  local v="-"; [ -n "$5" ] && v=$(awk -v r="$r" -v t="$5" 'BEGIN {print (r >= t ? "PASS" : "MISS")}')
-  ROWS+=("| $1 | $(msf "$2") ms | $3 | $( [ -n "$4" ] && echo "$(msf "$4") ms" ) | ${r}x | ${5:+>= ${5}x} | $v |")
+  local r="" p="" v="-"
+  if [ -n "$4" ]; then r="$(ratio "$4" "$2")x"; p="$(msf "$4") ms"; fi
+  if [ -n "$5" ]; then v=$(awk -v r="${r%x}" -v t="$5" 'BEGIN {print (r >= t ? "PASS" : "MISS")}'); fi
+  ROWS+=("| $1 | $(msf "$2") ms | $3 | $p | $r | ${5:+>= ${5}x} | $v |")
 }
 
 note "tree: $ROOTFS, $(find "$ROOTFS" | wc -l) entries, $(du -sh "$ROOTFS" | cut -f1); btrfs on $LOOP ($SIZE_GB GB)"
@@ -72,11 +77,16 @@ export AGENTENV_ROOT=$MNT/ae
 T=$AGENTENV_ROOT/work/current
 init=() cpa=()
 timed cpa cp -a "$ROOTFS" "$MNT/cp"
-rm -rf "$MNT/cp"; sync
+sync  # the copy stays: deleting it would leave the btrfs cleaner busy during the timings
 timed init "$AE" init --from "$ROOTFS"
 sync
 "$AE" status --json | grep -q '"backend": *"btrfs"' || die "the repository did not choose the btrfs backend"
 row "init --from (btrfs)" "${init[0]}" "cp -a" "${cpa[0]}" ""
+for c in $(seq 2 "$COPIES"); do
+  mkdir -p "$T/srv"; cp -a --reflink=always "$T/usr" "$T/srv/usr-copy$c"
+done
+if [ "$COPIES" -gt 1 ]; then "$AE" snap -m copies >>"$LOG" 2>&1; sync; fi
+NENT=$(find "$T" | wc -l)
 
 # --- 2. snap of 10 changed files vs git and rsync --link-dest ---
 mapfile -t TEN < <(cd "$T" && find usr/share/doc -name copyright -type f -links 1 | sort |
@@ -93,12 +103,17 @@ rsync_snap() { nsnap=$((nsnap + 1)); timed "$1" rsync -a --link-dest="$PREV" "$T
 change10; declare -a warm=()
 timed warm "$AE" snap -m warm; timed warm bash -c '"$@" add -A && "$@" commit -q -m warm' _ "${GIT[@]}"; rsync_snap warm
 snap=() gitc=() rsy=() nochange=()
+# Each timed command starts with nothing of another tool's left to write
+# back (sync before it): a btrfs snapshot commits the whole filesystem's
+# transaction, so rsync's thousands of new links would otherwise be charged
+# to the next snap. The snap right after change10 still writes back the
+# changed files' data itself.
 for r in $(seq "$REPS"); do
-  change10
+  sync; change10
   timed snap "$AE" snap -m "step $r"
-  timed gitc bash -c '"$@" add -A && "$@" commit -q -m step' _ "${GIT[@]}"
-  rsync_snap rsy
-  timed nochange "$AE" snap -m "no change"
+  sync; timed gitc bash -c '"$@" add -A && "$@" commit -q -m step' _ "${GIT[@]}"
+  sync; rsync_snap rsy
+  sync; timed nochange "$AE" snap -m "no change"
 done
 S=$(median "${snap[@]}")
 row "snap, 10 changed files" "$S" "git add -A && commit" "$(median "${gitc[@]}")" 20
@@ -109,7 +124,7 @@ row "snap, no change" "$(median "${nochange[@]}")" "" "" ""
 fork=() rest=()
 for r in $(seq "$REPS"); do
   rm -rf "$AGENTENV_ROOT/lowers" "$AGENTENV_ROOT/workspaces"
-  timed fork "$AE" fork HEAD~1 --name f$r
+  sync; timed fork "$AE" fork HEAD~1 --name f$r
   "$AE" workspace rm f$r >>"$LOG" 2>&1 || true
 done
 grep -q "(snapshot," "$LOG" || note "warning: forks did not materialize by snapshot"
@@ -117,8 +132,9 @@ F=$(median "${fork[@]}")
 ROWS+=("| fork of HEAD~1 (materialize: subvolume snapshot) | $(msf "$F") ms | | | | <= 50 ms | $(awk -v f="$F" 'BEGIN {print (f <= 50e6 ? "PASS" : "MISS")}') |")
 rd=()
 for r in $(seq "$REPS"); do
-  change10
+  sync; change10
   timed rest "$AE" restore HEAD
+  sync; change10; sync
   timed rd rsync -a --delete "$RS/s$nsnap/" "$T/"
 done
 row "restore HEAD after 10 changed files (in place)" "$(median "${rest[@]}")" "rsync -a --delete" "$(median "${rd[@]}")" ""
@@ -141,11 +157,12 @@ for size in $SIZES; do
   root=$MNT/flat-$size src=$MNT/src-$size
   make_tree "$src" "$size"
   "$AE" init --root "$root" --from "$src" >>"$LOG" 2>&1
-  rm -rf "$src"
+  sync  # $src stays: deleting it would keep the btrfs cleaner busy during the timings
   "$AE" snap --root "$root" -m base >>"$LOG" 2>&1 || true
   s=()
   for r in $(seq "$REPS"); do
-    for i in $(seq 0 9); do head -c 102400 /dev/urandom >"$root/work/current/d$i/e$((i * 100))/f$r"; done
+    sync
+    for i in $(seq 0 9); do j=$((i * size / 1000)); head -c 102400 /dev/urandom >"$root/work/current/d$((j / 100))/e$j/f$r"; done
 
     timed s "$AE" snap --root "$root" -m "step $r"
   done
@@ -154,7 +171,7 @@ for size in $SIZES; do
 done
 
 echo "btrfs backend vs peers: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) cores, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "tree: $ROOTFS ($(find "$ROOTFS" | wc -l) entries); loopback btrfs ${SIZE_GB} GB (fallocate); medians of $REPS; no daemon"
+echo "tree: $ROOTFS ($(find "$ROOTFS" | wc -l) entries; live tree of the snap rows: $NENT entries); loopback btrfs ${SIZE_GB} GB (fallocate); medians of $REPS; no daemon"
 echo
 echo "| operation | agentenv | peer | peer time | peer/agentenv | target | verdict |"
 echo "|---|---|---|---|---|---|---|"
