@@ -48,7 +48,7 @@ Result<uint64_t> CreatedTransid(const std::string& path);
 // same live tree (next taken later), as inputs for ScanPaths: `paths`
 // (re-read, with their subtrees) and `entries` (only the directory entry
 // itself: its own metadata). Found from the filesystem: the inodes of
-// `next` touched in a transaction at or after `base` was created (the
+// `next` touched in a transaction after the one that created `base` (the
 // find-new search), each resolved to its paths in `next`; for a changed
 // directory its listing in `next` is compared with the one in `base` by
 // name and inode number, which catches deletions and renames. Paths for

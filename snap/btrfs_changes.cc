@@ -34,11 +34,15 @@ uint64_t Le64(const uint8_t* p) {
   return le64toh(v);
 }
 
-// Every inode of the subvolume at `fd` whose inode item was written in
-// transaction `since` or later. The search visits only tree blocks
-// written since then (the kernel skips older ones), so its cost follows
-// the changes; a block's generation says only that something in it
-// changed, so each inode item's own transid decides.
+// Every inode of the subvolume at `fd` whose inode item was written in a
+// transaction after `since`. The search visits only tree blocks written
+// since then (the kernel skips older ones), so its cost follows the
+// changes; a block's generation says only that something in it changed,
+// so each inode item's own transid decides. Why "after" is exact: a
+// snapshot is made inside the commit of its transaction `since`, once no
+// writer can join it any more, with the delayed inode items flushed; so
+// it holds every change stamped `since` or earlier, and every later
+// change is stamped with a later transaction.
 Result<std::vector<ChangedInode>> ChangedInodes(int fd, uint64_t since, const std::string& what) {
   constexpr size_t kBuf = 256 * 1024;
   std::unique_ptr<uint64_t[]> mem(new uint64_t[(sizeof(btrfs_ioctl_search_args_v2) + kBuf) / 8 + 1]);
@@ -77,7 +81,7 @@ Result<std::vector<ChangedInode>> ChangedInodes(int fd, uint64_t since, const st
         uint64_t transid = Le64(item + offsetof(btrfs_inode_item, transid));
         uint32_t mode;
         std::memcpy(&mode, item + offsetof(btrfs_inode_item, mode), 4);
-        if (transid >= since) out.push_back({h.objectid, S_ISDIR(le32toh(mode))});
+        if (transid > since) out.push_back({h.objectid, S_ISDIR(le32toh(mode))});
       }
       last = h;
       p += sizeof h + h.len;
