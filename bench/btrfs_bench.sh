@@ -115,6 +115,9 @@ for r in $(seq "$REPS"); do
   sync; rsync_snap rsy
   sync; timed nochange "$AE" snap -m "no change"
 done
+samples() { local x out=""; for x in "$@"; do out+="$(msf "$x") "; done; echo "${out% }"; }
+SAMPLES=("snap: $(samples "${snap[@]}")" "git: $(samples "${gitc[@]}")" "rsync: $(samples "${rsy[@]}")"
+         "no-change snap: $(samples "${nochange[@]}")")
 S=$(median "${snap[@]}")
 row "snap, 10 changed files" "$S" "git add -A && commit" "$(median "${gitc[@]}")" 20
 row "snap, 10 changed files" "$S" "rsync --link-dest" "$(median "${rsy[@]}")" 100
@@ -129,6 +132,7 @@ for r in $(seq "$REPS"); do
 done
 grep -q "(snapshot," "$LOG" || note "warning: forks did not materialize by snapshot"
 F=$(median "${fork[@]}")
+SAMPLES+=("fork: $(samples "${fork[@]}")")
 ROWS+=("| fork of HEAD~1 (materialize: subvolume snapshot) | $(msf "$F") ms | | | | <= 50 ms | $(awk -v f="$F" 'BEGIN {print (f <= 50e6 ? "PASS" : "MISS")}') |")
 rd=()
 for r in $(seq "$REPS"); do
@@ -167,6 +171,7 @@ for size in $SIZES; do
     timed s "$AE" snap --root "$root" -m "step $r"
   done
   FLAT[$size]=$(median "${s[@]}")
+  SAMPLES+=("snap in the $size-file tree: $(samples "${s[@]}")")
   ROWS+=("| snap, 10 changed files, $size-file tree | $(msf "${FLAT[$size]}") ms | | | | flat | |")
 done
 
@@ -176,3 +181,6 @@ echo
 echo "| operation | agentenv | peer | peer time | peer/agentenv | target | verdict |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
+echo
+echo "samples (ms):"
+printf '  %s\n' "${SAMPLES[@]}"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "snap/btrfs.h"
@@ -57,15 +58,18 @@ std::string WantedBackend() {
 Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
   if (Exists(layout::Meta(root)) || Exists(layout::Store(root)))
     return Fail(ErrorCode::kExists, root + ": already an agentenv repository");
+  std::string want = WantedBackend();
+  if (want == "btrfs") {
+    // Checked before anything is made: where the repository would be.
+    std::string where = Exists(root) ? root : std::filesystem::path(root).parent_path().string();
+    if (!btrfs::OnBtrfs(where.empty() ? "." : where))
+      return Fail(ErrorCode::kUnsupported, root + ": AGENTENV_BACKEND=btrfs but this is not a btrfs filesystem");
+  }
   AE_TRY(MakeDir(root));
   AE_TRY(MakeDir(layout::WorkParent(root)));
   // On btrfs the live tree is a subvolume, so that nodes can keep O(1)
   // snapshots of it (snap/btrfs.h).
-  std::string want = WantedBackend();
-  bool on_btrfs = btrfs::OnBtrfs(layout::WorkParent(root));
-  if (want == "btrfs" && !on_btrfs)
-    return Fail(ErrorCode::kUnsupported, root + ": AGENTENV_BACKEND=btrfs but this is not a btrfs filesystem");
-  if (on_btrfs && (want == "auto" || want == "btrfs")) {
+  if ((want == "auto" || want == "btrfs") && btrfs::OnBtrfs(layout::WorkParent(root))) {
     AE_TRY(btrfs::CreateSubvolume(layout::Work(root)));
   } else {
     AE_TRY(MakeDir(layout::Work(root)));

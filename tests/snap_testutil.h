@@ -369,36 +369,6 @@ class XfsMount {
   bool mounted_ = false;
 };
 
-// A btrfs filesystem on a loop device (image made with fallocate) mounted
-// at <dir>/mnt; unmounted and detached on destruction (declare it after
-// its TempDir). ok() is false where it cannot be made (not root, no loop
-// devices, no mkfs.btrfs): callers Skip().
-class BtrfsMount {
- public:
-  explicit BtrfsMount(const std::string& dir) : mnt_(dir + "/mnt") {
-    if (!IsRoot()) return;
-    std::string img = dir + "/btrfs.img";
-    ::mkdir(mnt_.c_str(), 0755);
-    if (std::system(("fallocate -l 512M " + img + " && mkfs.btrfs -q -f " + img + " >/dev/null 2>&1").c_str()) != 0)
-      return;
-    dev_ = RunCmd("losetup --find --show " + img + " 2>/dev/null");
-    if (dev_.empty()) return;
-    mounted_ = ::mount(dev_.c_str(), mnt_.c_str(), "btrfs", 0, nullptr) == 0;
-  }
-  ~BtrfsMount() {
-    if (mounted_ && ::umount(mnt_.c_str()) != 0) ::umount2(mnt_.c_str(), MNT_DETACH);
-    if (!dev_.empty()) std::system(("losetup -d " + dev_).c_str());
-  }
-  BtrfsMount(const BtrfsMount&) = delete;
-  BtrfsMount& operator=(const BtrfsMount&) = delete;
-  bool ok() const { return mounted_; }
-  const std::string& dir() const { return mnt_; }
-
- private:
-  std::string mnt_, dev_;
-  bool mounted_ = false;
-};
-
 // A new repository at `root`; the test fails if it cannot be created.
 inline std::unique_ptr<snap::Repo> MakeRepo(const std::string& root) {
   auto r = snap::Repo::Create(root);
