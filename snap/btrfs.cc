@@ -1,10 +1,15 @@
 #include "snap/btrfs.h"
 
 #include <btrfsutil.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
 #include <linux/magic.h>
+#include <sys/ioctl.h>
 #include <sys/statfs.h>
 
 #include <cerrno>
+
+#include "common/unique_fd.h"
 
 namespace agentenv::snap::btrfs {
 namespace {
@@ -62,6 +67,17 @@ Result<uint64_t> CreatedTransid(const std::string& path) {
   btrfs_util_error err = btrfs_util_subvolume_info(path.c_str(), 0, &info);
   if (err != BTRFS_UTIL_OK) return FailUtil(path, err);
   return info.otransid;
+}
+
+Result<bool> HasNestedSubvolumes(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return FailErrno(path, errno);
+  btrfs_ioctl_get_subvol_rootref_args args{};
+  if (::ioctl(fd.get(), BTRFS_IOC_GET_SUBVOL_ROOTREF, &args) != 0) {
+    if (errno == EOVERFLOW) return true;  // more than one buffer of them
+    return FailErrno(path, errno);
+  }
+  return args.num_items > 0;
 }
 
 }  // namespace agentenv::snap::btrfs

@@ -44,6 +44,12 @@ Result<void> DeleteSubvolume(const std::string& path);
 // every inode changed after it has a newer transid). Errors: I/O.
 Result<uint64_t> CreatedTransid(const std::string& path);
 
+// Whether subvolume `path` holds other subvolumes (made by whoever uses
+// the tree, e.g. a container engine). A snapshot shows such a subvolume
+// as an empty directory, so a tree holding one must be read directly.
+// Works without privileges. Errors: I/O.
+Result<bool> HasNestedSubvolumes(const std::string& path);
+
 // What changed from subvolume snapshot `base` to snapshot `next` of the
 // same live tree (next taken later), as inputs for ScanPaths: `paths`
 // (re-read, with their subtrees) and `entries` (only the directory entry

@@ -49,6 +49,10 @@ Result<Repo::Scanned> Repo::ScanCurrent(const std::optional<std::vector<std::str
   fresh->clear();
   AE_ASSIGN(bool subvols, UseSubvols());
   if (paths || !subvols) return ScanLive(paths, entries);
+  // A snapshot would show a nested subvolume empty: walk the live tree
+  // instead, and keep no snapshot for this node.
+  AE_ASSIGN(bool nested, btrfs::HasNestedSubvolumes(work_dir()));
+  if (nested) return ScanLive(paths, entries);
   return ScanSubvol(fresh);
 }
 

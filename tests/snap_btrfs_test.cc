@@ -289,6 +289,35 @@ TEST_CASE("btrfs change search equals a full scan after 1000 random operations",
   CHECK(fast * 2 > snaps);  // hardlinks force some walks, most take the fast path
 }
 
+TEST_CASE("btrfs: a subvolume nested in the live tree is recorded by walking", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  auto r = MakeRepo(m.dir() + "/repo");
+  const std::string w = r->work_dir();
+  REQUIRE(WriteFileAt(w + "/top", "top\n"));
+  Snap(*r);
+  REQUIRE(snap::btrfs::CreateSubvolume(w + "/inner"));
+  REQUIRE(WriteFileAt(w + "/inner/f", "inside\n"));
+  auto s = r->Snapshot({});
+  REQUIRE(s);
+  REQUIRE(s->node);
+  CHECK(s->walked);
+  CHECK(s->changes.added == 2);  // inner and inner/f, not an empty directory
+  CHECK_FALSE(fs::exists(snap::layout::Subvols(r->root()) + "/" + s->node->Hex()));
+  auto low = r->Materialize(*s->node);
+  REQUIRE(low);
+  CHECK(ReadFileAt(low->dir + "/inner/f") == "inside\n");
+  // Without it, snapshots take the fast path again (after one walk).
+  REQUIRE(snap::btrfs::DeleteSubvolume(w + "/inner"));
+  REQUIRE(r->Snapshot({}));
+  REQUIRE(WriteFileAt(w + "/top", "changed\n"));
+  auto again = r->Snapshot({});
+  REQUIRE(again);
+  CHECK_FALSE(again->walked);
+  CHECK(HeadTree(*r) == FullScanTree(*r));
+}
+
 TEST_CASE("btrfs materializes a node with a snapshot", "[snap][btrfs][root]") {
   TempDir t;
   BtrfsMount m(t.str());
