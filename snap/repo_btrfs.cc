@@ -79,9 +79,13 @@ Result<Repo::Scanned> Repo::ScanSubvol(std::string* fresh) {
   if (sc.head_node) {
     std::string base = SubvolOf(root_, *sc.head);
     if (btrfs::IsSubvolume(base)) {
-      AE_ASSIGN(btrfs::Changes ch, btrfs::ChangedPaths(base, *fresh, ignored_));
-      paths = std::move(ch.paths);
-      entries = std::move(ch.entries);
+      auto ch = btrfs::ChangedPaths(base, *fresh, ignored_);
+      if (ch) {
+        paths = std::move(ch->paths);
+        entries = std::move(ch->entries);
+      } else if (ch.error().code != ErrorCode::kUnsupported) {
+        return Unexpected<Error>(ch.error());
+      }  // root without CAP_SYS_ADMIN (a user namespace): walk the snapshot
     }
   }
   AE_ASSIGN(sc.out, ScanFd(fd.get(), sc.head_node, paths, entries, &sc.batch, uint64_t(live.st_dev)));
