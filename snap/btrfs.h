@@ -50,6 +50,11 @@ Result<uint64_t> CreatedTransid(const std::string& path);
 // Works without privileges. Errors: I/O.
 Result<bool> HasNestedSubvolumes(const std::string& path);
 
+// Whether this process may search the btrfs trees at `path` (and so use
+// ChangedPaths): CAP_SYS_ADMIN in the initial namespace, not merely uid 0
+// in a user namespace.
+bool CanSearch(const std::string& path);
+
 // What changed from subvolume snapshot `base` to snapshot `next` of the
 // same live tree (next taken later), as inputs for ScanPaths: `paths`
 // (re-read, with their subtrees) and `entries` (only the directory entry

@@ -170,6 +170,19 @@ Result<std::map<std::string, Listed>> List(int dir_fd, const std::string& what) 
 
 }  // namespace
 
+bool CanSearch(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return false;
+  btrfs_ioctl_search_args args{};
+  args.key.tree_id = 0;
+  args.key.min_objectid = args.key.max_objectid = BTRFS_FIRST_FREE_OBJECTID;
+  args.key.min_type = args.key.max_type = BTRFS_INODE_ITEM_KEY;
+  args.key.max_offset = ~0ULL;
+  args.key.max_transid = ~0ULL;
+  args.key.nr_items = 1;
+  return ::ioctl(fd.get(), BTRFS_IOC_TREE_SEARCH, &args) == 0;
+}
+
 Result<Changes> ChangedPaths(const std::string& base, const std::string& next,
                              const std::function<bool(std::string_view rel, bool is_dir)>& skip) {
   AE_ASSIGN(uint64_t since, CreatedTransid(base));

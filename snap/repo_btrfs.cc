@@ -40,7 +40,7 @@ Result<bool> Repo::UseSubvols() {
   AE_ASSIGN(std::string backend, Backend());
   // Without CAP_SYS_ADMIN there is no change search, and snapshots could
   // not be deleted (unless user_subvol_rm_allowed): scan as elsewhere.
-  subvols_ = backend == "btrfs" && ::geteuid() == 0;
+  subvols_ = backend == "btrfs" && btrfs::CanSearch(work_dir());
   return *subvols_;
 }
 

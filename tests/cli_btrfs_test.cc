@@ -33,6 +33,38 @@ TEST_CASE("cli btrfs: init chooses btrfs, snap keeps a subvolume, fork is a snap
   CHECK_FALSE(fs::exists(lower));
 }
 
+TEST_CASE("cli btrfs: uid 0 of a user namespace snapshots by walking and keeps no subvolumes", "[cli][btrfs][rootless]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  REQUIRE(::chmod(t.str().c_str(), 0755) == 0);
+  REQUIRE(::chown(m.dir().c_str(), 65534, 65534) == 0);
+  const std::string root = m.dir() + "/repo";
+  auto as_ns_root = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     "/usr/bin/unshare", "-Ur", AGENTENV_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--root");
+    argv.push_back(root);
+    return RunCmd(argv);
+  };
+  CmdResult init = as_ns_root({"init"});
+  if (init.code != 0 && init.err.find("unshare") != std::string::npos) Skip("no unprivileged user namespaces here");
+  REQUIRE(init.code == 0);
+  WriteFile(fs::path(root) / "work/current/a", "one\n");
+  CmdResult s1 = as_ns_root({"snap", "-m", "one"});
+  INFO(s1.Describe());
+  CHECK(s1.code == 0);
+  WriteFile(fs::path(root) / "work/current/a", "two\n");
+  CmdResult s2 = as_ns_root({"snap", "-m", "two"});
+  INFO(s2.Describe());
+  CHECK(s2.code == 0);
+  CHECK(s2.out.find("node ") != std::string::npos);
+  CHECK_FALSE(fs::exists(fs::path(root) / "subvols"));
+  CHECK(as_ns_root({"status"}).out.find("backend: btrfs") != std::string::npos);
+}
+
 TEST_CASE("cli btrfs: AGENTENV_BACKEND=btrfs off btrfs fails clearly and makes nothing", "[cli][btrfs]") {
   TempDir t;
   const fs::path root = t.path() / "repo";
