@@ -144,7 +144,9 @@ Result<std::optional<Repo::Lower>> Repo::MaterializeSubvol(const store::ObjectId
   std::string tmp = layout::Lowers(root_) + "/.tmp-" + std::to_string(::getpid());
   struct stat st;
   if (::lstat(tmp.c_str(), &st) == 0) AE_TRY(RemoveTree(tmp));
-  AE_TRY(btrfs::Snapshot(src, tmp, false));
+  // Materialize does not hold the lock: a snapshot that prune just
+  // deleted means the store path.
+  if (!btrfs::Snapshot(src, tmp, false)) return std::optional<Lower>();
   if (::rename(tmp.c_str(), dir.c_str()) != 0) {
     int e = errno;
     (void)RemoveTree(tmp);
