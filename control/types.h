@@ -384,7 +384,7 @@ struct ForkRequest {
 };
 struct ForkReply {
   WorkspaceInfo workspace;
-  std::string materialized;  // "existing", "reflink" or "copy"
+  std::string materialized;  // "existing", "snapshot" (btrfs), "reflink" or "copy"
   uint64_t duration_ms = 0;
   template <class V> void Fields(V& v) { v("workspace", workspace); v("materialized", materialized); v("duration_ms", duration_ms); }
 };

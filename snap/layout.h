@@ -18,6 +18,7 @@ inline std::string Socket(const std::string& root) { return root + "/agentenv.so
 inline std::string AgentSocket(const std::string& root) { return root + "/agent.sock"; }   // supervise: the agent's
 inline std::string Jobs(const std::string& root) { return root + "/jobs"; }         // spawn logs, exec sessions
 inline std::string Lowers(const std::string& root) { return root + "/lowers"; }     // materialized nodes
+inline std::string Subvols(const std::string& root) { return root + "/subvols"; }   // btrfs: nodes' snapshots
 inline std::string Workspaces(const std::string& root) { return root + "/workspaces"; }  // overlay workspaces
 
 // What `init` made and removes again when it fails: every entry above

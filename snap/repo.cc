@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
+#include "snap/btrfs.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 #include "snap/refcount.h"
@@ -46,14 +48,32 @@ bool ReflinkWorks(const std::string& a, const std::string& b) {
   return ok;
 }
 
+std::string WantedBackend() {
+  const char* env = std::getenv("AGENTENV_BACKEND");
+  return env ? env : "auto";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
   if (Exists(layout::Meta(root)) || Exists(layout::Store(root)))
     return Fail(ErrorCode::kExists, root + ": already an agentenv repository");
+  std::string want = WantedBackend();
+  if (want == "btrfs") {
+    // Checked before anything is made: where the repository would be.
+    std::string where = Exists(root) ? root : std::filesystem::path(root).parent_path().string();
+    if (!btrfs::OnBtrfs(where.empty() ? "." : where))
+      return Fail(ErrorCode::kUnsupported, root + ": AGENTENV_BACKEND=btrfs but this is not a btrfs filesystem");
+  }
   AE_TRY(MakeDir(root));
   AE_TRY(MakeDir(layout::WorkParent(root)));
-  AE_TRY(MakeDir(layout::Work(root)));
+  // On btrfs the live tree is a subvolume, so that nodes can keep O(1)
+  // snapshots of it (snap/btrfs.h).
+  if ((want == "auto" || want == "btrfs") && btrfs::OnBtrfs(layout::WorkParent(root))) {
+    AE_TRY(btrfs::CreateSubvolume(layout::Work(root)));
+  } else {
+    AE_TRY(MakeDir(layout::Work(root)));
+  }
   std::unique_ptr<Repo> r(new Repo);
   r->root_ = root;
   AE_ASSIGN(r->store_, store::Store::Open(layout::Store(root), store::Store::Mode::kCreate));
@@ -77,10 +97,16 @@ Result<std::unique_ptr<Repo>> Repo::Open(const std::string& root) {
 
 Result<std::string> Repo::Backend() {
   if (backend_) return *backend_;
-  const char* env = std::getenv("AGENTENV_BACKEND");
-  std::string want = env ? env : "auto";
-  if (want != "auto" && want != "copy" && want != "reflink")
-    return Fail(ErrorCode::kInvalid, "AGENTENV_BACKEND=" + want + ": expected auto, copy or reflink");
+  std::string want = WantedBackend();
+  if (want != "auto" && want != "copy" && want != "reflink" && want != "btrfs")
+    return Fail(ErrorCode::kInvalid, "AGENTENV_BACKEND=" + want + ": expected auto, copy, reflink or btrfs");
+  bool subvol = (want == "auto" || want == "btrfs") && btrfs::IsSubvolume(work_dir());
+  if (want == "btrfs" && !subvol)
+    return Fail(ErrorCode::kUnsupported, work_dir() + ": AGENTENV_BACKEND=btrfs but the live tree is not a btrfs subvolume (init the repository on btrfs)");
+  if (subvol) {
+    backend_ = "btrfs";
+    return *backend_;
+  }
   // Probe next to the live tree, not inside it: a probe file would change
   // the tree root's mtime.
   bool reflink = want != "copy" && ReflinkWorks(layout::Store(root_), layout::WorkParent(root_));
@@ -93,7 +119,7 @@ Result<std::string> Repo::Backend() {
 Result<RestoreOptions> Repo::RestoreOpts() {
   AE_ASSIGN(std::string backend, Backend());
   RestoreOptions ro;
-  ro.reflink = backend == "reflink";
+  ro.reflink = backend == "reflink" || backend == "btrfs";
   ro.privileged = ::geteuid() == 0;
   ro.ignored = ignored_;
   ro.progress = progress_;
@@ -178,11 +204,12 @@ Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string
 Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 const std::optional<std::vector<std::string>>& paths,
                                 const std::vector<std::string>& entries,
-                                std::unique_ptr<store::Batch>* batch) {
+                                std::unique_ptr<store::Batch>* batch, uint64_t stat_dev) {
   AE_ASSIGN(*batch, store_->BeginBatch());
   ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
+  ctx.stat_dev = stat_dev;
   // The empty tree is the diff base of the first node.
   std::vector<uint8_t> empty = EncodeTree({});
   AE_TRY((*batch)->Put(store::ObjectType::kTree, empty));
@@ -224,6 +251,13 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   opt.allow_empty = true;
   AE_ASSIGN(SnapResult res, Commit(sc, opt));
   res.warnings.insert(res.warnings.end(), rs.warnings.begin(), rs.warnings.end());
+  // Nothing else writes the new live tree yet: it is exactly the node.
+  AE_ASSIGN(bool subvols, UseSubvols());
+  if (subvols && res.node) {
+    auto fresh = SnapshotLive();
+    if (fresh) KeepSubvol(*fresh, res.node, &res.warnings);
+    else res.warnings.push_back(fresh.error().message);
+  }
   return res;
 }
 
@@ -275,8 +309,10 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   std::string dir = layout::Lowers(root_) + "/" + rec.tree.Hex();
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) return Lower{dir, "existing"};
-  AE_ASSIGN(Node n, LoadNode(*store_, node));
   if (::mkdir(layout::Lowers(root_).c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(layout::Lowers(root_), errno);
+  AE_ASSIGN(std::optional<Lower> fast, MaterializeSubvol(node, dir));
+  if (fast) return *fast;
+  AE_ASSIGN(Node n, LoadNode(*store_, node));
   std::string tmp = layout::Lowers(root_) + "/.tmp-XXXXXX";
   if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
@@ -327,6 +363,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   SnapResult res;
   res.hashed_files = sc.out.hashed_files;
   res.hashed_bytes = sc.out.hashed_bytes;
+  res.walked = sc.out.walked;
   res.warnings = sc.out.warnings;
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;
   bool same = head && head->tree == sc.out.tree && head->root == sc.out.root && head->links == sc.out.links;
@@ -409,8 +446,11 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(WriteLock lock, Lock());
-  AE_ASSIGN(Scanned sc, ScanLive(opt.paths, opt.entry_paths));
-  return Commit(sc, opt);
+  std::string fresh;
+  AE_ASSIGN(Scanned sc, ScanCurrent(opt.paths, opt.entry_paths, &fresh));
+  AE_ASSIGN(SnapResult res, Commit(sc, opt));
+  KeepSubvol(fresh, res.node ? res.node : sc.head, &res.warnings);
+  return res;
 }
 
 Result<RestoreResult> Repo::Restore(const std::string& ref,
@@ -422,12 +462,14 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
     return Fail(ErrorCode::kCorrupt, "node " + target.Hex().substr(0, 12) + " is damaged and cannot be restored: " +
                                          rec.damage + " (fsck --repair marked it; restore another node)");
   AE_ASSIGN(Node to, LoadNode(*store_, target));
-  AE_ASSIGN(Scanned sc, ScanLive(dirty));
+  std::string fresh;
+  AE_ASSIGN(Scanned sc, ScanCurrent(dirty, {}, &fresh));
   RestoreResult res;
   res.node = target;
   SnapOptions save;
   save.label = "uncommitted changes before restore to " + target.Hex().substr(0, 12);
   AE_ASSIGN(SnapResult saved, Commit(sc, save));
+  KeepSubvol(fresh, saved.node ? saved.node : sc.head, &saved.warnings);
   res.saved = saved.node;
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());

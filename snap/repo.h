@@ -45,6 +45,7 @@ struct SnapResult {
   ChangeSummary changes;
   std::string label;
   uint64_t hashed_files = 0, hashed_bytes = 0;
+  bool walked = false;  // the whole live tree was walked (no journal or btrfs change search)
   std::vector<std::string> warnings;
 };
 
@@ -135,9 +136,11 @@ class Repo {
   // Counters that scans, restores and gc advance from now on (null: none).
   // Not owned; must outlive the calls that use it.
   void set_progress(Progress* p) { progress_ = p; }
-  // "reflink" when files can be cloned from the store into the live tree
-  // (probed once; AGENTENV_BACKEND=copy|reflink overrides), else "copy".
-  // Errors: kUnsupported when AGENTENV_BACKEND=reflink cannot work here.
+  // "btrfs" when the live tree is a btrfs subvolume (Create makes it one
+  // on btrfs), "reflink" when files can be cloned from the store into the
+  // live tree (probed once), else "copy". AGENTENV_BACKEND=copy|reflink|
+  // btrfs overrides. Errors: kUnsupported when the forced backend cannot
+  // work here.
   Result<std::string> Backend();
 
   // In a repository without history: records the tree at `dir` as the
@@ -229,11 +232,12 @@ class Repo {
   // layer of every workspace forked from a node with that tree. Built
   // under a temporary name and renamed when complete (a crash leaves a
   // temporary directory, never a partial lower); reused while it exists.
-  // Files that another lower has with the same content and metadata are
-  // hardlinked to it (lowers are never written); the rest are cloned
-  // (reflink backend: from another lower, or from the store's packs where
-  // their bytes are stored raw) or copied. `method`: "existing", "reflink",
-  // "copy", or "hardlink (N files), reflink|copy (M)". Errors: kNotFound,
+  // `method`: "existing", "snapshot" (btrfs: an O(1) snapshot of the
+  // node's subvolume snapshot); otherwise files that another lower has with
+  // the same content and metadata are hardlinked to it (lowers are never
+  // written) and the rest cloned (reflink backends: from another lower, the
+  // live tree or the store's packs) or copied: "reflink", "copy", or
+  // "hardlink (N files), reflink|copy (M)". Errors: kNotFound,
   // kCorrupt (a damaged node), I/O.
   struct Lower {
     std::string dir;
@@ -265,6 +269,30 @@ class Repo {
   };
   // Reads HEAD and, unless it is marked damaged, its node object.
   Result<void> LoadHead(Scanned& sc);
+  // With the lock held: scans the live tree, through a subvolume snapshot
+  // on btrfs when no paths are given (ScanSubvol; *fresh names it, to be
+  // passed to KeepSubvol after Commit), else as ScanLive.
+  Result<Scanned> ScanCurrent(const std::optional<std::vector<std::string>>& paths,
+                              const std::vector<std::string>& entries, std::string* fresh);
+  // btrfs (snap/repo_btrfs.cc). Whether nodes keep subvolume snapshots:
+  // the btrfs backend and the privilege to search and delete them.
+  Result<bool> UseSubvols();
+  // With the lock held: a read-only snapshot of the live tree at
+  // subvols/.new-<pid> (replacing one a crash left there); returns its path.
+  Result<std::string> SnapshotLive();
+  // With the lock held: takes a read-only snapshot of the live tree
+  // (subvols/.new-<pid>, named in *fresh) and scans it: along the changes
+  // since HEAD's snapshot when HEAD has one (btrfs::ChangedPaths), else
+  // fully. The stat cache is used as for the live tree.
+  Result<Scanned> ScanSubvol(std::string* fresh);
+  // After Commit: keeps snapshot `fresh` as subvols/<id> (the node made,
+  // or HEAD when nothing changed, whose tree it equals), then drops
+  // snapshots beyond the newest kept ones. Failures only warn: the
+  // snapshots are an accelerator.
+  void KeepSubvol(const std::string& fresh, const std::optional<store::ObjectId>& id,
+                  std::vector<std::string>* warnings);
+  // Materialize through node's snapshot, if it has one: nullopt if not.
+  Result<std::optional<Lower>> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
   // With the lock held: scans (fully or along paths); content stays in
   // sc.batch until Commit or CommitContent.
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
@@ -273,7 +301,8 @@ class Repo {
   // batch, left open in *batch.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
                             const std::optional<std::vector<std::string>>& paths,
-                            const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch);
+                            const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch,
+                            uint64_t stat_dev = 0);
   // Commits the scan's batch, if still open.
   Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.
@@ -311,6 +340,7 @@ class Repo {
   PathFilter ignored_;
   Progress* progress_ = nullptr;
   std::optional<std::string> backend_;
+  std::optional<bool> subvols_;  // UseSubvols, probed once
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock
 };

@@ -210,7 +210,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
   switch (st.st_mode & S_IFMT) {
     case S_IFREG: {
       e->kind = Kind::kFile;
-      StatEntry now{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+      StatEntry now{ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
                     ToNs(st.st_mtim),    ToNs(st.st_ctim),    st.st_mode,
                     st.st_uid,           st.st_gid,           {},
                     {}};
@@ -584,6 +584,7 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
   AE_ASSIGN(auto root, sc.Walk(std::move(fd), ""));
   sc.out.links = sc.FixHardlinks();
   AE_ASSIGN(sc.out.tree, sc.PutTrees(*root));
+  sc.out.walked = true;
   return std::move(sc.out);
 }
 

@@ -51,6 +51,10 @@ struct ScanContext {
   // bookkeeping, not the files' metadata.
   bool overlay_upper = false;
   Progress* progress = nullptr;  // files seen, bytes read
+  // Nonzero: the device the stat cache records and compares instead of
+  // st_dev (scanning a btrfs snapshot of the live tree, whose inodes are
+  // the live tree's: same numbers and times, another device number).
+  uint64_t stat_dev = 0;
 };
 
 struct ScanOutput {
@@ -58,6 +62,7 @@ struct ScanOutput {
   Meta root;
   std::vector<std::pair<std::string, std::string>> links;  // hardlink path -> first path
   uint64_t hashed_files = 0, hashed_bytes = 0;  // read this time (stat cache misses)
+  bool walked = false;  // the whole tree was walked (not only changed paths)
   std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
   std::vector<std::string> warnings;  // what could not be recorded, path first
   // Encodings of the trees this scan put, so that they can be read before

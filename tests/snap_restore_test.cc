@@ -64,9 +64,9 @@ void State(const std::string& w, int s) {
   }
 }
 
-TEST_CASE("restore across type changes, 0000 dirs, read-only files, hardlink groups", "[snap]") {
-  DeepTempDir t;
-  auto r = MakeRepo(t.str() + "/repo");
+// The states above, snapshotted and restored in every order.
+void RestoreStates(const std::string& base) {
+  auto r = MakeRepo(base + "/repo");
   const std::string w = r->work_dir();
   std::vector<store::ObjectId> ids;
   std::vector<Manifest> want;
@@ -79,6 +79,19 @@ TEST_CASE("restore across type changes, 0000 dirs, read-only files, hardlink gro
     INFO("restoring state " << s);
     Restore(*r, ids[s], want[s]);
   }
+}
+
+TEST_CASE("restore across type changes, 0000 dirs, read-only files, hardlink groups", "[snap]") {
+  DeepTempDir t;
+  RestoreStates(t.str());
+}
+
+TEST_CASE("restore across type changes, 0000 dirs, read-only files, hardlink groups on btrfs", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  RestoreStates(m.dir());
 }
 
 // Snapshots `etc` as a real directory, then replaces it with a symlink to
@@ -150,9 +163,8 @@ TEST_CASE("restore does not follow a symlink swapped in after the scan", "[snap]
   for (const auto& d : CompareManifests(before, Capture(outside))) FAIL_CHECK("outside changed: " << d);
 }
 
-TEST_CASE("restore of a deleted tree removes read-only and 0000 content", "[snap]") {
-  DeepTempDir t;
-  auto r = MakeRepo(t.str() + "/repo");
+void RestoreEmpty(const std::string& base) {
+  auto r = MakeRepo(base + "/repo");
   const std::string w = r->work_dir();
   Manifest empty = Capture(w);
   auto first = r->Snapshot({.message = "empty", .label = "", .paths = std::nullopt, .allow_empty = true});
@@ -168,6 +180,19 @@ TEST_CASE("restore of a deleted tree removes read-only and 0000 content", "[snap
   auto res = r->Restore(first->node->Hex());
   REQUIRE(res);
   for (const auto& d : CompareManifests(empty, Capture(w))) FAIL_CHECK(d);
+}
+
+TEST_CASE("restore of a deleted tree removes read-only and 0000 content", "[snap]") {
+  DeepTempDir t;
+  RestoreEmpty(t.str());
+}
+
+TEST_CASE("restore of a deleted tree removes read-only and 0000 content on btrfs", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  RestoreEmpty(m.dir());
 }
 
 }  // namespace

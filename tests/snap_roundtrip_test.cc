@@ -217,6 +217,24 @@ TEST_CASE("round trip as an unprivileged user", "[snap][rootless]") {
     FAIL_CHECK(problem);
 }
 
+TEST_CASE("round trip on btrfs restores every file kind and all metadata (root)", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  for (const auto& problem : RoundTrip(m.dir(), true)) FAIL_CHECK(problem);
+}
+
+TEST_CASE("round trip on btrfs as an unprivileged user", "[snap][btrfs][rootless]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  REQUIRE(::chmod(t.str().c_str(), 0755) == 0);
+  REQUIRE(::chown(m.dir().c_str(), 65534, 65534) == 0);
+  for (const auto& problem : RunAsNobody([&] { return RoundTrip(m.dir(), false); })) FAIL_CHECK(problem);
+}
+
 TEST_CASE("unprivileged restore reports devices as warnings and records owners in an xattr", "[snap][rootless]") {
   if (!IsRoot()) Skip("needs root to make the tree with devices and odd owners");
   DeepTempDir t;

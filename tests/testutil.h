@@ -2,10 +2,12 @@
 // filesystems, deterministic random bytes, privilege checks, skipping.
 #pragma once
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -58,6 +60,46 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
 }
 
 inline bool IsRoot() { return ::geteuid() == 0; }
+
+// A btrfs filesystem on a loop device (image made with fallocate) mounted
+// at <dir>/mnt; unmounted and detached on destruction (declare it after
+// its TempDir). ok() is false where it cannot be made (not root, no loop
+// devices, no mkfs.btrfs): callers Skip().
+class BtrfsMount {
+ public:
+  explicit BtrfsMount(const std::string& dir) : mnt_(dir + "/mnt") {
+    if (!IsRoot()) return;
+    std::string img = dir + "/btrfs.img";
+    ::mkdir(mnt_.c_str(), 0755);
+    if (std::system(("fallocate -l 512M " + img + " && mkfs.btrfs -q -f " + img + " >/dev/null 2>&1").c_str()) != 0)
+      return;
+    dev_ = Output("losetup --find --show " + img + " 2>/dev/null");
+    if (dev_.empty()) return;
+    mounted_ = ::mount(dev_.c_str(), mnt_.c_str(), "btrfs", 0, nullptr) == 0;
+  }
+  ~BtrfsMount() {
+    if (mounted_ && ::umount(mnt_.c_str()) != 0) ::umount2(mnt_.c_str(), MNT_DETACH);
+    if (!dev_.empty()) std::system(("losetup -d " + dev_).c_str());
+  }
+  BtrfsMount(const BtrfsMount&) = delete;
+  BtrfsMount& operator=(const BtrfsMount&) = delete;
+  bool ok() const { return mounted_; }
+  const std::string& dir() const { return mnt_; }
+
+ private:
+  static std::string Output(const std::string& cmd) {
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[256];
+      while (fgets(buf, sizeof buf, p)) out += buf;
+      ::pclose(p);
+    }
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+  std::string mnt_, dev_;
+  bool mounted_ = false;
+};
 
 // What Skip() throws; only the translator in catch_main.cc catches it.
 // Not a std::exception, so `catch (const std::exception&)` lets it pass.
