@@ -7,11 +7,14 @@ namespace agentenv::cli {
 int CmdInit(int argc, char** argv) {
   Globals g;
   control::InitRequest req;
-  CLI::App app{"Create a repository and its live tree from a directory or a tarball", "init"};
+  CLI::App app{"Create a repository and its live tree from a directory, a tarball or an OCI image layout", "init"};
   AddGlobals(app, g);
   auto* f = app.add_option("--from", req.from, "Directory to copy as the first snapshot");
-  app.add_option("--tarball", req.tarball, "Archive (tar, tar.gz, tar.zst, ...) to unpack as the first snapshot")
-      ->excludes(f);
+  auto* t = app.add_option("--tarball", req.tarball, "Archive (tar, tar.gz, tar.zst, ...) to unpack as the first snapshot")
+                ->excludes(f);
+  app.add_option("--from-oci", req.oci, "OCI image layout, DIR or DIR:TAG, to unpack as the first snapshot")
+      ->excludes(f)
+      ->excludes(t);
   app.add_option("-m,--message", req.message, "Message of the first node");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   return Print(g, control::Init(g.root, req), [](const control::InitReply& r) {

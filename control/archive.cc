@@ -7,6 +7,7 @@
 
 #include "control/export.h"
 #include "control/ignore.h"
+#include "control/oci.h"
 #include "control/tarball.h"
 #include "snap/layout.h"
 
@@ -33,8 +34,12 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r) {
   if (!r.from.empty()) {
     AE_ASSIGN(res, repo->Seed(r.from, r.message));
   } else {
-    if (!r.tarball.empty())
-      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), [&](const std::string& w) { rep.warnings.push_back(w); }));
+    auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
+    if (!r.tarball.empty()) AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), warn));
+    if (!r.oci.empty()) {
+      AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip));
+    }
     snap::SnapOptions opt;
     opt.message = r.message;
     opt.allow_empty = true;
@@ -79,12 +84,17 @@ Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequ
     }
   } cleanup{tmpl};
   ImportArchiveReply rep;
-  AE_TRY(ExtractTarball(r.archive, tmpl, [&](const std::string& w) { rep.warnings.push_back(w); },
-                        UnprivilegedDevices::kRefuse));
+  auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
+  if (!r.oci.empty()) {
+    AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+    AE_TRY(UnpackOciImage(image, tmpl, warn, UnprivilegedDevices::kRefuse));
+  } else {
+    AE_TRY(ExtractTarball(r.archive, tmpl, warn, UnprivilegedDevices::kRefuse));
+  }
   std::error_code ec;
   std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
-  AE_ASSIGN(ImportReply imported,
-            client.Call(ImportRequest{dir, r.message.empty() ? "imported " + r.archive : r.message}));
+  std::string source = r.oci.empty() ? r.archive : r.oci;
+  AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
   rep.node = imported.node;
   return rep;
 }

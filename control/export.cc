@@ -130,10 +130,25 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-}  // namespace
+// A sink and its first error, for libarchive's write callback.
+struct SinkState {
+  const TarSink* sink;
+  std::optional<Error> error;
+};
 
-Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
-                              const std::optional<store::ObjectId>& base, const std::string& out) {
+la_ssize_t SinkWrite(archive*, void* data, const void* buf, size_t len) {
+  auto* st = static_cast<SinkState*>(data);
+  auto r = (*st->sink)({static_cast<const uint8_t*>(buf), len});
+  if (!r) {
+    st->error = r.error();
+    return -1;
+  }
+  return la_ssize_t(len);
+}
+
+// Writes the node to `out` (a file name, "-"), or to `sink` when given.
+Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std::optional<store::ObjectId>& base,
+                          const std::string& out, const TarSink* sink) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   Utf8Locale utf8;  // this thread, until the archive is written
@@ -147,14 +162,16 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
   // No padding of the last block, to a pipe as to a file: `-o -` and
   // `-o FILE` give the same bytes.
   A.archive_write_set_bytes_in_last_block(a.get(), 1);
-  if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
+  if (!sink && (EndsWith(out, ".gz") || EndsWith(out, ".tgz"))) {
     A.archive_write_add_filter_gzip(a.get());
     A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
-  } else if (EndsWith(out, ".zst")) {
+  } else if (!sink && EndsWith(out, ".zst")) {
     A.archive_write_add_filter_zstd(a.get());
   }
-  if (A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
-    return Fail(out + ": " + A.archive_error_string(a.get()));
+  SinkState state{sink, std::nullopt};
+  int opened = sink ? A.archive_write_open(a.get(), &state, nullptr, SinkWrite, nullptr)
+                    : A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str());
+  if (opened != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
   TarWriter w(A, s, a.get(), out);
   if (!base) {
     snap::Entry root;
@@ -177,8 +194,24 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
       return w.Put(*d.new_entry, p);
     }));
   }
-  if (A.archive_write_close(a.get()) != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
+  if (A.archive_write_close(a.get()) != ARCHIVE_OK) {
+    if (state.error) return Unexpected<Error>(*state.error);
+    return Fail(out + ": " + A.archive_error_string(a.get()));
+  }
   return w.stats;
+}
+
+}  // namespace
+
+Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
+                              const std::optional<store::ObjectId>& base, const std::string& out) {
+  return Write(s, n, base, out, nullptr);
+}
+
+Result<ExportStats> ExportTarTo(const store::Store& s, const snap::Node& n,
+                                const std::optional<store::ObjectId>& base, const TarSink& sink,
+                                const std::string& name) {
+  return Write(s, n, base, name, &sink);
 }
 
 }  // namespace agentenv::control

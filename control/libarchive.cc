@@ -49,7 +49,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_write_free) && AE_RESOLVE(archive_write_set_format_pax) &&
             AE_RESOLVE(archive_write_set_format_option) && AE_RESOLVE(archive_write_set_options) &&
             AE_RESOLVE(archive_write_add_filter_gzip) && AE_RESOLVE(archive_write_add_filter_zstd) &&
-            AE_RESOLVE(archive_write_open_filename) && AE_RESOLVE(archive_write_header) &&
+            AE_RESOLVE(archive_write_open_filename) && AE_RESOLVE(archive_write_open) && AE_RESOLVE(archive_write_header) &&
             AE_RESOLVE(archive_write_data) && AE_RESOLVE(archive_write_data_block) &&
             AE_RESOLVE(archive_write_finish_entry) && AE_RESOLVE(archive_write_close) &&
             AE_RESOLVE(archive_write_disk_new) && AE_RESOLVE(archive_write_disk_set_options) &&

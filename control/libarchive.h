@@ -48,6 +48,7 @@ struct ArchiveLib {
   decltype(&::archive_write_add_filter_gzip) archive_write_add_filter_gzip;
   decltype(&::archive_write_add_filter_zstd) archive_write_add_filter_zstd;
   decltype(&::archive_write_open_filename) archive_write_open_filename;
+  decltype(&::archive_write_open) archive_write_open;
   decltype(&::archive_write_set_bytes_in_last_block) archive_write_set_bytes_in_last_block;
   decltype(&::archive_write_header) archive_write_header;
   decltype(&::archive_write_data) archive_write_data;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -71,10 +72,74 @@ std::string Strip(std::string_view p) {
   return std::string(p);
 }
 
+// Whether `name` (relative to the current directory) exists, after
+// checking that no directory above it is a symlink or not a directory:
+// whiteouts and replacements remove paths, never through a link.
+Result<bool> ExistsBelowDirs(const std::string& archive, const std::string& name) {
+  for (size_t i = name.find('/'); i != std::string::npos; i = name.find('/', i + 1)) {
+    struct stat st;
+    std::string dir = name.substr(0, i);
+    if (::lstat(dir.c_str(), &st) != 0) {
+      if (errno == ENOENT) return false;
+      return FailErrno(dir, errno);
+    }
+    if (!S_ISDIR(st.st_mode))
+      return Fail(ErrorCode::kInvalid, archive + ": entry '" + name + "' lies below '" + dir +
+                                           "', which is not a directory; refusing the layer");
+  }
+  struct stat st;
+  if (::lstat(name.c_str(), &st) == 0) return true;
+  if (errno == ENOENT) return false;
+  return FailErrno(name, errno);
+}
+
+Result<void> RemoveAll(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::remove_all(name, ec);
+  if (ec) return FailErrno(name, ec.value());
+  return {};
+}
+
+// An OCI whiteout in a layer: ".wh.NAME" removes NAME from the layers
+// below; ".wh..wh..opq" empties its directory of what the layers below put
+// there (entries of this layer, in `seen`, stay).
+Result<void> ApplyWhiteout(const std::string& archive, const std::string& name,
+                           const std::unordered_map<std::string, mode_t>& seen) {
+  size_t slash = name.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+  std::string base = name.substr(dir.size());
+  if (base == ".wh..wh..opq") {
+    std::string d = dir.empty() ? "." : dir.substr(0, dir.size() - 1);
+    AE_ASSIGN(bool exists, ExistsBelowDirs(archive, d == "." ? "" : d));
+    if (d != "." && !exists) return {};
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
+      std::string child = dir + e.path().filename().string();
+      if (!seen.count(child)) AE_TRY(RemoveAll(child));
+    }
+    if (ec) return FailErrno(d, ec.value());
+    return {};
+  }
+  std::string target = dir + base.substr(4);
+  if (target == dir || base == ".wh.." || base == ".wh...")
+    return Fail(ErrorCode::kInvalid, archive + ": whiteout '" + name + "' names no entry; refusing the layer");
+  AE_ASSIGN(bool exists, ExistsBelowDirs(archive, target));
+  if (exists) AE_TRY(RemoveAll(target));
+  return {};
+}
+
+bool IsWhiteout(const std::string& name) {
+  size_t slash = name.rfind('/');
+  return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, ".wh.") == 0;
+}
+
 }  // namespace
 
-Result<void> ExtractTarball(const std::string& path, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+namespace {
+
+Result<void> Extract(const std::string& path, const std::string& dest,
+                     const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                     bool layer) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   ReadArchive in(A.archive_read_new(), A.archive_read_free);
@@ -92,7 +157,9 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE;
-  if (root) flags |= ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_NO_OVERWRITE;
+  if (root) flags |= ARCHIVE_EXTRACT_OWNER;
+  // A layer replaces what the layers below hold (removed first, below).
+  if (root && !layer) flags |= ARCHIVE_EXTRACT_NO_OVERWRITE;
   WriteDisk out(A.archive_write_disk_new(), A.archive_write_free);
   A.archive_write_disk_set_options(out.get(), flags);
   A.archive_write_disk_set_standard_lookup(out.get());
@@ -121,6 +188,10 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());
     }
+    if (layer && IsWhiteout(name)) {
+      AE_TRY(ApplyWhiteout(path, name, seen));
+      continue;
+    }
     mode_t type = A.archive_entry_filetype(e);
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
       if (devices == UnprivilegedDevices::kRefuse)
@@ -134,6 +205,13 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
     // archive meant, it is not a plain tree.
     if (auto [it, fresh] = seen.emplace(name, type); !fresh && !(type == AE_IFDIR && it->second == AE_IFDIR))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name + "' appears twice in the archive; refusing the archive");
+    if (layer) {
+      // What a lower layer left there goes, unless both are directories.
+      struct stat st;
+      AE_ASSIGN(bool exists, ExistsBelowDirs(path, name));
+      if (exists && (::lstat(name.c_str(), &st) != 0 || !(S_ISDIR(st.st_mode) && type == AE_IFDIR)))
+        AE_TRY(RemoveAll(name));
+    }
     A.archive_entry_set_pathname(e, name.c_str());
     r = A.archive_write_header(out.get(), e);
     if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(A, path, name, out.get()));
@@ -156,6 +234,18 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   if (A.archive_write_close(out.get()) < ARCHIVE_WARN)
     return Fail(dest + ": " + A.archive_error_string(out.get()));
   return {};
+}
+
+}  // namespace
+
+Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+  return Extract(archive, dest, warn, devices, false);
+}
+
+Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+  return Extract(layer, dest, warn, devices, true);
 }
 
 }  // namespace agentenv::control
