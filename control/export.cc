@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <memory>
+#include <unordered_set>
 
 #include "control/libarchive.h"
 #include "snap/diff.h"
@@ -126,6 +128,21 @@ Result<void> TarWriter::PutTree(const store::ObjectId& id, const std::string& di
   return {};
 }
 
+// The entry at `path` (slash-separated, relative) of tree `tree`.
+Result<snap::Entry> FindEntry(const store::Store& s, store::ObjectId tree, const std::string& path) {
+  size_t start = 0;
+  for (;;) {
+    size_t slash = path.find('/', start);
+    std::string name = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    AE_ASSIGN(snap::Tree t, snap::LoadTree(s, tree));
+    auto it = std::find_if(t.begin(), t.end(), [&](const snap::Entry& e) { return e.name == name; });
+    if (it == t.end()) return Fail(ErrorCode::kCorrupt, path + ": a hardlink of the node is not in its tree");
+    if (slash == std::string::npos) return *it;
+    tree = it->id;
+    start = slash + 1;
+  }
+}
+
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -182,6 +199,7 @@ Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std:
   } else {
     // Below a deleted directory everything is gone with it: one whiteout.
     std::string deleted_dir;
+    std::unordered_set<std::string> written;
     AE_TRY(snap::DiffTrees(s, *base, n.tree, [&](const snap::Difference& d) -> Result<void> {
       const std::string& p = d.change.path;
       if (!deleted_dir.empty() && p.size() > deleted_dir.size() && p.compare(0, deleted_dir.size(), deleted_dir) == 0 &&
@@ -191,8 +209,16 @@ Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std:
         if (d.change.is_dir) deleted_dir = p;
         return w.Whiteout(p);
       }
+      written.insert(p);
       return w.Put(*d.new_entry, p);
     }));
+    // A file written anew breaks its hardlinks in the layers below: its
+    // other names are written again, as links to the new file.
+    for (const auto& [path, first] : n.links) {
+      if (!written.count(first) || written.count(path)) continue;
+      AE_ASSIGN(snap::Entry e, FindEntry(s, n.tree, path));
+      AE_TRY(w.Put(e, path));
+    }
   }
   if (A.archive_write_close(a.get()) != ARCHIVE_OK) {
     if (state.error) return Unexpected<Error>(*state.error);

@@ -173,6 +173,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     if (r < ARCHIVE_WARN) return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
+    while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
     if (name.empty() || name == "." || name == "./") continue;  // the root itself
     if (!SafeRelative(name))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
