@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "common/result.h"
+#include "control/archive.h"
 #include "control/client.h"
 #include "control/tarball.h"
+#include "registry/registry.h"
 
 namespace agentenv::control {
 
@@ -28,13 +30,18 @@ struct OciExportRequest {
   std::string dir;  // the layout directory (created, or an existing layout to add to)
   std::string tag = "latest";
   std::string layers = "path";
+  // A layer exported before (its digest is remembered under
+  // layout::OciLayers, per node and base) is not written again when this
+  // says its destination has that blob; empty: when `dir` has it.
+  std::function<Result<bool>(const std::string& digest)> have_blob;
 };
 struct OciExportReply {
   std::string node, dir, tag, manifest;  // manifest: its digest
   uint64_t layers = 0, entries = 0, bytes = 0, whiteouts = 0;
+  uint64_t reused = 0;  // layers not written: the destination has them
   template <class V> void Fields(V& v) {
     v("node", node); v("dir", dir); v("tag", tag); v("manifest", manifest); v("layers", layers);
-    v("entries", entries); v("bytes", bytes); v("whiteouts", whiteouts);
+    v("entries", entries); v("bytes", bytes); v("whiteouts", whiteouts); v("reused", reused);
   }
 };
 // Writes node `ref` as image `tag` of the layout at `dir` (blobs are
@@ -68,5 +75,53 @@ Result<OciImage> OpenOciImage(const std::string& spec);
 // may hold a partial tree: the caller removes it.
 Result<void> UnpackOciImage(const OciImage& image, const std::string& dest,
                             const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices);
+
+using TransferProgress = std::function<void(const registry::Progress&)>;
+
+struct PushRequest {
+  std::string ref;     // the node
+  std::string target;  // HOST[:PORT]/REPOSITORY[:TAG]
+  std::string layers = "path";
+  bool insecure = false;  // plain HTTP
+  std::string auth_file;  // empty: registry::Options' default search
+};
+struct PushReply {
+  std::string node, target, manifest;
+  uint64_t layers = 0, blobs_sent = 0, blobs_skipped = 0, bytes_sent = 0;
+  template <class V> void Fields(V& v) {
+    v("node", node); v("target", target); v("manifest", manifest); v("layers", layers);
+    v("blobs_sent", blobs_sent); v("blobs_skipped", blobs_skipped); v("bytes_sent", bytes_sent);
+  }
+};
+// Pushes node `ref` (layers as ExportOci) to a registry: the layers the
+// registry has (HEAD) are neither written again locally (their digests are
+// remembered) nor uploaded; the manifest is PUT last, so a failed push
+// leaves no tag. A scratch layout beside the live tree is removed after.
+// Errors: as ExportOci and registry::Push.
+Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress);
+
+struct PullRequest {
+  std::string source;  // HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]
+  bool insecure = false;
+  std::string auth_file;
+  std::string message;  // default "pulled <source>"
+};
+struct PullReply {
+  std::string node, source, manifest;
+  uint64_t bytes_received = 0;
+  std::vector<std::string> warnings;
+  template <class V> void Fields(V& v) {
+    v("node", node); v("source", source); v("manifest", manifest); v("bytes_received", bytes_received);
+    v("warnings", warnings);
+  }
+};
+// Pulls an image into a scratch layout beside the live tree (every blob
+// verified), then imports it as ImportArchive does (a new child of HEAD;
+// the live tree is not touched). On any failure nothing is recorded and
+// the scratch layout is removed. Errors: as registry::Pull and ImportArchive.
+Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress);
+// `init --from-image`: a new repository at `root` whose first node is the
+// pulled image. On failure nothing of it is left. Errors: as Pull and Init.
+Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, const TransferProgress& progress);
 
 }  // namespace agentenv::control

@@ -20,6 +20,7 @@
 #include "control/export.h"
 #include "control/oci.h"
 #include "control/server.h"
+#include "snap/layout.h"
 #include "snap/repo.h"
 
 namespace agentenv::control {
@@ -194,6 +195,33 @@ Result<std::vector<LayerPlan>> Plan(size_t nodes, const std::string& mode) {
   return plan;
 }
 
+// The digest and size of layer `key` ("<node>-<base node or root>"), as
+// an earlier export wrote it: the same node and base give the same bytes.
+std::optional<OciBlob> RecallLayer(const std::string& memo, const std::string& key) {
+  std::ifstream in(memo + "/" + key);
+  std::string digest;
+  uint64_t size = 0;
+  if (!(in >> digest >> size) || digest.size() != 71 || !digest.starts_with("sha256:")) return std::nullopt;
+  return OciBlob{kLayerType, digest, size, {}};
+}
+
+// Remembers a layer's digest (a cache: failing to write it loses nothing).
+void RememberLayer(const std::string& memo, const std::string& key, const OciBlob& b) {
+  if (::mkdir(memo.c_str(), 0755) != 0 && errno != EEXIST) return;
+  std::string tmp = memo + "/." + key + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << b.digest << " " << b.size << "\n";
+    if (!out.flush()) return;
+  }
+  ::rename(tmp.c_str(), (memo + "/" + key).c_str());
+}
+
+Result<bool> HaveBlob(const std::string& blobs, const OciBlob& b) {
+  struct stat st;
+  return ::stat((blobs + "/" + b.digest.substr(7)).c_str(), &st) == 0 && uint64_t(st.st_size) == b.size;
+}
+
 // A tag as the OCI layout allows ("ref.name" components).
 bool ValidTag(const std::string& t) {
   if (t.empty() || t.size() > 128) return false;
@@ -220,6 +248,7 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
   AE_ASSIGN(std::vector<LayerPlan> plan, Plan(chain.size(), r.layers));
 
   std::string blobs = r.dir + "/blobs/sha256";
+  std::string memo = snap::layout::OciLayers(client.root());
   AE_TRY(MakeDir(r.dir));
   AE_TRY(MakeDir(r.dir + "/blobs"));
   AE_TRY(MakeDir(blobs));
@@ -230,12 +259,25 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
     AE_ASSIGN(top, snap::LoadNode(repo.store(), chain[l.top].id));
     std::optional<store::ObjectId> base;
     if (l.base) base = chain[*l.base].tree;
-    AE_ASSIGN(auto w, BlobWriter::Open(blobs));
-    std::string name = r.dir + ": layer of node " + chain[l.top].id.Hex().substr(0, 12);
-    AE_ASSIGN(ExportStats st, ExportTarTo(repo.store(), top, base,
-                                          [&](std::span<const uint8_t> b) { return w->Write(b); }, name));
-    AE_ASSIGN(OciBlob blob, w->Commit(kLayerType));
-    rep.entries += st.entries, rep.bytes += st.bytes, rep.whiteouts += st.whiteouts;
+    std::string key = chain[l.top].id.Hex() + "-" + (l.base ? chain[*l.base].id.Hex() : "root");
+    std::optional<OciBlob> known = RecallLayer(memo, key);
+    bool have = false;
+    if (known) {
+      AE_ASSIGN(have, r.have_blob ? r.have_blob(known->digest) : HaveBlob(blobs, *known));
+    }
+    OciBlob blob;
+    if (have) {
+      blob = *known;
+      ++rep.reused;
+    } else {
+      AE_ASSIGN(auto w, BlobWriter::Open(blobs));
+      std::string name = r.dir + ": layer of node " + chain[l.top].id.Hex().substr(0, 12);
+      AE_ASSIGN(ExportStats st, ExportTarTo(repo.store(), top, base,
+                                            [&](std::span<const uint8_t> b) { return w->Write(b); }, name));
+      AE_ASSIGN(blob, w->Commit(kLayerType));
+      rep.entries += st.entries, rep.bytes += st.bytes, rep.whiteouts += st.whiteouts;
+      RememberLayer(memo, key, blob);
+    }
     // What `import` needs to give the node back its place in history.
     json ann = {{"dev.agentenv.node", chain[l.top].id.Hex()},
                 {"dev.agentenv.time", std::to_string(top.time_ns)},

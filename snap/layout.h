@@ -19,6 +19,7 @@ inline std::string AgentSocket(const std::string& root) { return root + "/agent.
 inline std::string Jobs(const std::string& root) { return root + "/jobs"; }         // spawn logs, exec sessions
 inline std::string Lowers(const std::string& root) { return root + "/lowers"; }     // materialized nodes
 inline std::string Workspaces(const std::string& root) { return root + "/workspaces"; }  // overlay workspaces
+inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
 
 // What `init` made and removes again when it fails: every entry above
 // that a new repository has.
