@@ -14,49 +14,6 @@
 namespace agentenv::test {
 namespace {
 
-fs::path Work(const fs::path& root) { return root / "work" / "current"; }
-
-void MustRun(const std::vector<std::string>& argv) {
-  CmdResult r = RunCmd(argv, "", 120000);
-  INFO(r.Describe());
-  REQUIRE(r.code == 0);
-}
-
-void MustAgentenv(const fs::path& root, const std::vector<std::string>& args) {
-  CmdResult r = Agentenv(root, args, 120000);
-  INFO(r.Describe());
-  REQUIRE(r.code == 0);
-}
-
-// Three nodes: a tree, then additions, changes and deletions (a file, a
-// whole directory, a file replaced by a directory).
-fs::path MakeHistory(const TempDir& tmp) {
-  fs::path src = tmp / "src", root = tmp / "repo";
-  fs::create_directories(src / "etc/conf.d");
-  fs::create_directories(src / "usr/share/doc");
-  fs::create_directories(src / "gone/deep");
-  WriteFile(src / "etc/hostname", "box\n");
-  WriteFile(src / "etc/conf.d/a", "a\n");
-  WriteFile(src / "usr/share/doc/readme", std::string(100000, 'r'));
-  WriteFile(src / "gone/deep/f", "f\n");
-  WriteFile(src / "becomes-dir", "file\n");
-  fs::create_symlink("../etc/hostname", src / "usr/link");
-  fs::create_hard_link(src / "etc/hostname", src / "usr/hard");
-  REQUIRE(::chmod((src / "etc/conf.d").c_str(), 0750) == 0);
-  REQUIRE(::setxattr((src / "etc/hostname").c_str(), "user.kind", "name", 4, 0) == 0);
-  MustAgentenv(root, {"init", "--from", src.string()});
-  WriteFile(Work(root) / "etc/conf.d/b", "b\n");
-  WriteFile(Work(root) / "etc/hostname", "box2\n");
-  fs::remove(Work(root) / "etc/conf.d/a");
-  MustAgentenv(root, {"snap", "-m", "second"});
-  fs::remove_all(Work(root) / "gone");
-  fs::remove(Work(root) / "becomes-dir");
-  fs::create_directories(Work(root) / "becomes-dir");
-  WriteFile(Work(root) / "becomes-dir/inside", "in\n");
-  MustAgentenv(root, {"snap", "-m", "third"});
-  return root;
-}
-
 std::string ManifestDigest(const fs::path& layout) {
   json index = json::parse(ReadFile(layout / "index.json"));
   return index["manifests"][0]["digest"];

@@ -79,19 +79,30 @@ constexpr const char* kRegistryBin = "/usr/bin/docker-registry";
 // packaged service is never touched.
 class Registry {
  public:
-  explicit Registry(const fs::path& dir) : dir_(dir), port_(FreePort()) {
+  // `htpasswd`: "user:bcrypt-hash" lines; empty: no authentication.
+  explicit Registry(const fs::path& dir, const std::string& htpasswd = "") : dir_(dir), port_(FreePort()) {
     fs::create_directories(dir / "storage");
+    std::string auth;
+    if (!htpasswd.empty()) {
+      WriteFile(dir / "htpasswd", htpasswd);
+      auth = "auth:\n  htpasswd:\n    realm: test\n    path: " + (dir / "htpasswd").string() + "\n";
+    }
     WriteFile(dir / "config.yml", "version: 0.1\n"
                                   "log:\n  level: info\n  accesslog:\n    disabled: false\n"
                                   "storage:\n  filesystem:\n    rootdirectory: " +
                                       (dir / "storage").string() +
                                       "\n  delete:\n    enabled: true\n"
                                       "http:\n  addr: 127.0.0.1:" +
-                                      std::to_string(port_) + "\n");
-    child_.Start({kRegistryBin, "serve", (dir / "config.yml").string()}, false, false, log().string());
+                                      std::to_string(port_) + "\n" + auth);
+    // Its access log goes to stdout, the rest to stderr: both to log().
+    child_.Start({"/bin/sh", "-c", "exec \"$0\" serve \"$1\" >>\"$2\" 2>&1", kRegistryBin,
+                  (dir / "config.yml").string(), log().string()},
+                 false, false);
     bool up = WaitFor(
         [&] {
-          return RunCmd({"/usr/bin/curl", "-sf", "-o", "/dev/null", "http://" + address() + "/v2/"}, "", 5000).code == 0;
+          // Any HTTP answer (401 with authentication) means it is up.
+          CmdResult r = RunCmd({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://" + address() + "/v2/"}, "", 5000);
+          return r.out == "200" || r.out == "401";
         },
         20000);
     INFO(ReadFile(log()));
@@ -100,6 +111,11 @@ class Registry {
   ~Registry() { child_.Kill(); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   fs::path log() const { return dir_ / "registry.log"; }
+  // The stored data of blob `digest` (Distribution's filesystem layout).
+  fs::path BlobData(const std::string& digest) const {
+    std::string hex = digest.substr(7);
+    return dir_ / "storage/docker/registry/v2/blobs/sha256" / hex.substr(0, 2) / hex / "data";
+  }
   // Requests in the log so far whose method and path match (e.g. "PUT",
   // "/blobs/uploads/").
   size_t Requests(const std::string& method, const std::string& path_part) const {
@@ -115,6 +131,49 @@ class Registry {
   int port_;
   Child child_;
 };
+
+inline fs::path Work(const fs::path& root) { return root / "work" / "current"; }
+
+inline void MustRun(const std::vector<std::string>& argv) {
+  CmdResult r = RunCmd(argv, "", 120000);
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+}
+
+inline void MustAgentenv(const fs::path& root, const std::vector<std::string>& args) {
+  CmdResult r = Agentenv(root, args, 120000);
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+}
+
+// Three nodes: a tree, then additions, changes and deletions (a file, a
+// whole directory, a file replaced by a directory).
+inline fs::path MakeHistory(const TempDir& tmp) {
+  fs::path src = tmp / "src", root = tmp / "repo";
+  fs::create_directories(src / "etc/conf.d");
+  fs::create_directories(src / "usr/share/doc");
+  fs::create_directories(src / "gone/deep");
+  WriteFile(src / "etc/hostname", "box\n");
+  WriteFile(src / "etc/conf.d/a", "a\n");
+  WriteFile(src / "usr/share/doc/readme", std::string(100000, 'r'));
+  WriteFile(src / "gone/deep/f", "f\n");
+  WriteFile(src / "becomes-dir", "file\n");
+  fs::create_symlink("../etc/hostname", src / "usr/link");
+  fs::create_hard_link(src / "etc/hostname", src / "usr/hard");
+  REQUIRE(::chmod((src / "etc/conf.d").c_str(), 0750) == 0);
+  REQUIRE(::setxattr((src / "etc/hostname").c_str(), "user.kind", "name", 4, 0) == 0);
+  MustAgentenv(root, {"init", "--from", src.string()});
+  WriteFile(Work(root) / "etc/conf.d/b", "b\n");
+  WriteFile(Work(root) / "etc/hostname", "box2\n");
+  fs::remove(Work(root) / "etc/conf.d/a");
+  MustAgentenv(root, {"snap", "-m", "second"});
+  fs::remove_all(Work(root) / "gone");
+  fs::remove(Work(root) / "becomes-dir");
+  fs::create_directories(Work(root) / "becomes-dir");
+  WriteFile(Work(root) / "becomes-dir/inside", "in\n");
+  MustAgentenv(root, {"snap", "-m", "third"});
+  return root;
+}
 
 inline bool HaveRegistry() { return ::access(kRegistryBin, X_OK) == 0; }
 
