@@ -36,14 +36,36 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r) {
   } else {
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
     if (!r.tarball.empty()) AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), warn));
+    std::optional<std::vector<OciNode>> history;
     if (!r.oci.empty()) {
       AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
-      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip));
+      // An image agentenv exported: one node per layer, as it was (the
+      // live tree is ours, so each snapshot rereads only what changed).
+      history = OciHistory(image);
+      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip,
+                            [&](size_t i) -> Result<void> {
+                              if (!history) return {};
+                              const OciNode& n = (*history)[i];
+                              AE_TRY(SetRootMeta(repo->work_dir(), n.root));
+                              snap::SnapOptions opt;
+                              opt.message = n.message;
+                              opt.label = n.label;
+                              opt.time_ns = n.time_ns;
+                              opt.allow_empty = true;
+                              AE_ASSIGN(res, repo->Snapshot(opt));
+                              rep.entries += res.changes.added;
+                              rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
+                              res.warnings.clear();
+                              return {};
+                            }));
     }
-    snap::SnapOptions opt;
-    opt.message = r.message;
-    opt.allow_empty = true;
-    AE_ASSIGN(res, repo->Snapshot(opt));
+    if (!history) {
+      snap::SnapOptions opt;
+      opt.message = r.message;
+      opt.allow_empty = true;
+      AE_ASSIGN(res, repo->Snapshot(opt));
+      rep.entries = res.changes.added;
+    }
   }
   rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
   AE_ASSIGN(snap::NodeRecord rec, repo->Record(*res.node));
@@ -51,7 +73,7 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r) {
   rep.root = root;
   rep.work = repo->work_dir();
   rep.node = MakeNodeInfo(rec);
-  rep.entries = res.changes.added;
+  if (!r.from.empty()) rep.entries = res.changes.added;
   return rep;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <unordered_set>
 
 #include "control/libarchive.h"
@@ -214,10 +215,20 @@ Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std:
     }));
     // A file written anew breaks its hardlinks in the layers below: its
     // other names are written again, as links to the new file.
+    // Relinking changes the mtime of the directories holding those names:
+    // they are written again too (after their contents), so that the
+    // importer sets it back.
+    std::set<std::string> parents;
     for (const auto& [path, first] : n.links) {
       if (!written.count(first) || written.count(path)) continue;
       AE_ASSIGN(snap::Entry e, FindEntry(s, n.tree, path));
       AE_TRY(w.Put(e, path));
+      if (size_t slash = path.rfind('/'); slash != std::string::npos && !written.count(path.substr(0, slash)))
+        parents.insert(path.substr(0, slash));
+    }
+    for (const std::string& dir : parents) {
+      AE_ASSIGN(snap::Entry e, FindEntry(s, n.tree, dir));
+      AE_TRY(w.Put(e, dir));
     }
   }
   if (A.archive_write_close(a.get()) != ARCHIVE_OK) {

@@ -34,7 +34,8 @@ Result<ArchiveLib> Load() {
   bool ok = AE_RESOLVE(archive_errno) && AE_RESOLVE(archive_error_string) && AE_RESOLVE(archive_entry_new) &&
             AE_RESOLVE(archive_entry_free) && AE_RESOLVE(archive_entry_filetype) &&
             AE_RESOLVE(archive_entry_hardlink) && AE_RESOLVE(archive_entry_pathname) &&
-            AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_set_filetype) &&
+            AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_mtime) &&
+            AE_RESOLVE(archive_entry_mtime_nsec) && AE_RESOLVE(archive_entry_set_filetype) &&
             AE_RESOLVE(archive_entry_set_gid) && AE_RESOLVE(archive_entry_set_hardlink) &&
             AE_RESOLVE(archive_entry_set_mtime) && AE_RESOLVE(archive_entry_set_pathname) &&
             AE_RESOLVE(archive_entry_set_perm) && AE_RESOLVE(archive_entry_set_rdev) &&

@@ -20,6 +20,8 @@ struct ArchiveLib {
   decltype(&::archive_entry_hardlink) archive_entry_hardlink;
   decltype(&::archive_entry_pathname) archive_entry_pathname;
   decltype(&::archive_entry_size) archive_entry_size;
+  decltype(&::archive_entry_mtime) archive_entry_mtime;
+  decltype(&::archive_entry_mtime_nsec) archive_entry_mtime_nsec;
   decltype(&::archive_entry_set_filetype) archive_entry_set_filetype;
   decltype(&::archive_entry_set_gid) archive_entry_set_gid;
   decltype(&::archive_entry_set_hardlink) archive_entry_set_hardlink;

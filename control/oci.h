@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "control/client.h"
 #include "control/tarball.h"
 #include "registry/registry.h"
+#include "snap/tree.h"
 
 namespace agentenv::control {
 
@@ -73,8 +75,23 @@ Result<OciImage> OpenOciImage(const std::string& spec);
 // onto the empty directory `dest` (ApplyLayer: whiteouts, opaque
 // directories, hostile entries refused with kInvalid). On error `dest`
 // may hold a partial tree: the caller removes it.
+// `after_layer`, when given, runs after each layer is applied.
 Result<void> UnpackOciImage(const OciImage& image, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices);
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                            const std::function<Result<void>(size_t layer)>& after_layer = nullptr);
+
+// The node a layer of an agentenv image completes (its annotations).
+struct OciNode {
+  std::string id, parent, message, label;
+  int64_t time_ns = 0;
+  snap::Meta root;  // the root directory's mode, owner and mtime
+};
+// The nodes of `image`, bottom first, when every layer names its node and
+// each names the one below it as parent (an image agentenv exported);
+// nullopt for any other image.
+std::optional<std::vector<OciNode>> OciHistory(const OciImage& image);
+// Gives directory `dir` the root metadata of a node (owner only as root).
+Result<void> SetRootMeta(const std::string& dir, const snap::Meta& m);
 
 using TransferProgress = std::function<void(const registry::Progress&)>;
 

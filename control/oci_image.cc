@@ -6,6 +6,8 @@
 #include <openssl/evp.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -219,13 +221,52 @@ Result<OciImage> OpenOciImage(const std::string& spec) {
 }
 
 Result<void> UnpackOciImage(const OciImage& image, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                            const std::function<Result<void>(size_t layer)>& after_layer) {
   AE_TRY(ReadJsonBlob(image.dir, image.config));
   for (const OciBlob& l : image.layers) AE_TRY(VerifyBlob(image.dir, l));
-  for (const OciBlob& l : image.layers) {
-    AE_ASSIGN(std::string path, BlobPath(image.dir, l.digest));
+  for (size_t i = 0; i < image.layers.size(); ++i) {
+    AE_ASSIGN(std::string path, BlobPath(image.dir, image.layers[i].digest));
     AE_TRY(ApplyLayer(path, dest, warn, devices));
+    if (after_layer) AE_TRY(after_layer(i));
   }
+  return {};
+}
+
+std::optional<std::vector<OciNode>> OciHistory(const OciImage& image) {
+  std::vector<OciNode> nodes;
+  for (const OciBlob& l : image.layers) {
+    auto get = [&](const char* key) -> const std::string* {
+      auto it = l.annotations.find(key);
+      return it == l.annotations.end() ? nullptr : &it->second;
+    };
+    const std::string *id = get("dev.agentenv.node"), *time = get("dev.agentenv.time"), *root = get("dev.agentenv.root");
+    if (!id || !time || !root) return std::nullopt;
+    OciNode n;
+    n.id = *id;
+    if (const std::string* p = get("dev.agentenv.parent")) n.parent = *p;
+    if (const std::string* m = get("dev.agentenv.message")) n.message = *m;
+    if (const std::string* lb = get("dev.agentenv.label")) n.label = *lb;
+    char* end = nullptr;
+    n.time_ns = std::strtoll(time->c_str(), &end, 10);
+    if (*end || n.time_ns <= 0) return std::nullopt;
+    unsigned mode = 0, uid = 0, gid = 0;
+    long long mtime = 0;
+    if (std::sscanf(root->c_str(), "%o %u %u %lld", &mode, &uid, &gid, &mtime) != 4) return std::nullopt;
+    n.root.mode = mode & 07777, n.root.uid = uid, n.root.gid = gid, n.root.mtime_ns = mtime;
+    // A chain: each layer completes the child of the node below.
+    if (!nodes.empty() && n.parent != nodes.back().id) return std::nullopt;
+    nodes.push_back(std::move(n));
+  }
+  if (nodes.empty()) return std::nullopt;
+  return nodes;
+}
+
+Result<void> SetRootMeta(const std::string& dir, const snap::Meta& m) {
+  if (::geteuid() == 0 && ::lchown(dir.c_str(), m.uid, m.gid) != 0) return FailErrno(dir, errno);
+  if (::chmod(dir.c_str(), m.mode & 07777) != 0) return FailErrno(dir, errno);
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {time_t(m.mtime_ns / 1000000000), long(m.mtime_ns % 1000000000)}};
+  if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
   return {};
 }
 

@@ -284,6 +284,10 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
                 {"dev.agentenv.message", top.message},
                 {"dev.agentenv.label", top.label}};
     if (top.parent) ann["dev.agentenv.parent"] = top.parent->Hex();
+    char root[96];
+    std::snprintf(root, sizeof root, "%o %u %u %lld", top.root.mode, top.root.uid, top.root.gid,
+                  (long long)top.root.mtime_ns);
+    ann["dev.agentenv.root"] = root;
     layers.push_back({{"mediaType", blob.media_type}, {"digest", blob.digest}, {"size", blob.size},
                       {"annotations", ann}});
     diff_ids.push_back(blob.digest);  // uncompressed: the layer is its own diff

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <memory>
 #include <string_view>
+#include <map>
 #include <unordered_map>
+#include <vector>
 
 namespace agentenv::control {
 namespace {
@@ -166,6 +168,23 @@ Result<void> Extract(const std::string& path, const std::string& dest,
 
   AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
+  // A layer changes directories' mtimes by what it writes and removes in
+  // them. The layer's own directories get theirs again at the end, the
+  // others the one they had before the layer touched them.
+  std::vector<std::pair<std::string, timespec>> dir_times;
+  std::map<std::string, timespec> kept_times;
+  auto keep_parent_time = [&](const std::string& name) -> Result<void> {
+    size_t slash = name.rfind('/');
+    std::string parent = slash == std::string::npos ? "." : name.substr(0, slash);
+    if (kept_times.count(parent)) return {};
+    if (parent != ".") {
+      AE_ASSIGN(bool exists, ExistsBelowDirs(path, parent));
+      if (!exists) return {};
+    }
+    struct stat st;
+    if (::lstat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) kept_times.emplace(parent, st.st_mtim);
+    return {};
+  };
   for (;;) {
     archive_entry* e = nullptr;
     int r = A.archive_read_next_header(in.get(), &e);
@@ -189,11 +208,15 @@ Result<void> Extract(const std::string& path, const std::string& dest,
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());
     }
+    if (layer) AE_TRY(keep_parent_time(name));
     if (layer && IsWhiteout(name)) {
+      if (name.ends_with("/.wh..wh..opq")) AE_TRY(keep_parent_time(name.substr(0, name.rfind('/'))));
       AE_TRY(ApplyWhiteout(path, name, seen));
       continue;
     }
     mode_t type = A.archive_entry_filetype(e);
+    if (layer && type == AE_IFDIR)
+      dir_times.emplace_back(name, timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))});
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
       if (devices == UnprivilegedDevices::kRefuse)
         return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
@@ -234,6 +257,16 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   // Directory modes and mtimes are applied here, after their contents.
   if (A.archive_write_close(out.get()) < ARCHIVE_WARN)
     return Fail(dest + ": " + A.archive_error_string(out.get()));
+  for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
+  std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
+  restore.insert(restore.end(), dir_times.begin(), dir_times.end());
+  for (const auto& [dir, mtime] : restore) {
+    auto exists = ExistsBelowDirs(path, dir);  // never through a link the layer made later
+    struct stat st;
+    if (!exists || !*exists || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    struct timespec ts[2] = {{0, UTIME_OMIT}, mtime};
+    if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
+  }
   return {};
 }
 

@@ -64,6 +64,25 @@ TEST_CASE("cli oci: export then init --from-oci or import --oci gives the same t
   CHECK(Agentenv(root, {"fsck"}).code == 0);
 }
 
+TEST_CASE("cli oci: init --from-oci of an image carrying the path from the root rebuilds the same nodes", "[cli][oci]") {
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+  fs::path layout = tmp / "layout";
+  MustAgentenv(root, {"export", "HEAD", "--oci", layout.string(), "--layers", "full"});
+  fs::path other = tmp / "other";
+  MustAgentenv(other, {"init", "--from-oci", layout.string()});
+  json want = AgentenvJson(root, {"log"})["nodes"];
+  REQUIRE(want.size() == 3);
+  CHECK(AgentenvJson(other, {"log"})["nodes"] == want);
+  CHECK(HeadId(other) == HeadId(root));
+  CHECK(Agentenv(other, {"fsck"}).code == 0);
+  // A squashed image has no chain: one node, the tree alone.
+  MustAgentenv(root, {"export", "HEAD", "--oci", (tmp / "squashed").string(), "--layers", "squash"});
+  MustAgentenv(tmp / "third", {"init", "--from-oci", (tmp / "squashed").string()});
+  CHECK(AgentenvJson(tmp / "third", {"log"})["nodes"].size() == 1);
+  CHECK(ManifestDiff(TreeManifest(Work(root)), TreeManifest(Work(tmp / "third"))) == "");
+}
+
 TEST_CASE("cli oci: skopeo copies our layout and umoci unpacks it to the same tree, as root", "[cli][oci][interop]") {
   if (!IsRoot()) Skip("umoci unpack keeps owners and modes only as root");
   TempDir tmp;

@@ -46,6 +46,8 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(ManifestDiff(want, TreeManifest(Work(other))) == "");
   CHECK(Agentenv(other, {"fsck"}).code == 0);
   CHECK(Agentenv(root, {"fsck"}).code == 0);
+  // History travels: three nodes from the root, the same ids, times, titles.
+  CHECK(AgentenvJson(other, {"log"})["nodes"] == AgentenvJson(root, {"log"})["nodes"]);
   CheckNoScratch(other);
 
   // Unchanged: every blob is found by HEAD, none uploaded.
