@@ -61,6 +61,8 @@ class BlobWriter {
       return FailErrno(blobs, errno);
     }
     w->fd_.reset(fd);
+    // Blobs are read by other users' tools (mkostemp makes 0600).
+    if (::fchmod(fd, 0644) != 0) return FailErrno(w->tmp_, errno);
     if (!w->ctx_ || EVP_DigestInit_ex(w->ctx_.get(), EVP_sha256(), nullptr) != 1)
       return Fail(ErrorCode::kUnsupported, "sha256: OpenSSL cannot compute it");
     return w;

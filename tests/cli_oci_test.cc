@@ -158,6 +158,65 @@ TEST_CASE("cli oci: whiteouts and opaque directories apply as umoci applies them
   CHECK(ManifestDiff(TreeManifest(b / "rootfs"), TreeManifest(w)) == "");
 }
 
+TEST_CASE("cli oci: init --from-oci and import --oci work unprivileged, refusing hostile layers", "[cli][oci]") {
+  if (!IsRoot()) Skip("needs root to switch to uid 65534");
+  TempDir tmp;
+  REQUIRE(::chmod(tmp.path().c_str(), 0755) == 0);
+  fs::path root = MakeHistory(tmp);
+  fs::path layout = tmp / "layout";
+  MustAgentenv(root, {"export", "HEAD", "--oci", layout.string(), "--layers", "full"});
+  fs::path mine = tmp / "mine";
+  fs::create_directories(mine);
+  REQUIRE(::chown(mine.c_str(), 65534, 65534) == 0);
+  auto nobody = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", AGENTENV_BIN});
+    args.insert(args.end(), {"--root", (mine / "repo").string()});
+    return RunCmd(args);
+  };
+  CmdResult r = nobody({"init", "--from-oci", layout.string()});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  CHECK(ManifestDiff(TreeManifest(Work(root)), TreeManifest(Work(mine / "repo"))) == "");
+  CHECK(nobody({"fsck"}).code == 0);
+  // A whiteout below a symlink to a directory uid 65534 may write.
+  fs::create_directories(tmp / "victim");
+  WriteFile(tmp / "victim/keep", "keep\n");
+  REQUIRE(::chown((tmp / "victim").c_str(), 65534, 65534) == 0);
+  REQUIRE(::chown((tmp / "victim/keep").c_str(), 65534, 65534) == 0);
+  WriteTar(tmp / "link.tar", {{"s", '2', (tmp / "victim").string()}});
+  WriteTar(tmp / "through.tar", {{"s/.wh.keep", '0'}});
+  MakeLayout(tmp / "through", {tmp / "link.tar", tmp / "through.tar"});
+  std::string log_before = nobody({"log"}).out;
+  r = nobody({"import", "--oci", (tmp / "through").string() + ":t"});
+  CHECK(r.code == 2);
+  CHECK(ReadFile(tmp / "victim/keep") == "keep\n");
+  CHECK(nobody({"log"}).out == log_before);
+}
+
+TEST_CASE("cli oci: podman runs an image agentenv pushed", "[cli][oci][interop][registry]") {
+  if (::access("/usr/bin/podman", X_OK) != 0) Skip("podman is not installed here");
+  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
+  if (::access("/bin/busybox", X_OK) != 0) Skip("/bin/busybox (busybox-static) is not installed");
+  TempDir tmp;
+  fs::path src = tmp / "src", root = tmp / "repo";
+  fs::create_directories(src / "bin");
+  fs::create_directories(src / "etc");
+  fs::copy_file("/bin/busybox", src / "bin/busybox");
+  fs::create_symlink("busybox", src / "bin/sh");
+  fs::create_symlink("busybox", src / "bin/cat");
+  WriteFile(src / "etc/greeting", "hello from a node\n");
+  MustAgentenv(root, {"init", "--from", src.string()});
+  Registry reg(tmp / "registry");
+  std::string image = reg.address() + "/agentenv/run:v1";
+  MustAgentenv(root, {"push", "HEAD", image, "--insecure"});
+  CmdResult r = RunCmd({"/usr/bin/podman", "run", "--rm", "--tls-verify=false", image, "/bin/cat", "/etc/greeting"}, "",
+                       300000);
+  INFO(r.Describe());
+  if (r.code != 0 && r.err.find("cannot") != std::string::npos) Skip("podman does not work on this machine: " + r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "hello from a node\n");
+}
+
 // Every image below is refused with exit 2 by init (no repository left)
 // and by import (no node recorded).
 void ExpectRefused(const TempDir& tmp, const fs::path& layout, const std::string& why) {
