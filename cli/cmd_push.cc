@@ -14,9 +14,12 @@ namespace {
 // terminal and the output is not --json.
 control::TransferProgress TtyProgress(const Globals& g, const char* verb) {
   if (g.json || !::isatty(STDERR_FILENO)) return nullptr;
-  return [verb](const registry::Progress& p) {
-    std::string head = p.what + (p.count ? " " + std::to_string(p.index) + "/" + std::to_string(p.count) : "") +
-                       " " + p.digest.substr(7, 12);
+  return [verb, last = std::string()](const registry::Progress& p) mutable {
+    std::string head = (p.count ? std::to_string(p.index) + "/" + std::to_string(p.count) + " " : "") + p.what + " " +
+                       p.digest.substr(7, 12);
+    std::string now = head + " " + std::to_string(p.done) + (p.finished ? " done" : "");
+    if (now == last) return;  // libcurl reports often; redraw only on news
+    last = now;
     if (p.skipped) {
       std::fprintf(stderr, "\r\033[K%s: already there, skipped\n", head.c_str());
     } else if (p.finished) {
