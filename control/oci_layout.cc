@@ -285,7 +285,8 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
                 {"dev.agentenv.time", std::to_string(top.time_ns)},
                 {"dev.agentenv.message", top.message},
                 {"dev.agentenv.label", top.label}};
-    if (top.parent) ann["dev.agentenv.parent"] = top.parent->Hex();
+    // The parent in history now (retention may have reparented the node).
+    if (chain[l.top].parent) ann["dev.agentenv.parent"] = chain[l.top].parent->Hex();
     char root[96];
     std::snprintf(root, sizeof root, "%o %u %u %lld", top.root.mode, top.root.uid, top.root.gid,
                   (long long)top.root.mtime_ns);
