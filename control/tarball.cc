@@ -112,8 +112,11 @@ Result<void> ApplyWhiteout(const std::string& archive, const std::string& name,
   std::string base = name.substr(dir.size());
   if (base == ".wh..wh..opq") {
     std::string d = dir.empty() ? "." : dir.substr(0, dir.size() - 1);
-    AE_ASSIGN(bool exists, ExistsBelowDirs(archive, d == "." ? "" : d));
-    if (d != "." && !exists) return {};
+    // Every directory above the marker, its own included, must be one (a
+    // symlink there would empty the directory it points to).
+    AE_TRY(ExistsBelowDirs(archive, name));
+    struct stat st;
+    if (::lstat(d.c_str(), &st) != 0) return {};  // nothing below to hide
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
       std::string child = dir + e.path().filename().string();

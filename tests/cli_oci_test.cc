@@ -47,20 +47,20 @@ TEST_CASE("cli oci: the same node exports to the same digests in every layers mo
 TEST_CASE("cli oci: export then init --from-oci or import --oci gives the same tree, fsck clean", "[cli][oci]") {
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
-  Manifest want = TreeManifest(Work(root));
+  Manifest want = FullManifest(Work(root));
   for (const char* mode : {"squash", "full"}) {
     INFO(mode);
     fs::path layout = tmp / (std::string("l-") + mode), other = tmp / (std::string("r-") + mode);
     MustAgentenv(root, {"export", "HEAD", "--oci", layout.string(), "--layers", mode, "--tag", "v1"});
     MustAgentenv(other, {"init", "--from-oci", layout.string() + ":v1"});
-    CHECK(ManifestDiff(want, TreeManifest(Work(other))) == "");
+    CHECK(ManifestDiff(want, FullManifest(Work(other))) == "");
     CHECK(Agentenv(other, {"fsck"}).code == 0);
   }
   // import --oci records it as a new node of an existing repository.
   json imported = AgentenvJson(root, {"import", "--oci", (tmp / "l-full").string()});
   REQUIRE(imported["ok"] == true);
   MustAgentenv(root, {"restore", imported["node"]});
-  CHECK(ManifestDiff(want, TreeManifest(Work(root))) == "");
+  CHECK(ManifestDiff(want, FullManifest(Work(root))) == "");
   CHECK(Agentenv(root, {"fsck"}).code == 0);
 }
 
@@ -256,6 +256,11 @@ TEST_CASE("cli oci: hostile and damaged images are refused, nothing recorded", "
   WriteTar(tmp / "through.tar", {{"s/.wh.keep", '0'}});
   MakeLayout(tmp / "through", {tmp / "link.tar", tmp / "through.tar"});
   ExpectRefused(tmp, tmp / "through", "not a directory");
+  CHECK(ReadFile(tmp / "victim/keep") == "keep\n");
+  // Nor may an opaque marker below it empty the directory it points to.
+  WriteTar(tmp / "opaque-through.tar", {{"s/.wh..wh..opq", '0'}});
+  MakeLayout(tmp / "opaque-through", {tmp / "link.tar", tmp / "opaque-through.tar"});
+  ExpectRefused(tmp, tmp / "opaque-through", "not a directory");
   CHECK(ReadFile(tmp / "victim/keep") == "keep\n");
 
   WriteTar(tmp / "wh-dotdot.tar", {{"a/", '5'}, {"a/.wh...", '0'}});

@@ -32,7 +32,7 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   RequireRegistry();
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
-  Manifest want = TreeManifest(Work(root));
+  Manifest want = FullManifest(Work(root));
   Registry reg(tmp / "registry");
   std::string image = reg.address() + "/agentenv/env:v1";
 
@@ -46,7 +46,7 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   fs::path other = tmp / "other";
   json init = AgentenvJson(other, {"init", "--from-image", image, "--insecure"});
   REQUIRE(init["ok"] == true);
-  CHECK(ManifestDiff(want, TreeManifest(Work(other))) == "");
+  CHECK(ManifestDiff(want, FullManifest(Work(other))) == "");
   CHECK(Agentenv(other, {"fsck"}).code == 0);
   CHECK(Agentenv(root, {"fsck"}).code == 0);
   // History travels: three nodes from the root, the same ids, times, titles.
@@ -72,7 +72,7 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   json pulled = AgentenvJson(other, {"pull", reg.address() + "/agentenv/env:v2", "--insecure"});
   REQUIRE(pulled["ok"] == true);
   MustAgentenv(other, {"restore", pulled["node"]});
-  CHECK(ManifestDiff(TreeManifest(Work(root)), TreeManifest(Work(other))) == "");
+  CHECK(ManifestDiff(FullManifest(Work(root)), FullManifest(Work(other))) == "");
   CHECK(Agentenv(other, {"fsck"}).code == 0);
 }
 

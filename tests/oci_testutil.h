@@ -175,6 +175,19 @@ inline fs::path MakeHistory(const TempDir& tmp) {
   return root;
 }
 
+// TreeManifest plus owner and ns mtime of every entry: the fields a
+// node keeps, compared one by one.
+inline Manifest FullManifest(const fs::path& root) {
+  Manifest m = TreeManifest(root);
+  for (auto& [rel, d] : m) {
+    struct stat st;
+    REQUIRE(::lstat((root / rel).c_str(), &st) == 0);
+    d += " " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) + " " + std::to_string(st.st_mtim.tv_sec) +
+         "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  return m;
+}
+
 inline bool HaveRegistry() { return ::access(kRegistryBin, X_OK) == 0; }
 
 }  // namespace agentenv::test
