@@ -241,7 +241,9 @@ Result<Response> Session::Once(const Request& r, CURLcode* curl_error) {
   curl_slist* headers = nullptr;
   std::vector<std::string> all = r.headers;
   all.push_back("Expect:");  // no 100-continue round trip before a body
-  if (!authorization.empty()) all.push_back("Authorization: " + authorization);
+  // Credentials go to the registry only, not to where an upload Location
+  // points elsewhere (e.g. object storage).
+  if (!authorization.empty() && (url + "/").starts_with(base_ + "/")) all.push_back("Authorization: " + authorization);
   for (const auto& x : all) headers = C->curl_slist_append(headers, x.c_str());
   C->curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   ++requests;
@@ -273,12 +275,12 @@ Result<void> Session::Authenticate(const Response& challenge) {
   std::string sep = url.find('?') == std::string::npos ? "?" : "&";
   if (params.count("service")) url += sep + "service=" + UrlEncode(params["service"]), sep = "&";
   if (params.count("scope")) url += sep + "scope=" + UrlEncode(params["scope"]);
-  authorization = basic_.empty() ? "" : "Basic " + basic_;  // anonymous tokens exist too
+  authorization.clear();
   Request token;
-  token.url = url;
+  token.url = url;  // the realm the registry named, often another host
+  if (!basic_.empty()) token.headers.push_back("Authorization: Basic " + basic_);  // else an anonymous token
   CURLcode ce;
   auto resp = Once(token, &ce);
-  authorization.clear();
   if (!resp) return Unexpected<Error>(resp.error());
   if (resp->status != 200) return Unexpected<Error>(StatusError("token from " + params["realm"], *resp));
   json j = json::parse(resp->body, nullptr, false);
