@@ -5,16 +5,32 @@
 
 namespace agentenv::cli {
 
+// cmd_push.cc: the first node pulled from a registry.
+int InitFromImage(const Globals& g, const std::string& image, bool insecure, const std::string& auth_file,
+                  const std::string& message);
+
 int CmdInit(int argc, char** argv) {
   Globals g;
   control::InitRequest req;
-  CLI::App app{"Create a repository and its live tree from a directory or a tarball", "init"};
+  CLI::App app{"Create a repository and its live tree from a directory, a tarball or an OCI image layout", "init"};
   AddGlobals(app, g);
   auto* f = app.add_option("--from", req.from, "Directory to copy as the first snapshot");
-  app.add_option("--tarball", req.tarball, "Archive (tar, tar.gz, tar.zst, ...) to unpack as the first snapshot")
-      ->excludes(f);
+  auto* t = app.add_option("--tarball", req.tarball, "Archive (tar, tar.gz, tar.zst, ...) to unpack as the first snapshot")
+                ->excludes(f);
+  auto* o = app.add_option("--from-oci", req.oci, "OCI image layout, DIR or DIR:TAG, to unpack as the first snapshot")
+                ->excludes(f)
+                ->excludes(t);
+  std::string image, auth_file;
+  bool insecure = false;
+  auto* i = app.add_option("--from-image", image, "Registry image, HOST[:PORT]/REPOSITORY[:TAG], pulled as the first snapshot")
+                ->excludes(f)
+                ->excludes(t)
+                ->excludes(o);
+  app.add_flag("--insecure", insecure, "With --from-image: plain HTTP")->needs(i);
+  app.add_option("--auth-file", auth_file, "With --from-image: docker/podman config.json with credentials")->needs(i);
   app.add_option("-m,--message", req.message, "Message of the first node");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
+  if (!image.empty()) return InitFromImage(g, image, insecure, auth_file, req.message);
   auto r = WithProgress(g, [&](Progress* p) { return control::Init(g.root, req, p); });
   return Print(g, r, [](const control::InitReply& r) {
     std::string text;

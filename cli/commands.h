@@ -21,6 +21,8 @@ int CmdCtlExec(int argc, char** argv);
 int CmdMcp(int argc, char** argv);
 int CmdExport(int argc, char** argv);
 int CmdImport(int argc, char** argv);
+int CmdPush(int argc, char** argv);
+int CmdPull(int argc, char** argv);
 int CmdExec(int argc, char** argv);
 int CmdSupervise(int argc, char** argv);
 int CmdShell(int argc, char** argv);

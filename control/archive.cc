@@ -7,6 +7,7 @@
 
 #include "control/export.h"
 #include "control/ignore.h"
+#include "control/oci.h"
 #include "control/tarball.h"
 #include "snap/layout.h"
 
@@ -34,13 +35,39 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* 
   if (!r.from.empty()) {
     AE_ASSIGN(res, repo->Seed(r.from, r.message));
   } else {
+    auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
     if (!r.tarball.empty())
-      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), [&](const std::string& w) { rep.warnings.push_back(w); },
-                            UnprivilegedDevices::kSkip, progress));
-    snap::SnapOptions opt;
-    opt.message = r.message;
-    opt.allow_empty = true;
-    AE_ASSIGN(res, repo->Snapshot(opt));
+      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), warn, UnprivilegedDevices::kSkip, progress));
+    std::optional<std::vector<OciNode>> history;
+    if (!r.oci.empty()) {
+      AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+      // An image agentenv exported: one node per layer, as it was (the
+      // live tree is ours, so each snapshot rereads only what changed).
+      history = OciHistory(image);
+      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip,
+                            [&](size_t i) -> Result<void> {
+                              if (!history) return {};
+                              const OciNode& n = (*history)[i];
+                              AE_TRY(SetRootMeta(repo->work_dir(), n.root));
+                              snap::SnapOptions opt;
+                              opt.message = n.message;
+                              opt.label = n.label;
+                              opt.time_ns = n.time_ns;
+                              opt.allow_empty = true;
+                              AE_ASSIGN(res, repo->Snapshot(opt));
+                              rep.entries += res.changes.added;
+                              rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
+                              res.warnings.clear();
+                              return {};
+                            }));
+    }
+    if (!history) {
+      snap::SnapOptions opt;
+      opt.message = r.message;
+      opt.allow_empty = true;
+      AE_ASSIGN(res, repo->Snapshot(opt));
+      rep.entries = res.changes.added;
+    }
   }
   rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
   AE_ASSIGN(snap::NodeRecord rec, repo->Record(*res.node));
@@ -48,7 +75,7 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* 
   rep.root = root;
   rep.work = repo->work_dir();
   rep.node = MakeNodeInfo(rec);
-  rep.entries = res.changes.added;
+  if (!r.from.empty()) rep.entries = res.changes.added;
   return rep;
 }
 
@@ -81,12 +108,17 @@ Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequ
     }
   } cleanup{tmpl};
   ImportArchiveReply rep;
-  AE_TRY(ExtractTarball(r.archive, tmpl, [&](const std::string& w) { rep.warnings.push_back(w); },
-                        UnprivilegedDevices::kRefuse, client.progress()));
+  auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
+  if (!r.oci.empty()) {
+    AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+    AE_TRY(UnpackOciImage(image, tmpl, warn, UnprivilegedDevices::kRefuse));
+  } else {
+    AE_TRY(ExtractTarball(r.archive, tmpl, warn, UnprivilegedDevices::kRefuse, client.progress()));
+  }
   std::error_code ec;
   std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
-  AE_ASSIGN(ImportReply imported,
-            client.Call(ImportRequest{dir, r.message.empty() ? "imported " + r.archive : r.message}));
+  std::string source = r.oci.empty() ? r.archive : r.oci;
+  AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
   rep.node = imported.node;
   return rep;
 }

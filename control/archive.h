@@ -13,7 +13,8 @@ namespace agentenv::control {
 
 struct InitRequest {
   std::string from;     // a directory to copy, or
-  std::string tarball;  // an archive to unpack (neither: an empty tree)
+  std::string tarball;  // an archive to unpack, or
+  std::string oci;      // an OCI image layout, DIR[:TAG] (none: an empty tree)
   std::string message = "init";
 };
 struct InitReply {
@@ -46,7 +47,8 @@ struct ExportReply {
 Result<ExportReply> Export(Client& client, const ExportRequest& r);
 
 struct ImportArchiveRequest {
-  std::string archive;
+  std::string archive;  // a tarball, or
+  std::string oci;      // an OCI image layout, DIR[:TAG]
   std::string message;  // default "imported <archive>"
 };
 struct ImportArchiveReply {
@@ -56,7 +58,7 @@ struct ImportArchiveReply {
 };
 // Unpacks the archive beside the live tree (here), then records it through
 // the lock holder (the import op). Errors: kInvalid for a hostile archive
-// (nothing is recorded), I/O.
+// or image (nothing is recorded), as OpenOciImage, I/O.
 Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r);
 
 }  // namespace agentenv::control

@@ -4,8 +4,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
+#include <unordered_set>
 #include <vector>
 
 #include "control/libarchive.h"
@@ -21,8 +24,10 @@ using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free
 
 class TarWriter {
  public:
-  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out, Progress* progress)
-      : A(lib), s_(s), a_(a), out_(out), progress_(progress) {}
+  // `sparse`: files with zero chunks become sparse entries (MarkHoles).
+  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out, Progress* progress,
+            bool sparse)
+      : A(lib), s_(s), a_(a), out_(out), progress_(progress), sparse_(sparse) {}
 
   Result<void> Put(const snap::Entry& e, const std::string& path);
   Result<void> Whiteout(const std::string& path);
@@ -32,22 +37,23 @@ class TarWriter {
   ExportStats stats;
 
  private:
+  Result<void> Fail(const std::string& path) {
+    return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
+  }
   // A large file with all-zero chunks (holes, when it was read sparse:
   // FastCDC cuts a long zero run into identical zero chunks, so the
   // manifest shows them without reading any content) gets a sparse map of
   // its other chunks: the pax writer then writes a GNU 1.0 sparse entry
   // (GNU tar and bsdtar make the holes again) and skips the zeros.
   Result<void> MarkHoles(archive_entry* ae, const snap::Entry& e);
-  std::map<uint64_t, store::ObjectId> zero_ids_;  // chunk size -> id of that many zeros
 
-  Result<void> Fail(const std::string& path) {
-    return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
-  }
   const ArchiveLib& A;
   const store::Store& s_;
   archive* a_;
   std::string out_;
   Progress* progress_;
+  bool sparse_;
+  std::map<uint64_t, store::ObjectId> zero_ids_;  // chunk size -> id of that many zeros
 };
 
 // Names go to libarchive as the bytes they are, under a UTF-8 locale (see
@@ -84,7 +90,7 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
     case snap::Kind::kFile:
       type = AE_IFREG;
       A.archive_entry_set_size(ae.get(), int64_t(e.size));
-      AE_TRY(MarkHoles(ae.get(), e));
+      if (sparse_) AE_TRY(MarkHoles(ae.get(), e));
       break;
     case snap::Kind::kDir: type = AE_IFDIR; break;
     case snap::Kind::kSymlink:
@@ -170,15 +176,46 @@ Result<void> TarWriter::PutTree(const store::ObjectId& id, const std::string& di
   return {};
 }
 
+// The entry at `path` (slash-separated, relative) of tree `tree`.
+Result<snap::Entry> FindEntry(const store::Store& s, store::ObjectId tree, const std::string& path) {
+  size_t start = 0;
+  for (;;) {
+    size_t slash = path.find('/', start);
+    std::string name = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    AE_ASSIGN(snap::Tree t, snap::LoadTree(s, tree));
+    auto it = std::find_if(t.begin(), t.end(), [&](const snap::Entry& e) { return e.name == name; });
+    if (it == t.end()) return Fail(ErrorCode::kCorrupt, path + ": a hardlink of the node is not in its tree");
+    if (slash == std::string::npos) return *it;
+    tree = it->id;
+    start = slash + 1;
+  }
+}
+
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-}  // namespace
+// A sink and its first error, for libarchive's write callback.
+struct SinkState {
+  const TarSink* sink;
+  std::optional<Error> error;
+};
 
-Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
-                              const std::optional<store::ObjectId>& base, const std::string& out,
-                              Progress* progress) {
+la_ssize_t SinkWrite(archive*, void* data, const void* buf, size_t len) {
+  auto* st = static_cast<SinkState*>(data);
+  auto r = (*st->sink)({static_cast<const uint8_t*>(buf), len});
+  if (!r) {
+    st->error = r.error();
+    return -1;
+  }
+  return la_ssize_t(len);
+}
+
+// Writes the node to `out` (a file name, "-"), or to `sink` when given.
+// Sparse entries only in tar files: image layers stay plain for every
+// registry client.
+Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std::optional<store::ObjectId>& base,
+                          const std::string& out, const TarSink* sink, Progress* progress) {
   if (base) BeginPhase(progress, "exporting");
   else BeginPhase(progress, "exporting", n.files, n.logical_bytes);
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
@@ -194,15 +231,17 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
   // No padding of the last block, to a pipe as to a file: `-o -` and
   // `-o FILE` give the same bytes.
   A.archive_write_set_bytes_in_last_block(a.get(), 1);
-  if (EndsWith(out, ".gz") || EndsWith(out, ".tgz")) {
+  if (!sink && (EndsWith(out, ".gz") || EndsWith(out, ".tgz"))) {
     A.archive_write_add_filter_gzip(a.get());
     A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
-  } else if (EndsWith(out, ".zst")) {
+  } else if (!sink && EndsWith(out, ".zst")) {
     A.archive_write_add_filter_zstd(a.get());
   }
-  if (A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str()) != ARCHIVE_OK)
-    return Fail(out + ": " + A.archive_error_string(a.get()));
-  TarWriter w(A, s, a.get(), out, progress);
+  SinkState state{sink, std::nullopt};
+  int opened = sink ? A.archive_write_open(a.get(), &state, nullptr, SinkWrite, nullptr)
+                    : A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str());
+  if (opened != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
+  TarWriter w(A, s, a.get(), out, progress, sink == nullptr);
   if (!base) {
     snap::Entry root;
     root.kind = snap::Kind::kDir;
@@ -212,6 +251,7 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
   } else {
     // Below a deleted directory everything is gone with it: one whiteout.
     std::string deleted_dir;
+    std::unordered_set<std::string> written;
     AE_TRY(snap::DiffTrees(s, *base, n.tree, [&](const snap::Difference& d) -> Result<void> {
       const std::string& p = d.change.path;
       if (!deleted_dir.empty() && p.size() > deleted_dir.size() && p.compare(0, deleted_dir.size(), deleted_dir) == 0 &&
@@ -221,11 +261,46 @@ Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
         if (d.change.is_dir) deleted_dir = p;
         return w.Whiteout(p);
       }
+      written.insert(p);
       return w.Put(*d.new_entry, p);
     }));
+    // A file written anew breaks its hardlinks in the layers below: its
+    // other names are written again, as links to the new file.
+    // Relinking changes the mtime of the directories holding those names:
+    // they are written again too (after their contents), so that the
+    // importer sets it back.
+    std::set<std::string> parents;
+    for (const auto& [path, first] : n.links) {
+      if (!written.count(first) || written.count(path)) continue;
+      AE_ASSIGN(snap::Entry e, FindEntry(s, n.tree, path));
+      AE_TRY(w.Put(e, path));
+      if (size_t slash = path.rfind('/'); slash != std::string::npos && !written.count(path.substr(0, slash)))
+        parents.insert(path.substr(0, slash));
+    }
+    for (const std::string& dir : parents) {
+      AE_ASSIGN(snap::Entry e, FindEntry(s, n.tree, dir));
+      AE_TRY(w.Put(e, dir));
+    }
   }
-  if (A.archive_write_close(a.get()) != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
+  if (A.archive_write_close(a.get()) != ARCHIVE_OK) {
+    if (state.error) return Unexpected<Error>(*state.error);
+    return Fail(out + ": " + A.archive_error_string(a.get()));
+  }
   return w.stats;
+}
+
+}  // namespace
+
+Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
+                              const std::optional<store::ObjectId>& base, const std::string& out,
+                              Progress* progress) {
+  return Write(s, n, base, out, nullptr, progress);
+}
+
+Result<ExportStats> ExportTarTo(const store::Store& s, const snap::Node& n,
+                                const std::optional<store::ObjectId>& base, const TarSink& sink,
+                                const std::string& name) {
+  return Write(s, n, base, name, &sink, nullptr);
 }
 
 }  // namespace agentenv::control

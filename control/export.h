@@ -2,7 +2,9 @@
 // the store: nothing is materialized on disk.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "common/progress.h"
@@ -25,5 +27,14 @@ struct ExportStats {
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
                               const std::optional<store::ObjectId>& base, const std::string& out,
                               Progress* progress = nullptr);
+
+// Receives the bytes of an archive as they are written.
+using TarSink = std::function<Result<void>(std::span<const uint8_t>)>;
+
+// The same uncompressed pax tar as ExportTar, handed to `sink` in order
+// (an OCI layer hashed while it is written); `name` names it in errors.
+Result<ExportStats> ExportTarTo(const store::Store& s, const snap::Node& n,
+                                const std::optional<store::ObjectId>& base, const TarSink& sink,
+                                const std::string& name);
 
 }  // namespace agentenv::control

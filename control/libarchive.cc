@@ -35,7 +35,8 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_entry_free) && AE_RESOLVE(archive_entry_filetype) &&
             AE_RESOLVE(archive_entry_hardlink) && AE_RESOLVE(archive_entry_pathname) &&
             AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_uid) && AE_RESOLVE(archive_entry_sparse_add_entry) &&
-            AE_RESOLVE(archive_entry_gid) && AE_RESOLVE(archive_entry_set_filetype) &&
+            AE_RESOLVE(archive_entry_gid) && AE_RESOLVE(archive_entry_mtime) &&
+            AE_RESOLVE(archive_entry_mtime_nsec) && AE_RESOLVE(archive_entry_set_filetype) &&
             AE_RESOLVE(archive_entry_set_gid) && AE_RESOLVE(archive_entry_set_hardlink) &&
             AE_RESOLVE(archive_entry_set_mtime) && AE_RESOLVE(archive_entry_set_pathname) &&
             AE_RESOLVE(archive_entry_set_perm) && AE_RESOLVE(archive_entry_set_rdev) &&
@@ -50,7 +51,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_write_free) && AE_RESOLVE(archive_write_set_format_pax) &&
             AE_RESOLVE(archive_write_set_format_option) && AE_RESOLVE(archive_write_set_options) &&
             AE_RESOLVE(archive_write_add_filter_gzip) && AE_RESOLVE(archive_write_add_filter_zstd) &&
-            AE_RESOLVE(archive_write_open_filename) && AE_RESOLVE(archive_write_header) &&
+            AE_RESOLVE(archive_write_open_filename) && AE_RESOLVE(archive_write_open) && AE_RESOLVE(archive_write_header) &&
             AE_RESOLVE(archive_write_data) && AE_RESOLVE(archive_write_data_block) &&
             AE_RESOLVE(archive_write_finish_entry) && AE_RESOLVE(archive_write_close) &&
             AE_RESOLVE(archive_write_disk_new) && AE_RESOLVE(archive_write_disk_set_options) &&

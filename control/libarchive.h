@@ -23,6 +23,8 @@ struct ArchiveLib {
   decltype(&::archive_entry_sparse_add_entry) archive_entry_sparse_add_entry;
   decltype(&::archive_entry_uid) archive_entry_uid;
   decltype(&::archive_entry_gid) archive_entry_gid;
+  decltype(&::archive_entry_mtime) archive_entry_mtime;
+  decltype(&::archive_entry_mtime_nsec) archive_entry_mtime_nsec;
   decltype(&::archive_entry_set_filetype) archive_entry_set_filetype;
   decltype(&::archive_entry_set_gid) archive_entry_set_gid;
   decltype(&::archive_entry_set_hardlink) archive_entry_set_hardlink;
@@ -51,6 +53,7 @@ struct ArchiveLib {
   decltype(&::archive_write_add_filter_gzip) archive_write_add_filter_gzip;
   decltype(&::archive_write_add_filter_zstd) archive_write_add_filter_zstd;
   decltype(&::archive_write_open_filename) archive_write_open_filename;
+  decltype(&::archive_write_open) archive_write_open;
   decltype(&::archive_write_set_bytes_in_last_block) archive_write_set_bytes_in_last_block;
   decltype(&::archive_write_header) archive_write_header;
   decltype(&::archive_write_data) archive_write_data;

@@ -13,9 +13,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string_view>
+#include <map>
 #include <unordered_map>
+#include <vector>
 
 namespace agentenv::control {
 namespace {
@@ -73,7 +76,73 @@ std::string Strip(std::string_view p) {
   return std::string(p);
 }
 
+// Whether `name` (relative to the current directory) exists, after
+// checking that no directory above it is a symlink or not a directory:
+// whiteouts and replacements remove paths, never through a link.
+Result<bool> ExistsBelowDirs(const std::string& archive, const std::string& name) {
+  for (size_t i = name.find('/'); i != std::string::npos; i = name.find('/', i + 1)) {
+    struct stat st;
+    std::string dir = name.substr(0, i);
+    if (::lstat(dir.c_str(), &st) != 0) {
+      if (errno == ENOENT) return false;
+      return FailErrno(dir, errno);
+    }
+    if (!S_ISDIR(st.st_mode))
+      return Fail(ErrorCode::kInvalid, archive + ": entry '" + name + "' lies below '" + dir +
+                                           "', which is not a directory; refusing the layer");
+  }
+  struct stat st;
+  if (::lstat(name.c_str(), &st) == 0) return true;
+  if (errno == ENOENT) return false;
+  return FailErrno(name, errno);
+}
+
+Result<void> RemoveAll(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::remove_all(name, ec);
+  if (ec) return FailErrno(name, ec.value());
+  return {};
+}
+
+// An OCI whiteout in a layer: ".wh.NAME" removes NAME from the layers
+// below; ".wh..wh..opq" empties its directory of what the layers below put
+// there (entries of this layer, in `seen`, stay).
+Result<void> ApplyWhiteout(const std::string& archive, const std::string& name,
+                           const std::unordered_map<std::string, mode_t>& seen) {
+  size_t slash = name.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+  std::string base = name.substr(dir.size());
+  if (base == ".wh..wh..opq") {
+    std::string d = dir.empty() ? "." : dir.substr(0, dir.size() - 1);
+    // Every directory above the marker, its own included, must be one (a
+    // symlink there would empty the directory it points to).
+    AE_TRY(ExistsBelowDirs(archive, name));
+    struct stat st;
+    if (::lstat(d.c_str(), &st) != 0) return {};  // nothing below to hide
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
+      std::string child = dir + e.path().filename().string();
+      if (!seen.count(child)) AE_TRY(RemoveAll(child));
+    }
+    if (ec) return FailErrno(d, ec.value());
+    return {};
+  }
+  std::string target = dir + base.substr(4);
+  if (target == dir || base == ".wh.." || base == ".wh...")
+    return Fail(ErrorCode::kInvalid, archive + ": whiteout '" + name + "' names no entry; refusing the layer");
+  AE_ASSIGN(bool exists, ExistsBelowDirs(archive, target));
+  if (exists) AE_TRY(RemoveAll(target));
+  return {};
+}
+
+bool IsWhiteout(const std::string& name) {
+  size_t slash = name.rfind('/');
+  return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, ".wh.") == 0;
+}
+
 }  // namespace
+
+namespace {
 
 // Unpacking without privilege, the owners the archive names are kept in
 // snap::kOwnerXattr (scans record them from there), and the entry is
@@ -107,9 +176,9 @@ class RootlessOwners {
   std::string first_lost_;
 };
 
-Result<void> ExtractTarball(const std::string& path, const std::string& dest,
-                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
-                            Progress* progress) {
+Result<void> Extract(const std::string& path, const std::string& dest,
+                     const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                     bool layer, Progress* progress) {
   BeginPhase(progress, "unpacking");
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
@@ -128,7 +197,9 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE;
-  if (root) flags |= ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_NO_OVERWRITE;
+  if (root) flags |= ARCHIVE_EXTRACT_OWNER;
+  // A layer replaces what the layers below hold (removed first, below).
+  if (root && !layer) flags |= ARCHIVE_EXTRACT_NO_OVERWRITE;
   WriteDisk out(A.archive_write_disk_new(), A.archive_write_free);
   A.archive_write_disk_set_options(out.get(), flags);
   A.archive_write_disk_set_standard_lookup(out.get());
@@ -136,6 +207,23 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   RootlessOwners owners;
   AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
+  // A layer changes directories' mtimes by what it writes and removes in
+  // them. The layer's own directories get theirs again at the end, the
+  // others the one they had before the layer touched them.
+  std::vector<std::pair<std::string, timespec>> dir_times;
+  std::map<std::string, timespec> kept_times;
+  auto keep_parent_time = [&](const std::string& name) -> Result<void> {
+    size_t slash = name.rfind('/');
+    std::string parent = slash == std::string::npos ? "." : name.substr(0, slash);
+    if (kept_times.count(parent)) return {};
+    if (parent != ".") {
+      AE_ASSIGN(bool exists, ExistsBelowDirs(path, parent));
+      if (!exists) return {};
+    }
+    struct stat st;
+    if (::lstat(parent.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) kept_times.emplace(parent, st.st_mtim);
+    return {};
+  };
   for (;;) {
     archive_entry* e = nullptr;
     int r = A.archive_read_next_header(in.get(), &e);
@@ -143,6 +231,7 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
     if (r < ARCHIVE_WARN) return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
+    while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
     if (name.empty() || name == "." || name == "./") continue;  // the root itself
     if (!SafeRelative(name))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
@@ -158,7 +247,15 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());
     }
+    if (layer) AE_TRY(keep_parent_time(name));
+    if (layer && IsWhiteout(name)) {
+      if (name.ends_with("/.wh..wh..opq")) AE_TRY(keep_parent_time(name.substr(0, name.rfind('/'))));
+      AE_TRY(ApplyWhiteout(path, name, seen));
+      continue;
+    }
     mode_t type = A.archive_entry_filetype(e);
+    if (layer && type == AE_IFDIR)
+      dir_times.emplace_back(name, timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))});
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
       if (devices == UnprivilegedDevices::kRefuse)
         return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
@@ -171,6 +268,13 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
     // archive meant, it is not a plain tree.
     if (auto [it, fresh] = seen.emplace(name, type); !fresh && !(type == AE_IFDIR && it->second == AE_IFDIR))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name + "' appears twice in the archive; refusing the archive");
+    if (layer) {
+      // What a lower layer left there goes, unless both are directories.
+      struct stat st;
+      AE_ASSIGN(bool exists, ExistsBelowDirs(path, name));
+      if (exists && (::lstat(name.c_str(), &st) != 0 || !(S_ISDIR(st.st_mode) && type == AE_IFDIR)))
+        AE_TRY(RemoveAll(name));
+    }
     A.archive_entry_set_pathname(e, name.c_str());
     if (!root) owners.Keep(A, e, name);
     r = A.archive_write_header(out.get(), e);
@@ -194,8 +298,31 @@ Result<void> ExtractTarball(const std::string& path, const std::string& dest,
   // Directory modes and mtimes are applied here, after their contents.
   if (A.archive_write_close(out.get()) < ARCHIVE_WARN)
     return Fail(dest + ": " + A.archive_error_string(out.get()));
+  for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
+  std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
+  restore.insert(restore.end(), dir_times.begin(), dir_times.end());
+  for (const auto& [dir, mtime] : restore) {
+    auto exists = ExistsBelowDirs(path, dir);  // never through a link the layer made later
+    struct stat st;
+    if (!exists || !*exists || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    struct timespec ts[2] = {{0, UTIME_OMIT}, mtime};
+    if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
+  }
   owners.Report(warn);
   return {};
+}
+
+}  // namespace
+
+Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
+                            const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                            Progress* progress) {
+  return Extract(archive, dest, warn, devices, false, progress);
+}
+
+Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices) {
+  return Extract(layer, dest, warn, devices, true, nullptr);
 }
 
 }  // namespace agentenv::control

@@ -32,4 +32,14 @@ Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
                             UnprivilegedDevices devices = UnprivilegedDevices::kSkip,
                             Progress* progress = nullptr);
 
+// Applies one image layer (tar, plain or compressed) onto `dest`, which
+// holds the layers below it: the same refusals as ExtractTarball within
+// the layer, but an entry replaces what lower layers left at its path
+// (unless both are directories), ".wh.NAME" removes NAME and
+// ".wh..wh..opq" empties its directory of the lower layers' entries. No
+// removal goes through a symlink or below a non-directory (kInvalid).
+Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn,
+                        UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+
 }  // namespace agentenv::control

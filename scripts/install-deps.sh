@@ -9,6 +9,7 @@ build=(
   build-essential cmake ninja-build pkg-config
   libzstd-dev liblmdb-dev liburing-dev libbtrfsutil-dev libssl-dev
   libarchive-dev nlohmann-json3-dev libcli11-dev
+  libcurl4-openssl-dev
 )
 if [ "${1:-}" = --demo ]; then
   packages=("${build[@]}" busybox-static)
@@ -18,6 +19,8 @@ packages=(
   # tests: loopback filesystems, unprivileged runs, the demo rootfs, peers
   xfsprogs btrfs-progs util-linux attr busybox-static zstd tar libarchive-tools
   iproute2 procps dpkg
+  # tests: OCI images with tools we did not write, a real registry
+  skopeo umoci docker-registry curl
   # benchmarks: the peers we compare with
   rsync restic borgbackup ostree git bubblewrap debootstrap hyperfine time
 )

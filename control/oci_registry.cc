@@ -1,0 +1,121 @@
+// push and pull: nodes to and from a registry, through scratch OCI image
+// layouts (control/oci.h).
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "control/oci.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+namespace {
+
+// A scratch directory `parent`/`prefix`-XXXXXX, removed with its contents.
+class ScratchDir {
+ public:
+  static Result<ScratchDir> Make(const std::string& parent, const std::string& prefix) {
+    ScratchDir d;
+    d.path_ = parent + "/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(d.path_.data())) {
+      std::string failed = d.path_;
+      d.path_.clear();
+      return FailErrno(failed, errno);
+    }
+    std::error_code ec;
+    d.path_ = std::filesystem::absolute(d.path_, ec).string();  // the daemon has another cwd
+    return d;
+  }
+  ScratchDir(ScratchDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  ScratchDir() = default;
+  std::string path_;
+};
+
+registry::Options Options(bool insecure, const std::string& auth_file, const TransferProgress& progress) {
+  registry::Options o;
+  o.insecure = insecure;
+  o.auth_file = auth_file;
+  o.progress = progress;
+  return o;
+}
+
+constexpr const char* kPulledTag = "pulled";
+
+// Pulls `source` into the new layout `dir`; returns "<dir>:<tag>".
+Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, const TransferProgress& progress,
+                               registry::TransferStats* stats) {
+  AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.source));
+  AE_ASSIGN(*stats, registry::Pull(ref, dir, kPulledTag, Options(r.insecure, r.auth_file, progress)));
+  return dir + ":" + kPulledTag;
+}
+
+}  // namespace
+
+Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+  AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
+  registry::Options opt = Options(r.insecure, r.auth_file, progress);
+  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
+  OciExportRequest exp;
+  exp.ref = r.ref;
+  exp.dir = scratch.path() + "/layout";
+  exp.tag = "push";
+  exp.layers = r.layers;
+  registry::Options quiet = opt;
+  quiet.progress = nullptr;
+  exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
+  AE_ASSIGN(OciExportReply layout, ExportOci(client, exp));
+  AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
+  return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
+                   st.bytes_sent};
+}
+
+Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {
+  AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before downloading
+  (void)local;
+  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
+  registry::TransferStats st;
+  AE_ASSIGN(std::string spec, PullLayout(r, scratch.path() + "/layout", progress, &st));
+  ImportArchiveRequest imp;
+  imp.oci = spec;
+  imp.message = r.message.empty() ? "pulled " + r.source : r.message;
+  AE_ASSIGN(ImportArchiveReply rep, ImportArchive(client, imp));
+  return PullReply{rep.node, r.source, st.manifest, st.bytes_received, rep.warnings};
+}
+
+Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, const TransferProgress& progress) {
+  // The root may not exist yet: make it, and remove it again on failure.
+  bool made_root = ::mkdir(root.c_str(), 0755) == 0;
+  if (!made_root && errno != EEXIST) return FailErrno(root, errno);
+  struct RemoveRoot {
+    const std::string& root;
+    bool armed;
+    ~RemoveRoot() {
+      if (armed) ::rmdir(root.c_str());  // only when empty again
+    }
+  } remove_root{root, made_root};
+  registry::TransferStats st;
+  std::optional<ScratchDir> scratch;
+  {
+    AE_ASSIGN(ScratchDir d, ScratchDir::Make(root, ".pull"));
+    scratch.emplace(std::move(d));
+  }
+  AE_ASSIGN(std::string spec, PullLayout(r, scratch->path() + "/layout", progress, &st));
+  InitRequest init;
+  init.oci = spec;
+  init.message = r.message.empty() ? "pulled " + r.source : r.message;
+  auto rep = Init(root, init);
+  scratch.reset();
+  if (rep) remove_root.armed = false;
+  return rep;
+}
+
+}  // namespace agentenv::control

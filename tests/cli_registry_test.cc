@@ -1,0 +1,211 @@
+// push and pull against a real registry (Debian's docker-registry, i.e.
+// Distribution 2.8) started on a free loopback port: the tree arrives
+// whole, an unchanged layer is never sent twice (counted in the
+// registry's access log), and every failure is a clear error that records
+// nothing.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "cli_testutil.h"
+#include "oci_testutil.h"
+#include "testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+// bcrypt (cost 4: each request checks it) of "pw", for user "user".
+constexpr const char* kHtpasswd = "user:$2b$04$qU0it6GrumHG9c3XhRdBN.qT7OT4a1FyB6AUeA8vJsgWeLo8.EFgG\n";
+
+void RequireRegistry() {
+  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
+}
+
+// Only the live tree is left under work/: no scratch layout survives.
+void CheckNoScratch(const fs::path& root) {
+  for (const auto& e : fs::directory_iterator(root / "work")) CHECK(e.path().filename() == "current");
+}
+
+TEST_CASE("cli registry: push then pull into a fresh repository gives the same tree, unchanged layers are never sent again",
+          "[cli][oci][registry]") {
+  RequireRegistry();
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+  Manifest want = FullManifest(Work(root));
+  Registry reg(tmp / "registry");
+  std::string image = reg.address() + "/agentenv/env:v1";
+
+  json first = AgentenvJson(root, {"push", "HEAD", image, "--insecure"});
+  REQUIRE(first["ok"] == true);
+  CHECK(first["layers"] == 3);
+  CHECK(first["blobs_sent"] == 4);  // three layers and the config
+  CHECK(reg.Requests("POST", "/blobs/uploads/") == 4);
+  CheckNoScratch(root);
+
+  fs::path other = tmp / "other";
+  json init = AgentenvJson(other, {"init", "--from-image", image, "--insecure"});
+  REQUIRE(init["ok"] == true);
+  CHECK(ManifestDiff(want, FullManifest(Work(other))) == "");
+  CHECK(Agentenv(other, {"fsck"}).code == 0);
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
+  // History travels: three nodes from the root, the same ids, times, titles.
+  CHECK(AgentenvJson(other, {"log"})["nodes"] == AgentenvJson(root, {"log"})["nodes"]);
+  CheckNoScratch(other);
+
+  // Unchanged: every blob is found by HEAD, none uploaded.
+  json again = AgentenvJson(root, {"push", "HEAD", image, "--insecure"});
+  CHECK(again["blobs_sent"] == 0);
+  CHECK(again["blobs_skipped"] == 4);
+  CHECK(again["manifest"] == first["manifest"]);
+  CHECK(reg.Requests("POST", "/blobs/uploads/") == 4);
+
+  // A child with 10 changed files: one small layer (and a config).
+  for (int i = 0; i < 10; ++i) WriteFile(Work(root) / ("etc/changed-" + std::to_string(i)), "v" + std::to_string(i));
+  MustAgentenv(root, {"snap", "-m", "ten files"});
+  json child = AgentenvJson(root, {"push", "HEAD", reg.address() + "/agentenv/env:v2", "--insecure"});
+  CHECK(child["blobs_sent"] == 2);
+  CHECK(child["bytes_sent"].get<uint64_t>() < 64 * 1024);
+  CHECK(reg.Requests("POST", "/blobs/uploads/") == 6);
+
+  // pull records it as a new node of an existing repository.
+  json pulled = AgentenvJson(other, {"pull", reg.address() + "/agentenv/env:v2", "--insecure"});
+  REQUIRE(pulled["ok"] == true);
+  MustAgentenv(other, {"restore", pulled["node"]});
+  CHECK(ManifestDiff(FullManifest(Work(root)), FullManifest(Work(other))) == "");
+  CHECK(Agentenv(other, {"fsck"}).code == 0);
+}
+
+TEST_CASE("cli registry: a registry that is down, credentials missing or wrong, a missing or corrupted blob are refused, nothing recorded",
+          "[cli][oci][registry]") {
+  RequireRegistry();
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+
+  // Down: nothing listens on the port.
+  std::string down = "127.0.0.1:" + std::to_string(FreePort()) + "/x/y:t";
+  CmdResult r = Agentenv(root, {"push", "HEAD", down, "--insecure"});
+  INFO(r.Describe());
+  CHECK(r.code == 1);
+  CHECK(r.err.find("Couldn't connect") != std::string::npos);
+  CHECK(r.err.find("tried 4 times") != std::string::npos);
+  r = Agentenv(tmp / "never", {"init", "--from-image", down, "--insecure"});
+  CHECK(r.code == 1);
+  CHECK(!fs::exists(tmp / "never"));
+  CheckNoScratch(root);
+
+  // Credentials: none, wrong, right.
+  Registry reg(tmp / "registry", kHtpasswd);
+  std::string image = reg.address() + "/agentenv/env:v1";
+  WriteFile(tmp / "wrong.json", json{{"auths", {{reg.address(), {{"auth", "dXNlcjpub3Bl"}}}}}}.dump());  // user:nope
+  WriteFile(tmp / "right.json", json{{"auths", {{"http://" + reg.address(), {{"username", "user"}, {"password", "pw"}}}}}}.dump());
+  WriteFile(tmp / "none.json", json{{"auths", json::object()}}.dump());
+  r = Agentenv(root, {"push", "HEAD", image, "--insecure", "--auth-file", (tmp / "none.json").string()});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no credentials for " + reg.address()) != std::string::npos);
+  r = Agentenv(root, {"push", "HEAD", image, "--insecure", "--auth-file", (tmp / "wrong.json").string()});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("were refused") != std::string::npos);
+  json ok = AgentenvJson(root, {"push", "HEAD", image, "--insecure", "--auth-file", (tmp / "right.json").string()});
+  REQUIRE(ok["ok"] == true);
+  r = Agentenv(tmp / "fresh", {"init", "--from-image", image, "--insecure", "--auth-file", (tmp / "wrong.json").string()});
+  CHECK(r.code == 2);
+  CHECK(!fs::exists(tmp / "fresh"));
+
+  // The registry lost a layer, or serves other bytes for one.
+  json manifest = json::parse(RunCmd({"/usr/bin/skopeo", "inspect", "--raw", "--tls-verify=false", "--creds", "user:pw",
+                                      "docker://" + image}).out);
+  REQUIRE(manifest["layers"].size() == 3);
+  std::string log_before = Agentenv(root, {"log"}).out;
+  fs::path corrupt = reg.BlobData(manifest["layers"][1]["digest"]);
+  std::string original = ReadFile(corrupt), bytes = original;
+  bytes[bytes.size() / 2] ^= 1;
+  WriteFile(corrupt, bytes);
+  r = Agentenv(root, {"pull", image, "--insecure", "--auth-file", (tmp / "right.json").string()});
+  INFO(r.Describe());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("refusing the image") != std::string::npos);
+  WriteFile(corrupt, original);
+  fs::remove(reg.BlobData(manifest["layers"][2]["digest"]));
+  r = Agentenv(root, {"pull", image, "--insecure", "--auth-file", (tmp / "right.json").string()});
+  INFO(r.Describe());
+  CHECK(r.code != 0);
+  CHECK(r.err.find(manifest["layers"][2]["digest"].get<std::string>()) != std::string::npos);
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  CheckNoScratch(root);
+}
+
+// A loopback HTTP server that answers every request with `status` and
+// counts them: a registry failing the same way every time.
+class FailingServer {
+ public:
+  explicit FailingServer(int status) : status_(status) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    REQUIRE(::listen(fd_, 16) == 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FailingServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_; }
+
+ private:
+  void Serve() {
+    for (;;) {
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        req.append(buf, size_t(n));
+      }
+      ++requests_;
+      std::string body = R"({"errors":[{"code":"UNAVAILABLE","message":"try later"}]})";
+      std::string resp = "HTTP/1.1 " + std::to_string(status_) + " Failing\r\nContent-Type: application/json\r\n"
+                         "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      (void)!::write(c, resp.data(), resp.size());
+      ::close(c);
+    }
+  }
+  int status_, fd_ = -1, port_ = 0;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+TEST_CASE("cli registry: a registry answering 503 is retried with backoff, then a clear error, nothing recorded",
+          "[cli][oci][registry]") {
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+  FailingServer server(503);
+  auto t0 = std::chrono::steady_clock::now();
+  CmdResult r = Agentenv(root, {"push", "HEAD", server.address() + "/x/y:t", "--insecure"});
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.Describe());
+  CHECK(r.code == 1);
+  CHECK(r.err.find("answered 503 (a server error) 4 times") != std::string::npos);
+  CHECK(server.requests() == 4);  // the first HEAD, tried 4 times
+  CHECK(ms >= 200 + 400 + 800);   // backoff between the attempts
+  std::string log_before = Agentenv(root, {"log"}).out;
+  r = Agentenv(root, {"pull", server.address() + "/x/y:t", "--insecure"});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("answered 503 (a server error) 4 times: UNAVAILABLE: try later") != std::string::npos);  // a GET has a body
+  CHECK(server.requests() == 8);
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  CheckNoScratch(root);
+}
+
+}  // namespace
+}  // namespace agentenv::test
