@@ -84,10 +84,12 @@ bool CloneSources::CloneTo(const std::string& rel, const Entry& e, int fd) const
     if (::ioctl(fd, FICLONE, src.get()) == 0) return true;
     return false;  // no reflinks here: no other source will do better
   }
-  return CloneFromLive(rel, e, fd);
+  return FromLive(rel, e, fd, false);
 }
 
-bool CloneSources::CloneFromLive(const std::string& rel, const Entry& e, int fd) const {
+bool CloneSources::CopyTo(const std::string& rel, const Entry& e, int fd) const { return FromLive(rel, e, fd, true); }
+
+bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool copy) const {
   if (!stats_) return false;
   std::optional<StatEntry> cached;
   {
@@ -102,10 +104,24 @@ bool CloneSources::CloneFromLive(const std::string& rel, const Entry& e, int fd)
            uint64_t(st.st_size) == cached->size && ToNs(st.st_mtim) == cached->mtime_ns &&
            ToNs(st.st_ctim) == cached->ctime_ns;
   };
-  // Cached and unchanged before and after: the clone holds that content
-  // (a write meanwhile would have moved ctime).
-  if (!src || !unchanged() || ::ioctl(fd, FICLONE, src.get()) != 0) return false;
-  if (unchanged()) return true;
+  // Cached and unchanged before and after: the clone or copy holds that
+  // content (a write meanwhile would have moved ctime).
+  if (!src || !unchanged()) return false;
+  bool done = false;
+  if (!copy) {
+    done = ::ioctl(fd, FICLONE, src.get()) == 0;
+  } else {
+    // An in-kernel copy; not of a sparse file, which it would make dense.
+    struct stat st;
+    if (::fstat(src.get(), &st) != 0 || uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) return false;
+    off_t in = 0, out = 0;
+    done = true;
+    while (done && in < st.st_size) {
+      ssize_t n = ::copy_file_range(src.get(), &in, fd, &out, size_t(st.st_size - in), 0);
+      done = n > 0;
+    }
+  }
+  if (done && unchanged()) return true;
   (void)!::ftruncate(fd, 0);
   return false;
 }

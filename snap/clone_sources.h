@@ -42,6 +42,11 @@ class CloneSources {
   // there. False when none does or the filesystem cannot clone (the caller
   // writes the file itself). Thread-safe.
   bool CloneTo(const std::string& rel, const Entry& e, int fd) const;
+  // Where nothing clones: copies the content of `e` into the empty file
+  // `fd` from the live tree, in the kernel (copy_file_range), when the
+  // stat cache says the live file at `rel` holds it (checked before and
+  // after). Cheaper than decompressing it from the store. Thread-safe.
+  bool CopyTo(const std::string& rel, const Entry& e, int fd) const;
   // Hardlinks `name` in `dirfd` to the file at `rel` of the first lower
   // whose entry there equals `e` (content and metadata). False when none
   // does or linking failed (e.g. EMLINK: ext4's 65,000 links per inode).
@@ -60,8 +65,9 @@ class CloneSources {
   // through a symlink.
   static UniqueFd OpenIn(int dirfd, const std::string& rel, int mode = O_RDONLY);
   // The live tree's file at `rel`, if the stat cache says it holds `e`'s
-  // content, cloned into `fd` (left empty on failure).
-  bool CloneFromLive(const std::string& rel, const Entry& e, int fd) const;
+  // content, cloned (or, with `copy`, copied in the kernel) into `fd`
+  // (left empty on failure).
+  bool FromLive(const std::string& rel, const Entry& e, int fd, bool copy) const;
 
   const store::Store& s_;
   std::vector<Lower> lowers_;

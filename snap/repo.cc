@@ -335,6 +335,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
     return Lower{dir, "existing"};
   }
   std::string method = ro.reflink ? "reflink" : "copy";
+  if (rs.files_copied_live) method += " (" + std::to_string(rs.files_copied_live) + " from the live tree)";
   if (rs.files_linked) method = "hardlink (" + std::to_string(rs.files_linked) + " files), " + method + " (" +
                                 std::to_string(rs.files_written) + ")";
   return Lower{dir, method};

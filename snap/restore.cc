@@ -191,7 +191,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
   // Single-chunk files are written from memory in the batch; large files
   // stream from the store, reflinked files are cloned, and a file with a
   // zero block goes through WriteFileTo, which leaves a hole there.
-  q->stream = opt_.reflink || e.content != store::ObjectType::kChunk;
+  q->stream = opt_.reflink || opt_.link_sources || e.content != store::ObjectType::kChunk;
   if (!q->stream) {
     AE_ASSIGN(q->file.data, s_.Get(e.id));
     q->stream = HasZeroBlock(q->file.data);
@@ -216,6 +216,13 @@ Result<void> Restorer::Flush() {
     Queued& q = *batch[i];
     if (!q.stream) continue;
     if (opt_.reflink && opt_.sources) cloned[i] = opt_.sources->CloneTo(q.file.rel, q.entry, q.file.fd.get());
+    // A new read-only tree without reflinks: the live tree's copy of the
+    // file, if unchanged, costs a kernel copy instead of decompression.
+    if (!opt_.reflink && opt_.link_sources && opt_.sources &&
+        opt_.sources->CopyTo(q.file.rel, q.entry, q.file.fd.get())) {
+      ++stats.files_copied_live;
+      continue;
+    }
     if (opt_.reflink && !cloned[i]) {
       auto c = s_.CloneFileTo(q.entry.file(), q.file.fd.get());
       if (!c) r = Unexpected<Error>(c.error());

@@ -40,6 +40,7 @@ struct RestoreOptions {
 struct RestoreStats {
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
   uint64_t files_linked = 0;  // hardlinked to a lower's file (link_sources)
+  uint64_t files_copied_live = 0;  // copied in the kernel from the live tree (link_sources)
   uint64_t removed = 0, created = 0, meta_updated = 0;
   uint64_t meta_only = 0;  // entries whose content was equal and only metadata was put back
   std::vector<std::string> warnings;  // what could not be restored, path first
