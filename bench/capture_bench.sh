@@ -37,6 +37,7 @@ cleanup() {
   if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # so that a killed run still unmounts and detaches
 note() { printf '%s\n' "$*" >&2; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 

@@ -22,6 +22,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # so that a killed run still unmounts and detaches
 repo="$tmp/repo"
 work="$repo/work/current"
 

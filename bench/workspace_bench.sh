@@ -44,6 +44,7 @@ cleanup() {
   [ "${KEEP:-0}" = 1 ] || rm -f "$IMG"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # so that a killed run still unmounts and detaches
 rm -f "$IMG"; mkdir -p "$MNT"
 fallocate -l "${SIZE_GB}G" "$IMG"
 LOOP=$(losetup --show -f "$IMG")
