@@ -3,6 +3,7 @@
 // whole, an unchanged layer is never sent twice (counted in the
 // registry's access log), and every failure is a clear error that records
 // nothing.
+#include <sys/file.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -53,8 +54,19 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(AgentenvJson(other, {"log"})["nodes"] == AgentenvJson(root, {"log"})["nodes"]);
   CheckNoScratch(other);
 
+  // What a killed push or pull left (its lock free) goes with the next
+  // one; a scratch directory in use (locked) stays.
+  for (const char* d : {"work/push-stale1", "work/pull-stale2", "work/push-busy01"}) {
+    fs::create_directories(root / d / "layout");
+    WriteFile(root / d / "lock", "");
+  }
+  UniqueFd busy(::open((root / "work/push-busy01/lock").c_str(), O_RDWR | O_CLOEXEC));
+  REQUIRE(::flock(busy.get(), LOCK_EX) == 0);
+
   // Unchanged: every blob is found by HEAD, none uploaded.
   json again = AgentenvJson(root, {"push", "HEAD", image, "--insecure"});
+  CHECK_FALSE(fs::exists(root / "work/push-stale1"));
+  CHECK(fs::exists(root / "work/push-busy01"));
   CHECK(again["blobs_sent"] == 0);
   CHECK(again["blobs_skipped"] == 4);
   CHECK(again["manifest"] == first["manifest"]);
@@ -69,6 +81,11 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(reg.Requests("POST", "/blobs/uploads/") == 6);
 
   // pull records it as a new node of an existing repository.
+  json stale_pull = AgentenvJson(root, {"pull", reg.address() + "/agentenv/env:v2", "--insecure"});
+  CHECK(stale_pull["ok"] == true);
+  CHECK_FALSE(fs::exists(root / "work/pull-stale2"));
+  busy.reset();
+  fs::remove_all(root / "work/push-busy01");
   json pulled = AgentenvJson(other, {"pull", reg.address() + "/agentenv/env:v2", "--insecure"});
   REQUIRE(pulled["ok"] == true);
   MustAgentenv(other, {"restore", pulled["node"]});
