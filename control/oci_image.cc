@@ -126,16 +126,6 @@ bool IsIndex(const std::string& t) {
          t == "application/vnd.docker.distribution.manifest.list.v2+json";
 }
 
-const char* Architecture() {
-#if defined(__x86_64__)
-  return "amd64";
-#elif defined(__aarch64__)
-  return "arm64";
-#else
-  return "unknown";
-#endif
-}
-
 // From an index's manifests: the one tagged `tag`, else the only one.
 // Nested indexes (multi-platform images) resolve to this machine's
 // linux platform.
@@ -154,7 +144,7 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
     if (!name.empty()) tags.push_back(name);
     if (depth == 0 && !tag.empty() && name == tag) chosen = b;
     if (depth > 0 && m.contains("platform") && m["platform"].is_object() &&
-        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == Architecture() &&
+        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == registry::Architecture() &&
         !chosen)
       chosen = b;
     all.push_back(std::move(b));

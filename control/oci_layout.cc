@@ -165,16 +165,6 @@ std::string Rfc3339(int64_t ns) {
   return buf;
 }
 
-const char* Architecture() {
-#if defined(__x86_64__)
-  return "amd64";
-#elif defined(__aarch64__)
-  return "arm64";
-#else
-  return "unknown";
-#endif
-}
-
 // One layer to write: node `top`'s tree, as a diff from `base` (an
 // ancestor) or whole.
 struct LayerPlan {
@@ -300,7 +290,7 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
                        {"comment", comment}});
   }
   json config = {{"created", Rfc3339(top.time_ns)},
-                 {"architecture", Architecture()},
+                 {"architecture", registry::Architecture()},
                  {"os", "linux"},
                  {"config", json::object()},
                  {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}},

@@ -82,16 +82,6 @@ std::string MediaType(const std::string& content_type) {
   return t;
 }
 
-const char* Architecture() {
-#if defined(__x86_64__)
-  return "amd64";
-#elif defined(__aarch64__)
-  return "arm64";
-#else
-  return "unknown";
-#endif
-}
-
 Result<void> UploadBlob(Session& s, const std::string& file, const std::string& digest, uint64_t size,
                         const std::function<void(uint64_t, uint64_t)>& progress) {
   Request start;
@@ -332,6 +322,16 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
   AE_TRY(WriteNewFile(layout + "/index.json", index.dump()));
   st.manifest = digest;
   return st;
+}
+
+const char* Architecture() {
+#if defined(__x86_64__)
+  return "amd64";
+#elif defined(__aarch64__)
+  return "arm64";
+#else
+  return "unknown";
+#endif
 }
 
 }  // namespace agentenv::registry
