@@ -2,6 +2,8 @@
 // per line; the tools are the operations of control/ops.h.
 #include "control/mcp.h"
 
+#include "control/socket.h"
+
 #include <iostream>
 #include <string>
 
@@ -76,6 +78,26 @@ json CallTool(Client& client, const json& params) {
   return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"structuredContent", *r}, {"isError", false}};
 }
 
+// std::getline, bounded: a line over kMaxRequestBytes is read to its end
+// but not kept (*too_long). False at the end of input.
+bool ReadLine(std::istream& in, std::string* line, bool* too_long) {
+  line->clear();
+  *too_long = false;
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (int c; (c = sb->sbumpc()) != std::char_traits<char>::eof();) {
+    any = true;
+    if (c == '\n') return true;
+    if (*too_long) continue;
+    line->push_back(char(c));
+    if (line->size() > kMaxRequestBytes) {
+      *too_long = true;
+      std::string().swap(*line);
+    }
+  }
+  return any;
+}
+
 }  // namespace
 
 void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
@@ -84,7 +106,12 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
   auto send = [&out](const json& j) {
     out << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
   };
-  while (std::getline(in, line)) {
+  bool too_long = false;
+  while (ReadLine(in, &line, &too_long)) {
+    if (too_long) {
+      send(RpcError(nullptr, -32600, "invalid request: a line longer than 16 MiB (the limit) was skipped"));
+      continue;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json msg = json::parse(line, nullptr, false);
     if (msg.is_discarded()) {

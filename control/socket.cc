@@ -125,9 +125,11 @@ void SocketServer::Serve(UniqueFd client) {
     ssize_t n = ::recv(client.get(), chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
+    size_t scanned = buf.size();  // no newline before here
     buf.append(chunk, n);
     size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
+    while ((nl = buf.find('\n', scanned)) != std::string::npos) {
+      scanned = 0;
       std::string line = buf.substr(0, nl);
       buf.erase(0, nl + 1);
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -151,6 +153,14 @@ void SocketServer::Serve(UniqueFd client) {
         else resp["error"] = ErrorJson(r.error());
       }
       if (!WriteAll(client.get(), resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) return;
+    }
+    if (buf.size() > kMaxRequestBytes) {
+      nlohmann::json resp = {{"ok", false},
+                             {"error", {{"code", "invalid"},
+                                        {"message", "request line longer than 16 MiB (the socket's limit): "
+                                                    "the connection is closed; send smaller requests"}}}};
+      WriteAll(client.get(), resp.dump() + "\n");
+      return;
     }
   }
 }

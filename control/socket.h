@@ -23,6 +23,11 @@
 
 namespace agentenv::control {
 
+// The longest request line the socket and `agentenv mcp` accept. A longer
+// one gets an error reply (the socket then closes that connection; MCP
+// skips the line) and memory stays bounded.
+inline constexpr size_t kMaxRequestBytes = size_t{16} << 20;
+
 // Handles one request that may stream frames before its result. Frames
 // sent to `emit` get the request's "id" and go to the client ahead of the
 // response; a null frame sends nothing and only checks that the client is
@@ -32,7 +37,8 @@ using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op
 
 // Serves the socket until Stop() or destruction: one thread per client,
 // many clients at once. A malformed line gets an error response and the
-// connection stays open.
+// connection stays open; a line over kMaxRequestBytes gets an error
+// response and the connection is closed.
 class SocketServer {
  public:
   // Errors: kBusy when another daemon answers on the socket, I/O.

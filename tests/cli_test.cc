@@ -601,6 +601,45 @@ TEST_CASE("cli daemon: a request with wrongly typed arguments gets an error and 
   CHECK(d.Stop() == 0);
 }
 
+// Peak RSS of pid in KiB (VmHWM).
+long PeakRssKb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+TEST_CASE("cli daemon: a request line over 16 MiB gets an error, memory stays bounded, others are served",
+          "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  Daemon d(root, {"--no-capture"});
+  REQUIRE(d.WaitReady());
+  long before = PeakRssKb(d.child().pid());
+  SocketClient c;
+  REQUIRE(c.Connect(root / "agentenv.sock"));
+  std::string mb(1 << 20, 'x');
+  size_t sent = 0;
+  for (int i = 0; i < 100; ++i) {  // 100 MB, no newline; the daemon hangs up after 16 MiB
+    if (!c.SendRaw(mb)) break;
+    sent += mb.size();
+  }
+  CHECK(sent < (size_t{40} << 20));
+  json r = c.Receive(5000);
+  INFO(r.dump() << "\ndaemon log:\n" << d.Log());
+  REQUIRE(r.is_object());
+  CHECK(r.value("ok", true) == false);
+  CHECK(r["error"].value("code", "") == "invalid");
+  CHECK(r["error"].value("message", "").find("16 MiB") != std::string::npos);
+  long after = PeakRssKb(d.child().pid());
+  INFO("peak RSS before " << before << " KiB, after " << after << " KiB");
+  CHECK(after - before < 60 * 1024);
+  SocketClient c2;
+  REQUIRE(c2.Connect(root / "agentenv.sock"));
+  CHECK(c2.Call(R"({"op":"head"})", 5000).value("ok", false));
+  CHECK(d.Stop() == 0);
+}
+
 namespace {
 
 

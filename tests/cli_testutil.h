@@ -277,9 +277,9 @@ class SocketClient {
     std::memcpy(a.sun_path, s.c_str(), s.size() + 1);
     return ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  bool Send(const std::string& line) {
-    std::string s = line + "\n";
-    return ::send(fd_.get(), s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size());
+  bool Send(const std::string& line) { return SendRaw(line + "\n"); }
+  bool SendRaw(const std::string& bytes) {
+    return ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size());
   }
   // The next response; null when none arrives in time or it is not JSON.
   json Receive(int timeout_ms = 10000) {
