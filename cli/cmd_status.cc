@@ -30,6 +30,11 @@ int CmdStatus(int argc, char** argv) {
     text += "live tree  " + std::to_string(st.head_files) + " files, " + HumanBytes(st.head_bytes) + " at HEAD\n";
     text += "store      " + HumanBytes(st.stored_bytes) + " stored for " + HumanBytes(st.logical_bytes) +
             " of unique content; " + HumanBytes(st.disk_bytes) + " on disk\n";
+    if (!st.unfinished_restore.empty()) {
+      std::string n = st.unfinished_restore.substr(0, 12);
+      text += "unfinished: a restore to " + n + " did not finish; the live tree is part old, part " + n +
+              " (agentenv restore " + n + " to finish it, or agentenv snap to keep it as it is)\n";
+    }
     if (!st.dirty) return text + "clean: the live tree equals HEAD";
     text += "dirty: " + std::to_string(st.changed) + " changed paths since HEAD (agentenv snap to keep them)\n";
     for (const auto& c : st.changes) text += "  " + ChangeLine(c) + "\n";

@@ -1,6 +1,7 @@
 #include "control/archive.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -8,13 +9,14 @@
 #include "control/export.h"
 #include "control/ignore.h"
 #include "control/oci.h"
+#include "control/scratch_dir.h"
 #include "control/tarball.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
 
 Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* progress) {
-  AE_ASSIGN(auto repo, snap::Repo::Create(root));
+  AE_ASSIGN(auto repo, snap::Repo::CreateStaged(root));
   repo->set_progress(progress);
   // Leave nothing half-made behind: the repository is new.
   struct Undo {
@@ -71,6 +73,7 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* 
   }
   rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
   AE_ASSIGN(snap::NodeRecord rec, repo->Record(*res.node));
+  AE_TRY(repo->FinishInit());
   undo.armed = false;
   rep.root = root;
   rep.work = repo->work_dir();
@@ -97,26 +100,19 @@ Result<ExportReply> Export(Client& client, const ExportRequest& r) {
 Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r) {
   AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before unpacking
   (void)local;
-  // Unpack beside the live tree (same filesystem), then record it.
-  std::string tmpl = snap::layout::WorkParent(client.root()) + "/import-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return FailErrno(tmpl, errno);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{tmpl};
+  // Unpack beside the live tree (same filesystem) into a scratch directory
+  // the next import, push or pull removes if this process is killed.
+  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "import"));
+  std::string dir = scratch.path() + "/tree";
+  if (::mkdir(dir.c_str(), 0755) != 0) return FailErrno(dir, errno);
   ImportArchiveReply rep;
   auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
   if (!r.oci.empty()) {
     AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
-    AE_TRY(UnpackOciImage(image, tmpl, warn, UnprivilegedDevices::kRefuse));
+    AE_TRY(UnpackOciImage(image, dir, warn, UnprivilegedDevices::kRefuse));
   } else {
-    AE_TRY(ExtractTarball(r.archive, tmpl, warn, UnprivilegedDevices::kRefuse, client.progress()));
+    AE_TRY(ExtractTarball(r.archive, dir, warn, UnprivilegedDevices::kRefuse, client.progress()));
   }
-  std::error_code ec;
-  std::string dir = std::filesystem::absolute(tmpl, ec).string();  // the daemon has another cwd
   std::string source = r.oci.empty() ? r.archive : r.oci;
   AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
   rep.node = imported.node;

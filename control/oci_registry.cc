@@ -9,58 +9,11 @@
 #include <filesystem>
 
 #include "control/oci.h"
-#include "common/unique_fd.h"
+#include "control/scratch_dir.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
 namespace {
-
-// A scratch directory `parent`/`prefix`-XXXXXX, removed with its contents.
-// Its `lock` file is flocked while it is in use, so that the next Make
-// removes the ones a killed process left (their lock is free).
-class ScratchDir {
- public:
-  static Result<ScratchDir> Make(const std::string& parent, const std::string& prefix) {
-    RemoveStale(parent, prefix);
-    ScratchDir d;
-    d.path_ = parent + "/" + prefix + "-XXXXXX";
-    if (!::mkdtemp(d.path_.data())) {
-      std::string failed = d.path_;
-      d.path_.clear();
-      return FailErrno(failed, errno);
-    }
-    d.lock_.reset(::open((d.path_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!d.lock_ || ::flock(d.lock_.get(), LOCK_EX) != 0) return FailErrno(d.path_ + "/lock", errno);
-    std::error_code ec;
-    d.path_ = std::filesystem::absolute(d.path_, ec).string();  // the daemon has another cwd
-    return d;
-  }
-  ScratchDir(ScratchDir&& o) noexcept : path_(std::move(o.path_)), lock_(std::move(o.lock_)) { o.path_.clear(); }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  ScratchDir() = default;
-  // Scratch directories of this kind whose lock nobody holds (a lock file
-  // is made right after the directory: one without it is left alone, it
-  // may be a moment old).
-  static void RemoveStale(const std::string& parent, const std::string& prefix) {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
-      std::string name = e.path().filename().string();
-      if (name.size() != prefix.size() + 7 || name.compare(0, prefix.size() + 1, prefix + "-") != 0) continue;
-      UniqueFd lock(::open((e.path() / "lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-      if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
-      std::filesystem::remove_all(e.path(), ec);
-    }
-  }
-  std::string path_;
-  UniqueFd lock_;
-};
 
 registry::Options Options(bool insecure, const std::string& auth_file, const TransferProgress& progress) {
   registry::Options o;

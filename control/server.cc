@@ -1,5 +1,7 @@
 // The history operations of control::Server.
 #include "control/server.h"
+
+#include "control/scratch_dir.h"
 #include "control/textdiff.h"
 
 #include <filesystem>
@@ -263,6 +265,7 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   rep.head_files = st.head_files;
   rep.head_bytes = st.head_bytes;
   rep.dirty = st.dirty;
+  if (st.unfinished_restore) rep.unfinished_restore = st.unfinished_restore->Hex();
   rep.changed = st.changed;
   for (const auto& c : st.changes) rep.changes.push_back(MakeChangeInfo(c));
   if (auto spaces = ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();
@@ -306,6 +309,7 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
     AE_TRY(snap::RemoveTree(e.path().string()));
     ++rep.lowers_removed;
   }
+  rep.scratch_removed = RemoveStaleScratch(snap::layout::WorkParent(repo_->root()));
   return rep;
 }
 

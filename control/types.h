@@ -198,6 +198,7 @@ struct StatusReply {
   std::optional<NodeInfo> head;
   uint64_t nodes = 0, disk_bytes = 0, stored_bytes = 0, logical_bytes = 0, head_files = 0, head_bytes = 0;
   bool dirty = false;
+  std::string unfinished_restore;  // node id of a restore that did not finish, or ""
   uint64_t changed = 0;
   std::vector<ChangeInfo> changes;  // the first 64
   uint64_t workspaces = 0, lowers = 0;  // overlay workspaces; materialized nodes (by `backend`)
@@ -206,7 +207,7 @@ struct StatusReply {
     v("workspaces", workspaces); v("lowers", lowers);
     v("disk_bytes", disk_bytes); v("stored_bytes", stored_bytes); v("logical_bytes", logical_bytes);
     v("head_files", head_files); v("head_bytes", head_bytes); v("dirty", dirty); v("changed", changed);
-    v("changes", changes);
+    v("unfinished_restore", unfinished_restore); v("changes", changes);
   }
 };
 
@@ -236,10 +237,12 @@ struct GcReply {
   bool counted = false;
   uint64_t objects_read = 0;
   uint64_t lowers_removed = 0;  // materialized nodes no workspace uses
+  uint64_t scratch_removed = 0;  // import/push/pull scratch dirs a killed process left
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
     v("objects_read", objects_read); v("lowers_removed", lowers_removed);
+    v("scratch_removed", scratch_removed);
   }
 };
 

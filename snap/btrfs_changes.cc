@@ -159,7 +159,7 @@ Result<std::map<std::string, Listed>> List(int dir_fd, const std::string& what) 
   errno = 0;
   while (struct dirent* de = ::readdir(d)) {
     std::string_view n = de->d_name;
-    if (n == "." || n == "..") continue;
+    if (n == "." || n == ".." || IsRestoreTempName(n)) continue;
     out.emplace(std::string(n), Listed{de->d_ino, de->d_type});
   }
   int e = errno;

@@ -231,4 +231,19 @@ Result<void> RemoveTree(const std::string& path) {
   return {};
 }
 
+std::string RestoreTempName(uint64_t n) {
+  return ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+}
+
+bool IsRestoreTempName(std::string_view name) {
+  constexpr std::string_view kPrefix = ".agentenv-tmp-";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return false;
+  name.remove_prefix(kPrefix.size());
+  size_t dash = name.find('-');
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  return dash != std::string_view::npos && digits(name.substr(0, dash)) && digits(name.substr(dash + 1));
+}
+
 }  // namespace agentenv::snap

@@ -35,6 +35,12 @@ Result<Xattrs> ReadXattrs(int dirfd, const std::string& name, const std::string&
 // the file, whose owner may set setuid/setgid bits). Scans take the owner
 // from it and do not record the xattr; a privileged restore removes it.
 // Only regular files and directories can carry user.* xattrs.
+// Restores write a file as `.agentenv-tmp-<pid>-<n>` beside its target and
+// rename it into place. Such names are never recorded (scans skip them) and
+// a writer after a killed restore removes them (Repo: `restoring`).
+std::string RestoreTempName(uint64_t n);
+bool IsRestoreTempName(std::string_view name);
+
 inline constexpr const char* kOwnerXattr = "user.agentenv.owner";
 // Moves a kOwnerXattr in m->xattrs into m->uid/m->gid. A malformed value
 // stays as an ordinary xattr.

@@ -20,10 +20,12 @@ inline std::string Jobs(const std::string& root) { return root + "/jobs"; }     
 inline std::string Lowers(const std::string& root) { return root + "/lowers"; }     // materialized nodes
 inline std::string Subvols(const std::string& root) { return root + "/subvols"; }   // btrfs: nodes' snapshots
 inline std::string Workspaces(const std::string& root) { return root + "/workspaces"; }  // overlay workspaces
+inline std::string Restoring(const std::string& root) { return root + "/restoring"; }  // restore not finished
+inline std::string Initializing(const std::string& root) { return root + "/initializing"; }  // init not finished
 inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
 
 // What `init` made and removes again when it fails: every entry above
 // that a new repository has.
-inline const char* const kCreated[] = {"/store", "/meta", "/work", "/lock"};
+inline const char* const kCreated[] = {"/store", "/meta", "/work", "/lock", "/initializing"};
 
 }  // namespace agentenv::snap::layout

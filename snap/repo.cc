@@ -26,6 +26,13 @@ Result<void> MakeDir(const std::string& p) {
   return {};
 }
 
+// Makes a new or removed entry of directory p durable.
+Result<void> SyncDir(const std::string& p) {
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0) return FailErrno(p, errno);
+  return {};
+}
+
 bool Exists(const std::string& p) {
   struct stat st;
   return ::lstat(p.c_str(), &st) == 0;
@@ -55,7 +62,29 @@ std::string WantedBackend() {
 
 }  // namespace
 
+// Is the `initializing` marker of root held by a running init? Without a
+// marker: nullopt.
+static std::optional<bool> InitRunning(const std::string& root) {
+  UniqueFd fd(::open(layout::Initializing(root).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) return true;
+  return false;
+}
+
 Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
+  AE_ASSIGN(std::unique_ptr<Repo> r, CreateStaged(root));
+  AE_TRY(r->FinishInit());
+  return r;
+}
+
+Result<std::unique_ptr<Repo>> Repo::CreateStaged(const std::string& root) {
+  if (std::optional<bool> running = InitRunning(root)) {
+    if (*running) return Fail(ErrorCode::kBusy, root + ": another `agentenv init` is making this repository");
+    // A killed init: start over.
+    std::error_code ec;
+    for (const char* d : layout::kCreated) std::filesystem::remove_all(root + d, ec);
+    if (ec) return Fail(root + ": cannot remove the half-made repository: " + ec.message());
+  }
   if (Exists(layout::Meta(root)) || Exists(layout::Store(root)))
     return Fail(ErrorCode::kExists, root + ": already an agentenv repository");
   std::string want = WantedBackend();
@@ -66,6 +95,13 @@ Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
       return Fail(ErrorCode::kUnsupported, root + ": AGENTENV_BACKEND=btrfs but this is not a btrfs filesystem");
   }
   AE_TRY(MakeDir(root));
+  // The marker first, durably, so that no crash leaves a repository that
+  // looks whole before its first node is committed.
+  std::string marker = layout::Initializing(root);
+  UniqueFd init_marker(::open(marker.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!init_marker) return FailErrno(marker, errno);
+  if (::flock(init_marker.get(), LOCK_EX) != 0 || ::fsync(init_marker.get()) != 0) return FailErrno(marker, errno);
+  AE_TRY(SyncDir(root));
   AE_TRY(MakeDir(layout::WorkParent(root)));
   // On btrfs the live tree is a subvolume, so that nodes can keep O(1)
   // snapshots of it (snap/btrfs.h).
@@ -76,6 +112,7 @@ Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
   }
   std::unique_ptr<Repo> r(new Repo);
   r->root_ = root;
+  r->init_marker_ = std::move(init_marker);
   AE_ASSIGN(r->store_, store::Store::Open(layout::Store(root), store::Store::Mode::kCreate));
   AE_ASSIGN(r->meta_, MetaDb::Open(layout::Meta(root), true));
   // No references yet: the empty table is the full count.
@@ -85,7 +122,20 @@ Result<std::unique_ptr<Repo>> Repo::Create(const std::string& root) {
   return r;
 }
 
+Result<void> Repo::FinishInit() {
+  std::string marker = layout::Initializing(root_);
+  if (::unlink(marker.c_str()) != 0) return FailErrno(marker, errno);
+  AE_TRY(SyncDir(root_));
+  init_marker_.reset();
+  return {};
+}
+
 Result<std::unique_ptr<Repo>> Repo::Open(const std::string& root) {
+  if (std::optional<bool> running = InitRunning(root)) {
+    if (*running) return Fail(ErrorCode::kBusy, root + ": `agentenv init` is still making this repository");
+    return Fail(ErrorCode::kNotFound, root + ": half-made repository (an `agentenv init` was interrupted): run the "
+                                             "same `agentenv init` again, it starts over");
+  }
   if (!Exists(layout::Meta(root)) || !Exists(layout::Store(root)))
     return Fail(ErrorCode::kNotFound, root + ": not an agentenv repository (run `agentenv init`)");
   std::unique_ptr<Repo> r(new Repo);
@@ -134,6 +184,7 @@ Result<Repo::WriteLock> Repo::Lock() {
   if (!held_lock_) {
     AE_ASSIGN(l.file, LockFile());
   }
+  SweepUnfinishedRestore();
   return l;
 }
 
@@ -451,6 +502,7 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(Scanned sc, ScanCurrent(opt.paths, opt.entry_paths, &fresh));
   AE_ASSIGN(SnapResult res, Commit(sc, opt));
   KeepSubvol(fresh, res.node ? res.node : sc.head, &res.warnings);
+  EndLiveRestore();  // the tree as it is now is history: nothing left to finish
   return res;
 }
 
@@ -474,11 +526,13 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   res.saved = saved.node;
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
+  AE_ASSIGN(UniqueFd marker, BeginLiveRestore(target));
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));
   AE_TRY(txn->SetRef("HEAD", target));
   AE_TRY(txn->Commit());
+  EndLiveRestore();
   return res;
 }
 
@@ -489,6 +543,7 @@ Result<RepoStatus> Repo::Status() {
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));
   AE_ASSIGN(st.nodes, meta_->NodeCount());
+  st.unfinished_restore = UnfinishedRestore();
   AE_ASSIGN(st.store, store_->Stats());
   struct stat ms;
   if (::stat(layout::MetaData(root_).c_str(), &ms) == 0) st.meta_bytes = uint64_t(ms.st_blocks) * 512;

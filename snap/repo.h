@@ -63,6 +63,7 @@ struct RepoStatus {
   uint64_t meta_bytes = 0;
   uint64_t head_files = 0, head_bytes = 0;  // logical size of HEAD's tree
   bool dirty = false;
+  std::optional<store::ObjectId> unfinished_restore;  // a restore to this node did not finish
   std::vector<Change> changes;  // live tree versus HEAD (first 64)
   uint64_t changed = 0;
 };
@@ -122,9 +123,18 @@ struct HistoryRepair {
 class Repo {
  public:
   // Creates an empty repository at root (the directory may exist but must
-  // not hold a repository). Errors: kExists, I/O.
+  // not hold a repository). Errors: kExists, kBusy (another init is
+  // making it), I/O.
   static Result<std::unique_ptr<Repo>> Create(const std::string& root);
-  // Errors: kNotFound "<root>: not an agentenv repository", I/O.
+  // Create, but the repository stays *half-made* until FinishInit (init
+  // fills it first): a flocked `initializing` marker, written first, makes
+  // Open refuse it, and the next Create removes what a killed init left
+  // (the marker's lock is free).
+  static Result<std::unique_ptr<Repo>> CreateStaged(const std::string& root);
+  // Makes a staged repository whole: removes the marker durably. Errors: I/O.
+  Result<void> FinishInit();
+  // Errors: kNotFound "<root>: not an agentenv repository" (also for a
+  // half-made one, with what to run), kBusy (init is still running), I/O.
   static Result<std::unique_ptr<Repo>> Open(const std::string& root);
 
   const std::string& root() const { return root_; }
@@ -322,6 +332,16 @@ class Repo {
   // privileged as root, ignored paths kept.
   Result<RestoreOptions> RestoreOpts();
   Result<UniqueFd> LockFile();
+  // The `restoring` marker (snap/restore_marker.cc): Begin writes it,
+  // flocked, before a restore touches the live tree; End removes it once
+  // the tree is whole again (a restore or a snapshot finished).
+  Result<UniqueFd> BeginLiveRestore(const store::ObjectId& target);
+  void EndLiveRestore();
+  // The node of a restore that did not finish (its marker is not held).
+  std::optional<store::ObjectId> UnfinishedRestore() const;
+  // Called with the write lock: removes the temp files an unfinished
+  // restore left in the live tree, once (one walk).
+  void SweepUnfinishedRestore();
   Result<UniqueFd> OpenWork() const;
   // Writes stat cache entries, moving their content references; with
   // `scanned`, also heals what that scan stored (HealStored).
@@ -343,6 +363,7 @@ class Repo {
   std::optional<bool> subvols_;  // UseSubvols, probed once
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock
+  UniqueFd init_marker_;  // Create: flocked `initializing` until FinishInit
 };
 
 }  // namespace agentenv::snap

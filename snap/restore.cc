@@ -184,7 +184,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
   }
   auto q = std::make_unique<Queued>();
   q->file.dirfd = fd;
-  q->file.tmp = ".agentenv-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(tmp_counter_++);
+  q->file.tmp = RestoreTempName(tmp_counter_++);
   q->file.name = e.name;
   q->file.rel = rel;
   q->entry = e;

@@ -106,6 +106,7 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   }
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
+  AE_ASSIGN(UniqueFd marker, BeginLiveRestore(target));
   AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, tree, sc.out.root, now.links, ro));
   // The result is a node of its own, child of HEAD.
   Scanned next;
@@ -120,6 +121,7 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   for (const std::string& p : clean) list += (list.empty() ? "" : ", ") + p;
   opt.label = ("restored " + list + " from " + target.Hex().substr(0, 12)).substr(0, 200);
   AE_ASSIGN(SnapResult made, Commit(next, opt));
+  EndLiveRestore();
   res.node = made.node ? *made.node : *head;
   return res;
 }

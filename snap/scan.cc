@@ -170,7 +170,8 @@ class DirAccess {
 };
 
 // The names in directory `fd` (without . and ..), read with getdents64
-// straight from the fd: no dup, no DIR stream.
+// straight from the fd: no dup, no DIR stream. A restore's temp files are
+// not part of any tree.
 Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names) {
   if (::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
   alignas(8) char buf[32768];
@@ -182,7 +183,7 @@ Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::strin
     for (long off = 0; off < n;) {
       auto* de = reinterpret_cast<struct dirent64*>(buf + off);
       std::string_view name = de->d_name;
-      if (name != "." && name != "..") names->emplace_back(name);
+      if (name != "." && name != ".." && !IsRestoreTempName(name)) names->emplace_back(name);
       off += de->d_reclen;
     }
   }
@@ -451,6 +452,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, old_id));
   DirAccess access(fd);
   for (const auto& [name, kid] : trie.kids) {
+    if (IsRestoreTempName(name)) continue;
     std::string crel = Join(rel, name);
     auto it = std::lower_bound(entries.begin(), entries.end(), name,
                                [](const Entry& e, const std::string& n) { return e.name < n; });
