@@ -51,7 +51,17 @@ Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
   opt.message = r.message;
   opt.label = r.label;
   opt.allow_empty = r.allow_empty;
-  opt.paths = r.paths;
+  if (r.paths) {
+    opt.paths.emplace();
+    for (const std::string& given : *r.paths) {
+      AE_ASSIGN(std::string p, snap::TreePath(given));
+      if (p.empty()) {  // the root: the whole tree
+        opt.paths.reset();
+        break;
+      }
+      opt.paths->push_back(p);
+    }
+  }
   std::lock_guard writer(writer_mu_);
   AE_ASSIGN(snap::SnapResult res, repo_->Snapshot(opt));
   return SnapshotReplyOf(res);
@@ -100,16 +110,22 @@ Result<std::string> TextOf(const store::Store& s, const snap::Entry* e, std::str
 }  // namespace
 
 Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r) {
-  for (const std::string& p : r.paths)
-    if (p.empty() || p.front() == '/' || p == ".." || p.rfind("../", 0) == 0 || p.find("/../") != std::string::npos)
-      return Fail(ErrorCode::kInvalid, "diff: path '" + p + "': give tree-relative paths without '..'");
+  std::vector<std::string> paths;
+  for (const std::string& given : r.paths) {
+    AE_ASSIGN(std::string p, snap::TreePath(given));
+    if (p.empty()) {  // the root: everything
+      paths.clear();
+      break;
+    }
+    paths.push_back(p);
+  }
   constexpr size_t kMaxPatches = 100;
   DiffReply rep;
   const store::Store& s = repo_->store();
   AE_TRY(snap::DiffTrees(s, from, to, [&](const snap::Difference& d) -> Result<void> {
     const std::string& p = d.change.path;
-    if (!r.paths.empty() &&
-        std::none_of(r.paths.begin(), r.paths.end(), [&](const std::string& top) { return AtOrBelow(p, top); }))
+    if (!paths.empty() &&
+        std::none_of(paths.begin(), paths.end(), [&](const std::string& top) { return AtOrBelow(p, top); }))
       return {};
     if (rep.total++ >= r.limit) return {};
     rep.changes.push_back(MakeChangeInfo(d.change));

@@ -216,6 +216,23 @@ std::vector<std::string> SplitPath(const std::string& path) {
   return out;
 }
 
+Result<std::string> TreePath(const std::string& path) {
+  std::vector<std::string> parts;
+  for (std::string& part : SplitPath(path)) {
+    if (part == ".") continue;
+    if (part != "..") {
+      parts.push_back(std::move(part));
+    } else if (parts.empty()) {
+      return Fail(ErrorCode::kInvalid, path + ": leads outside the tree (give a path inside it, e.g. etc/hosts)");
+    } else {
+      parts.pop_back();
+    }
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "/") + p;
+  return out;
+}
+
 Result<void> RemoveTree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Result<void>() : FailErrno(path, errno);

@@ -20,6 +20,10 @@ std::string Join(const std::string& dir, const std::string& name);
 // The components of a tree-relative path: "a//b/" -> {"a", "b"}; "" and
 // "/" -> none. "." and ".." are returned as they are (callers refuse "..").
 std::vector<std::string> SplitPath(const std::string& path);
+// A path a user gave for a place in the tree, normalized lexically:
+// "./etc" and "/etc/" are "etc", "etc/.." is "" (the root). Errors:
+// kInvalid "<path>: leads outside the tree" for one that climbs above it.
+Result<std::string> TreePath(const std::string& path);
 
 // Opens directory `name` in `dirfd` without following symlinks. Errors:
 // rel (the tree-relative path, for the message) plus errno text.

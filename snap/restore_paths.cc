@@ -65,13 +65,12 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   if (paths.empty()) return Fail(ErrorCode::kInvalid, "restore: which paths?");
   std::vector<std::string> clean;
   for (const std::string& p : paths) {
-    std::string c;
-    for (const std::string& part : SplitPath(p)) {
-      if (part == "..") return Fail(ErrorCode::kInvalid, p + ": '..' is not a path inside the tree");
-      if (part == ".") continue;
-      c += (c.empty() ? "" : "/") + part;
-      // The filter answers for a path alone: ask about every ancestor.
-      if (ignored_ && ignored_(c, true)) return Fail(ErrorCode::kInvalid, c + ": an ignored path is never versioned");
+    AE_ASSIGN(std::string c, TreePath(p));
+    // The filter answers for a path alone: ask about every ancestor.
+    for (size_t end = c.find('/'); ignored_; end = c.find('/', end + 1)) {
+      std::string a = c.substr(0, end);
+      if (!a.empty() && ignored_(a, true)) return Fail(ErrorCode::kInvalid, a + ": an ignored path is never versioned");
+      if (end == std::string::npos) break;
     }
     if (c.empty()) return Fail(ErrorCode::kInvalid, "restore: to put back everything, restore without paths");
     clean.push_back(c);

@@ -882,3 +882,36 @@ TEST_CASE("cli daemon: holds the lock and CLI writers run through it with the sa
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+namespace {
+
+TEST_CASE("cli: tree paths are normalized, and one leading outside the tree is a usage error", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  fs::path work = root / "work" / "current";
+  fs::create_directories(work / "etc");
+  WriteFile(work / "etc" / "a", "a\n");
+  CHECK(Agentenv(root, {"snap", "./etc"}).code == 0);
+  CHECK(AgentenvJson(root, {"status"})["dirty"] == false);
+  WriteFile(work / "etc" / "b", "b\n");
+  CHECK(Agentenv(root, {"snap", "etc/.."}).code == 0);  // the root: everything
+  CHECK(AgentenvJson(root, {"status"})["dirty"] == false);
+  std::string head = HeadId(root);
+  for (const char* bad : {"..", "../x", "etc/../.."}) {
+    for (std::vector<std::string> cmd : {std::vector<std::string>{"snap", bad},
+                                         {"diff", "HEAD~1", "HEAD", "--", bad},
+                                         {"restore", "HEAD~1", bad}}) {
+      cmd.insert(cmd.begin() + 1, {"--root", root.string()});
+      cmd.insert(cmd.begin(), AGENTENV_BIN);
+      CmdResult r = RunCmd(cmd);
+      INFO(r.Describe());
+      CHECK(r.code == 2);
+      CHECK(r.err.find(std::string(bad) + ": leads outside the tree") != std::string::npos);
+    }
+  }
+  CHECK(HeadId(root) == head);
+}
+
+}  // namespace
+}  // namespace agentenv::test
