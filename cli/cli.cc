@@ -26,6 +26,19 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--root", g.root, "Repository root (default: $AGENTENV_ROOT or /agentfs)");
   app.add_flag("--json", g.json, "Print one JSON object on stdout");
   app.add_flag("-q,--quiet", g.quiet, "No progress and no summary on success; warnings and errors still go to stderr");
+  app.add_option_function<double>(
+         "--wait",
+         [](double s) { ::setenv("AGENTENV_LOCK_WAIT", std::to_string(s).c_str(), 1); },
+         "Seconds a writer waits for the repository lock another command holds before exiting 5 "
+         "(default: $AGENTENV_LOCK_WAIT or 30; 0: fail at once)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            double s = std::strtod(v.c_str(), &end);
+            return end && *end == 0 && s >= 0 ? std::string() : "expected seconds, 0 or more, got '" + v + "'";
+          },
+          "", "seconds"));
 }
 
 int Parse(CLI::App& app, int argc, char** argv, const Globals& g) {

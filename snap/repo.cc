@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -19,7 +21,15 @@
 namespace agentenv::snap {
 namespace {
 
-constexpr auto kLockWait = std::chrono::seconds(30);
+// How long a writer waits for the repository lock: $AGENTENV_LOCK_WAIT
+// seconds (the CLI's --wait sets it), else 30.
+double LockWaitSeconds() {
+  const char* env = std::getenv("AGENTENV_LOCK_WAIT");
+  if (!env || !*env) return 30;
+  char* end = nullptr;
+  double s = std::strtod(env, &end);
+  return end && *end == 0 && s >= 0 ? s : 30;
+}
 
 Result<void> MakeDir(const std::string& p) {
   if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(p, errno);
@@ -199,11 +209,16 @@ Result<UniqueFd> Repo::LockFile() {
   std::string path = layout::Lock(root_);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return FailErrno(path, errno);
-  auto deadline = std::chrono::steady_clock::now() + kLockWait;
+  double wait_s = LockWaitSeconds();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) return FailErrno(path, errno);
-    if (std::chrono::steady_clock::now() > deadline)
-      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv process (still busy after 30 s)");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%g s", wait_s);
+      return Fail(ErrorCode::kBusy, root_ + ": locked by another agentenv command (still busy after " + waited +
+                                        "): retry when it ends, or wait longer with --wait SECONDS");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return fd;

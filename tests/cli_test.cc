@@ -913,5 +913,27 @@ TEST_CASE("cli: tree paths are normalized, and one leading outside the tree is a
   CHECK(HeadId(root) == head);
 }
 
+TEST_CASE("cli: a writer waits --wait seconds for a held lock, then exits 5 saying what to do", "[cli]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  std::string head = HeadId(root);
+  WriteFile(root / "work" / "current" / "new", "n\n");
+  UniqueFd lock(::open((root / "lock").c_str(), O_RDWR | O_CLOEXEC));
+  REQUIRE(::flock(lock.get(), LOCK_EX) == 0);  // standing in for another command
+  auto start = Clock::now();
+  CmdResult r = Agentenv(root, {"snap", "--wait", "0.4"});
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO(r.Describe());
+  CHECK(r.code == 5);
+  CHECK(r.err.find("locked by another agentenv command (still busy after 0.4 s)") != std::string::npos);
+  CHECK(r.err.find("--wait SECONDS") != std::string::npos);
+  CHECK(took >= 0.4);
+  CHECK(took < 5);
+  CHECK(Agentenv(root, {"snap", "--wait", "-1"}).code == 2);
+  lock.reset();
+  CHECK(HeadId(root) == head);
+  CHECK(Agentenv(root, {"snap", "--wait", "0"}).code == 0);
+}
+
 }  // namespace
 }  // namespace agentenv::test
