@@ -34,13 +34,14 @@ Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks
   }
   // Above the store: every node's trees and contents exist, refs resolve.
   // Nodes already marked damaged are known, not new corruption: warnings.
-  // Then the live tree against HEAD: information, never an error.
+  // Then the live tree against HEAD: information, never an error, read
+  // without the writer lock (a daemon may hold it) and storing nothing.
   auto check_above = [&]() -> Result<uint64_t> {
     auto history = repo.CheckHistory([&](const snap::HistoryFinding& f) {
       if (f.known) ++rep.damaged;
       report({f.kind, f.known ? "warning" : "error", f.message});
     });
-    if (auto st = repo.Status()) {
+    if (auto st = repo.PeekStatus()) {  // read-only: fsck changes nothing
       rep.live = {{"dirty", st->dirty}, {"changed", st->changed}};
       rep.live_text = st->dirty ? "live tree dirty (" + std::to_string(st->changed) + " changed paths since HEAD)"
                                 : "live tree clean";

@@ -552,11 +552,32 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
 }
 
 Result<RepoStatus> Repo::Status() {
-  RepoStatus st;
   AE_ASSIGN(WriteLock lock, Lock());
-  AE_ASSIGN(st.backend, Backend());
   AE_ASSIGN(Scanned sc, ScanLive(std::nullopt));
   AE_TRY(CommitContent(sc));
+  AE_ASSIGN(RepoStatus st, StatusOf(sc));
+  // Keep what the scan learned, so the next snapshot need not read again.
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
+  AE_TRY(txn->Commit());
+  return st;
+}
+
+Result<RepoStatus> Repo::PeekStatus() {
+  Scanned sc;
+  AE_TRY(LoadHead(sc));
+  AE_ASSIGN(UniqueFd work, OpenWork());
+  std::unique_ptr<store::Batch> hashing = store_->HashingBatch();
+  ScanContext ctx{*store_, *hashing, *meta_, ignored_, NowNs()};
+  ctx.progress = progress_;
+  AE_ASSIGN(sc.out, ScanTree(ctx, work.get()));
+  sc.out.trees.emplace(EmptyTreeId(), EncodeTree({}));
+  return StatusOf(sc);
+}
+
+Result<RepoStatus> Repo::StatusOf(const Scanned& sc) {
+  RepoStatus st;
+  AE_ASSIGN(st.backend, Backend());
   AE_ASSIGN(st.nodes, meta_->NodeCount());
   st.unfinished_restore = UnfinishedRestore();
   AE_ASSIGN(st.store, store_->Stats());
@@ -573,16 +594,18 @@ Result<RepoStatus> Repo::Status() {
     // A damaged HEAD cannot be diffed; equal tree ids still say clean.
     st.dirty = st.head->tree != sc.out.tree;
   } else {
-    AE_ASSIGN(delta, Delta(*store_, head ? head->tree : EmptyTreeId(), sc.out.tree));
+    // The scan's own trees may not be stored (PeekStatus).
+    TreeLoader load = [&](const store::ObjectId& id) -> Result<Tree> {
+      auto it = sc.out.trees.find(id);
+      if (it == sc.out.trees.end()) return LoadTree(*store_, id);
+      return DecodeTree(it->second, id.Hex());
+    };
+    AE_ASSIGN(delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
     st.changed = delta.changes.size();
     st.dirty = st.changed > 0 || (head && !SameButMtime(head->root, sc.out.root));
   }
   if (delta.changes.size() > ChangeSummary::kSampleSize) delta.changes.resize(ChangeSummary::kSampleSize);
   st.changes = std::move(delta.changes);
-  // Keep what the scan learned, so the next snapshot need not read again.
-  AE_ASSIGN(auto txn, meta_->Begin());
-  AE_TRY(PutStats(*txn, sc.out.stat_updates, &sc.out));
-  AE_TRY(txn->Commit());
   return st;
 }
 

@@ -264,7 +264,13 @@ class Repo {
   // The tree of that overlay, content stored, no node made. Takes the lock.
   Result<store::ObjectId> UpperTree(const std::string& upper, const store::ObjectId& base);
 
+  // The live tree against HEAD. Takes the lock; stores the content it
+  // read and updates the stat cache, so the next snapshot reads nothing
+  // again. Errors: kBusy, I/O.
   Result<RepoStatus> Status();
+  // The same answer read-only: no lock, nothing stored, the stat cache
+  // only read (fsck, beside a running daemon). Thread-safe with writers.
+  Result<RepoStatus> PeekStatus();
   // The tree id of the live tree as it is now (content is stored, no node
   // is made). Takes the lock.
   Result<store::ObjectId> LiveTree();
@@ -332,6 +338,7 @@ class Repo {
   // privileged as root, ignored paths kept.
   Result<RestoreOptions> RestoreOpts();
   Result<UniqueFd> LockFile();
+  Result<RepoStatus> StatusOf(const Scanned& sc);
   // The `restoring` marker (snap/restore_marker.cc): Begin writes it,
   // flocked, before a restore touches the live tree; End removes it once
   // the tree is whole again (a restore or a snapshot finished).

@@ -65,7 +65,8 @@ Result<size_t> ReadFull(int fd, uint8_t* p, size_t n, std::string_view path) {
 
 class BatchImpl final : public Batch {
  public:
-  BatchImpl(StoreImpl& s, UniqueFd lock) : s_(s), lock_(std::move(lock)), cdc_(s.params().chunker) {}
+  BatchImpl(StoreImpl& s, UniqueFd lock, bool hash_only)
+      : s_(s), lock_(std::move(lock)), cdc_(s.params().chunker), hash_only_(hash_only) {}
   ~BatchImpl() override;
 
   Result<void> Init();
@@ -89,6 +90,7 @@ class BatchImpl final : public Batch {
   StoreImpl& s_;
   UniqueFd lock_;
   FastCdc cdc_;
+  const bool hash_only_;  // computes ids, writes nothing, cannot commit
   std::atomic<uint64_t> new_bytes_{0};
 
   std::mutex mu_;
@@ -158,6 +160,7 @@ Result<ObjectId> BatchImpl::Put(ObjectType t, std::span<const uint8_t> data) {
 }
 
 Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data) {
+  if (hash_only_) return id;
   {
     std::lock_guard lock(mu_);
     if (!failed_) return Unexpected<Error>(failed_.error());
@@ -295,6 +298,7 @@ Result<void> BatchImpl::Drop(const ObjectId& id) {
 }
 
 Result<void> BatchImpl::Commit() {
+  if (hash_only_) return Fail(ErrorCode::kInvalid, s_.dir() + ": a hashing batch stores nothing and cannot commit");
   std::lock_guard lock(mu_);
   AE_TRY(failed_);
   if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": batch already committed");
@@ -326,9 +330,15 @@ Result<void> BatchImpl::Commit() {
 }  // namespace
 
 Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd) {
-  auto b = std::make_unique<BatchImpl>(s, std::move(lock_fd));
+  auto b = std::make_unique<BatchImpl>(s, std::move(lock_fd), false);
   AE_TRY(b->Init());
   return std::unique_ptr<Batch>(std::move(b));
 }
+
+std::unique_ptr<Batch> MakeHashingBatch(StoreImpl& s) {
+  return std::make_unique<BatchImpl>(s, UniqueFd(), true);
+}
+
+std::unique_ptr<Batch> StoreImpl::HashingBatch() { return MakeHashingBatch(*this); }
 
 }  // namespace agentenv::store

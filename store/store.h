@@ -168,6 +168,10 @@ class Store {
   // this one included: never call it while holding a batch) holds the
   // store. Errors: I/O.
   virtual Result<std::unique_ptr<Batch>> BeginBatch() = 0;
+  // A batch that gives every Put and PutFile the id a real batch would,
+  // and stores nothing: no lock, no write, Commit fails (kInvalid). For
+  // read-only comparisons (fsck's live-tree check). Thread-safe like Put.
+  virtual std::unique_ptr<Batch> HashingBatch() = 0;
 
   // Reclaims the space of dropped objects: copies the live records of packs
   // chosen by `opts` into a new pack, commits their new locations, then

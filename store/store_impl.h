@@ -43,6 +43,7 @@ class StoreImpl final : public Store {
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const override;
   Result<StoreStats> Stats() const override;
   Result<std::unique_ptr<Batch>> BeginBatch() override;
+  std::unique_ptr<Batch> HashingBatch() override;
   Result<CompactResult> Compact(const CompactOptions& opts,
                                 const std::function<void(const CompactProgress&)>& progress) override;
   const std::string& dir() const override { return dir_; }
@@ -89,6 +90,7 @@ Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const 
 
 // Starts a batch owning the already-locked `lock_fd`.
 Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd);
+std::unique_ptr<Batch> MakeHashingBatch(StoreImpl& s);
 
 // fsync of a directory (after creating or removing entries in it).
 Result<void> FsyncDir(const std::string& path);

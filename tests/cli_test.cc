@@ -935,5 +935,42 @@ TEST_CASE("cli: a writer waits --wait seconds for a held lock, then exits 5 sayi
   CHECK(Agentenv(root, {"snap", "--wait", "0"}).code == 0);
 }
 
+// Every file under store/ and meta/ (LMDB's lock.mdb aside: readers
+// register there) with its size and content hash.
+std::string RepoBytes(const fs::path& root) {
+  std::string out;
+  for (const char* d : {"store", "meta"}) {
+    for (const auto& e : fs::recursive_directory_iterator(root / d)) {
+      if (!e.is_regular_file() || e.path().filename() == "lock.mdb") continue;
+      std::string data = ReadFile(e.path());
+      out += e.path().string() + " " + std::to_string(data.size()) + " " + std::to_string(Fnv1a(data)) + "\n";
+    }
+  }
+  return out;
+}
+
+TEST_CASE("cli: fsck is read-only and compares the live tree beside a running daemon", "[cli][daemon]") {
+  TempDir tmp;
+  fs::path root = InitRepo(tmp);
+  WriteFile(root / "work" / "current" / "big", std::string(8 << 20, 'q') + "tail");
+  std::string before = RepoBytes(root);
+  json plain = AgentenvJson(root, {"fsck"});
+  CHECK(plain["live"]["dirty"] == true);
+  CHECK(RepoBytes(root) == before);
+  Daemon d(root, {"--no-capture"});
+  REQUIRE(d.WaitReady());
+  before = RepoBytes(root);
+  auto start = Clock::now();
+  int code = -1;
+  json beside = AgentenvJson(root, {"fsck"}, &code);
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO(beside.dump());
+  CHECK(code == 0);
+  CHECK(beside["live"]["dirty"] == true);
+  CHECK(took < 10);
+  CHECK(RepoBytes(root) == before);
+  CHECK(d.Stop() == 0);
+}
+
 }  // namespace
 }  // namespace agentenv::test
