@@ -30,6 +30,9 @@ int CmdStatus(int argc, char** argv) {
     text += "live tree  " + std::to_string(st.head_files) + " files, " + HumanBytes(st.head_bytes) + " at HEAD\n";
     text += "store      " + HumanBytes(st.stored_bytes) + " stored for " + HumanBytes(st.logical_bytes) +
             " of unique content; " + HumanBytes(st.disk_bytes) + " on disk\n";
+    if (st.capture == "failing")
+      text += "capture    FAILING since " + FormatTime(st.capture_failing_since_ns) + ": " + st.capture_error +
+              " (retried " + std::to_string(st.capture_retries) + " times; changes since then are in no node yet)\n";
     if (!st.unfinished_restore.empty()) {
       std::string n = st.unfinished_restore.substr(0, 12);
       text += "unfinished: a restore to " + n + " did not finish; the live tree is part old, part " + n +

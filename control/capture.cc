@@ -67,17 +67,43 @@ void Capture::Queue(watch::ChangeSet cs) {
   wake_.notify_one();
 }
 
+// After a failed snapshot (ENOSPC, EIO) the changes it held are in no
+// node and no new event may come: retry a full rescan on a timer, from
+// 100 ms doubling to 1 s, so capture recovers within about a second of
+// the cause going away.
+constexpr auto kFirstRetry = std::chrono::milliseconds(100);
+constexpr auto kMaxRetry = std::chrono::milliseconds(1000);
+
 void Capture::Loop() {
+  auto backoff = kFirstRetry;
   for (;;) {
+    bool retry = false;
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      auto ready = [&] { return stopping_ || !pending_.empty(); };
+      if (health_.failing) {
+        wake_.wait_for(lock, backoff, ready);
+      } else {
+        wake_.wait(lock, ready);
+      }
       if (stopping_ && pending_.empty()) return;
+      retry = pending_.empty();  // the timer: nothing new, retry the failed one
+      if (retry) ++health_.retries;
     }
     // A running exec's changes belong to its own node: wait for it.
     std::lock_guard writer(writers_);
-    SnapshotPending();
+    if (retry) {
+      Snapshot(watch::ChangeSet{{}, true});
+    } else {
+      SnapshotPending();
+    }
+    backoff = complete_ ? kFirstRetry : std::min(backoff * 2, kMaxRetry);
   }
+}
+
+CaptureHealth Capture::Health() const {
+  std::lock_guard lock(mu_);
+  return health_;
 }
 
 void Capture::SnapshotPending() {
@@ -107,6 +133,10 @@ void Capture::Stop(bool deliver_pending) {
     wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  if (deliver_pending && Health().failing) {  // what the failed snapshot held is in no node yet
+    std::lock_guard writer(writers_);
+    Snapshot(watch::ChangeSet{{}, true});
+  }
 }
 
 // No node if nothing really changed: the stat cache and tree ids decide.
@@ -133,9 +163,19 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   }
   if (!r) {
     complete_ = false;  // until a full scan succeeds
-    return Log("snapshot failed: " + r.error().message);
+    {
+      std::lock_guard lock(mu_);
+      if (!health_.failing) health_ = CaptureHealth{true, "", snap::NowNs(), 0};
+      health_.last_error = r.error().message;
+    }
+    return Log("snapshot failed: " + r.error().message + " (retrying)");
   }
-  if (!opt.paths) complete_ = true;
+  if (!opt.paths) {
+    complete_ = true;
+    std::lock_guard lock(mu_);
+    if (health_.failing) Log("capture recovered after " + std::to_string(health_.retries) + " retries");
+    health_ = {};
+  }
   if (!r->node) return;
   Log("node " + Short(*r->node) + ": " + r->label + " (" +
       (!opt.paths ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +

@@ -24,6 +24,14 @@ struct CaptureOptions {
   int max_delay_ms = 3000;
 };
 
+// How automatic capture is doing (status, the socket's status reply).
+struct CaptureHealth {
+  bool failing = false;     // the last snapshot failed: changes wait in no node
+  std::string last_error;   // its message
+  int64_t failing_since_ns = 0;
+  uint64_t retries = 0;     // full rescans tried since it began failing
+};
+
 class Capture {
  public:
   // Starts watching the live tree, then takes a baseline snapshot of what
@@ -42,9 +50,12 @@ class Capture {
   // journal missed nothing and every snapshot worked); false when only a
   // full scan can tell.
   bool Drain();
-  // Stops watching; with deliver_pending the last changes become a node.
-  // Waits for the capture thread.
+  // Stops watching; with deliver_pending the last changes become a node
+  // (after a failed snapshot: one last full rescan). Waits for the capture
+  // thread. Call without the writer mutex.
   void Stop(bool deliver_pending);
+  // Thread-safe.
+  CaptureHealth Health() const;
 
  private:
   Capture(snap::Repo& repo, std::mutex& writers) : repo_(repo), writers_(writers) {}
@@ -61,10 +72,11 @@ class Capture {
   std::mutex& writers_;
   std::unique_ptr<watch::Watcher> watcher_;
   std::thread thread_;
-  std::mutex mu_;  // guards pending_, stopping_
+  mutable std::mutex mu_;  // guards pending_, stopping_, health_
   std::condition_variable wake_;
   watch::ChangeSet pending_;
   bool stopping_ = false;
+  CaptureHealth health_;
   // Under the writer mutex:
   bool complete_ = false;  // history holds every change snapshotted so far
   int since_retain_ = 0;

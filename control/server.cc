@@ -267,7 +267,10 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   snap::RepoStatus st;
   {
     std::lock_guard writer(writer_mu_);
-    AE_ASSIGN(st, repo_->Status());
+    auto full = repo_->Status();
+    // It could not store what it read (a full disk): answer read-only.
+    if (!full && full.error().code == ErrorCode::kIo) full = repo_->PeekStatus();
+    AE_ASSIGN(st, std::move(full));
   }
   StatusReply rep;
   rep.root = repo_->root();
@@ -282,6 +285,13 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   rep.head_bytes = st.head_bytes;
   rep.dirty = st.dirty;
   if (st.unfinished_restore) rep.unfinished_restore = st.unfinished_restore->Hex();
+  if (capture_) {
+    CaptureHealth h = capture_->Health();
+    rep.capture = h.failing ? "failing" : "ok";
+    rep.capture_error = h.last_error;
+    rep.capture_failing_since_ns = h.failing_since_ns;
+    rep.capture_retries = h.retries;
+  }
   rep.changed = st.changed;
   for (const auto& c : st.changes) rep.changes.push_back(MakeChangeInfo(c));
   if (auto spaces = ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();

@@ -199,6 +199,11 @@ struct StatusReply {
   uint64_t nodes = 0, disk_bytes = 0, stored_bytes = 0, logical_bytes = 0, head_files = 0, head_bytes = 0;
   bool dirty = false;
   std::string unfinished_restore;  // node id of a restore that did not finish, or ""
+  // Automatic capture of the daemon that answered: "off" (none), "ok", or
+  // "failing" (changes wait in no node; retried every second at most).
+  std::string capture = "off", capture_error;
+  int64_t capture_failing_since_ns = 0;
+  uint64_t capture_retries = 0;
   uint64_t changed = 0;
   std::vector<ChangeInfo> changes;  // the first 64
   uint64_t workspaces = 0, lowers = 0;  // overlay workspaces; materialized nodes (by `backend`)
@@ -207,7 +212,9 @@ struct StatusReply {
     v("workspaces", workspaces); v("lowers", lowers);
     v("disk_bytes", disk_bytes); v("stored_bytes", stored_bytes); v("logical_bytes", logical_bytes);
     v("head_files", head_files); v("head_bytes", head_bytes); v("dirty", dirty); v("changed", changed);
-    v("unfinished_restore", unfinished_restore); v("changes", changes);
+    v("unfinished_restore", unfinished_restore); v("capture", capture); v("capture_error", capture_error);
+    v("capture_failing_since_ns", capture_failing_since_ns); v("capture_retries", capture_retries);
+    v("changes", changes);
   }
 };
 

@@ -972,5 +972,77 @@ TEST_CASE("cli: fsck is read-only and compares the live tree beside a running da
   CHECK(d.Stop() == 0);
 }
 
+// A size-limited tmpfs at `dir`, unmounted on destruction (root only).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const fs::path& dir, const std::string& size) : dir_(dir) {
+    fs::create_directories(dir);
+    mounted_ = RunCmd({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.string()}).code == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) RunCmd({"/bin/umount", "-l", dir_.string()});
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path dir_;
+  bool mounted_ = false;
+};
+
+// Fills the filesystem of `dir` with `dir`/fill until ENOSPC.
+void FillUp(const fs::path& dir) {
+  UniqueFd fd(::open((dir / "fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  std::string mb(1 << 20, 'f');
+  while (::write(fd.get(), mb.data(), mb.size()) > 0) {}
+  std::string kb(1024, 'f');
+  while (::write(fd.get(), kb.data(), kb.size()) > 0) {}
+  while (::write(fd.get(), "f", 1) > 0) {}
+}
+
+TEST_CASE("cli daemon: capture that failed on ENOSPC retries by itself and SIGTERM flushes it", "[cli][daemon]") {
+  if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
+  TempDir tmp;
+  SmallTmpfs fs_(tmp.path() / "mnt", "24m");
+  REQUIRE(fs_.mounted());
+  fs::path root = tmp.path() / "mnt" / "repo";
+  REQUIRE(Agentenv(root, {"init", "-q"}).code == 0);
+  fs::path work = root / "work" / "current";
+  for (int round = 0; round < 2; ++round) {
+    Daemon d(root, {"--quiet-ms", "50", "--max-delay-ms", "200"});
+    REQUIRE(d.WaitReady());
+    std::string head = HeadId(root);
+    FillUp(tmp.path() / "mnt");
+    // A new file (empty: the disk is full) needs index pages the store cannot write.
+    { std::ofstream(work / ("r" + std::to_string(round))) << ""; }
+    json st;
+    REQUIRE(WaitFor([&] {
+      st = Ctl(root, "status");
+      return st.is_object() && st.value("capture", "") == "failing";
+    }, 10000));
+    INFO(st.dump() << "\n" << d.Log());
+    CHECK(st["capture_error"].get<std::string>().find("No space left on device") != std::string::npos);
+    CHECK(HeadId(root) == head);
+    CmdResult text = Agentenv(root, {"status"});
+    CHECK(text.out.find("capture    FAILING since") != std::string::npos);
+    fs::remove(tmp.path() / "mnt" / "fill");
+    if (round == 0) {
+      // Nothing else changes: the daemon must notice the space by itself.
+      auto freed = Clock::now();
+      REQUIRE(WaitFor([&] { return HeadId(root) != head; }, 5000));
+      double took = std::chrono::duration<double>(Clock::now() - freed).count();
+      CHECK(took < 2.0);
+      CHECK(Ctl(root, "status").value("capture", "") == "ok");
+      CHECK(d.Stop() == 0);
+    } else {
+      CHECK(d.Stop() == 0);  // at once: the flush on SIGTERM records it
+      CHECK(HeadId(root) != head);
+    }
+    CHECK(AgentenvJson(root, {"status"})["dirty"] == false);  // the change is in HEAD
+  }
+  json log = AgentenvJson(root, {"log"});
+  CHECK(log["nodes"].size() >= 3);
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
+}
+
 }  // namespace
 }  // namespace agentenv::test
