@@ -241,8 +241,21 @@ Result<void> Extract(const std::string& path, const std::string& dest,
       if (!SafeRelative(target))
         return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
                                              "' points outside the archive; refusing it");
+      auto it = seen.find(target);
+      if (it != seen.end() && it->second == AE_IFDIR)
+        return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
+                                             "' names a directory, which cannot be hardlinked; refusing the archive");
+      for (size_t slash = target.find('/'); slash != std::string::npos; slash = target.find('/', slash + 1))
+        if (auto up = seen.find(target.substr(0, slash)); up != seen.end() && up->second == AE_IFLNK)
+          return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target + "' goes through symlink '" +
+                                               up->first + "'; refusing the archive");
+      // A tar names the first path of a link group before its links; a
+      // layer's link may also name a file of the layers below.
+      if (it == seen.end() && !layer)
+        return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
+                                             "' names no entry before it; refusing the archive");
       // Data on a hardlink to a symlink would be written through it.
-      if (auto it = seen.find(target); it != seen.end() && it->second == AE_IFLNK && A.archive_entry_size(e) > 0)
+      if (it != seen.end() && it->second == AE_IFLNK && A.archive_entry_size(e) > 0)
         return Fail(ErrorCode::kInvalid, path + ": hardlink '" + name + "' -> '" + target +
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());

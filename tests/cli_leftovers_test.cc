@@ -193,5 +193,36 @@ TEST_CASE("leftovers: a killed restore is named by status and its temp files nev
   CHECK(Agentenv(root, {"fsck"}).code == 0);
 }
 
+TEST_CASE("leftovers: a forward hardlink or one to a directory is bad input (exit 2) and records nothing", "[cli]") {
+  TempDir tmp;
+  fs::path root = tmp.path() / "repo";
+  REQUIRE(Agentenv(root, {"init", "-q"}).code == 0);
+  std::string head = HeadId(root);
+  struct Case {
+    std::vector<TarEntry> entries;
+    std::string says;
+  };
+  std::vector<Case> cases = {
+      {{{"early", '1', "late"}, {"late", '0', "", "data\n"}}, "hardlink 'early' -> 'late' names no entry before it"},
+      {{{"d", '5'}, {"link", '1', "d"}}, "hardlink 'link' -> 'd' names a directory"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    fs::path tar = tmp.path() / ("bad" + std::to_string(n++) + ".tar");
+    WriteTar(tar, c.entries);
+    for (std::vector<std::string> cmd : {std::vector<std::string>{"import", tar.string()},
+                                         {"init", "--tarball", tar.string()}}) {
+      fs::path where = cmd[0] == "init" ? tmp.path() / ("fresh" + std::to_string(n)) : root;
+      CmdResult r = Agentenv(where, cmd);
+      INFO(r.Describe());
+      CHECK(r.code == 2);
+      CHECK(r.err.find(c.says) != std::string::npos);
+      if (cmd[0] == "init") CHECK_FALSE(fs::exists(where / "meta"));
+    }
+  }
+  CHECK(HeadId(root) == head);
+  for (const auto& e : fs::directory_iterator(root / "work")) CHECK(e.path().filename() == "current");
+}
+
 }  // namespace
 }  // namespace agentenv::test
