@@ -1,5 +1,7 @@
 #include "control/errors.h"
 
+#include <cerrno>
+
 namespace agentenv::control {
 namespace {
 
@@ -37,6 +39,15 @@ Error ErrorFromJson(const nlohmann::json& error) {
   if (!error.is_object()) return Error{"daemon error", 0, ErrorCode::kIo};
   Error e{error.value("message", "daemon error"), 0, ErrorCodeNamed(error.value("code", "io"))};
   e.partial = error.value("partial", false);
+  return e;
+}
+
+Error ExplainFullDisk(Error e, std::string_view where) {
+  if (e.errno_value != ENOSPC && e.errno_value != EDQUOT) return e;
+  const char* what = e.errno_value == ENOSPC ? "full" : "over its quota";
+  e.message += "\n  the filesystem holding " + std::string(where) + " is " + what +
+               ": free space there (`agentenv retain` then `agentenv gc` drop old history), then run the command "
+               "again";
   return e;
 }
 

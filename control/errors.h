@@ -21,4 +21,14 @@ nlohmann::json ErrorJson(const Error& e);
 // The Error a response's "error" object describes.
 Error ErrorFromJson(const nlohmann::json& error);
 
+// A full disk (ENOSPC, EDQUOT) says where and what to do: `e` with the
+// filesystem holding `where` named and the remedy appended; any other
+// error unchanged. Every operation's error goes through this once.
+Error ExplainFullDisk(Error e, std::string_view where);
+template <class T>
+Result<T> ExplainFullDisk(Result<T> r, std::string_view where) {
+  if (r) return r;
+  return Unexpected<Error>(ExplainFullDisk(std::move(r.error()), where));
+}
+
 }  // namespace agentenv::control

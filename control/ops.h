@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control/errors.h"
 #include "control/server.h"
 #include "control/types.h"
 
@@ -41,7 +42,9 @@ template <class Req> struct Op;
     using Reply = Rep;                                                             \
     static constexpr std::string_view kName = name;                                \
     static bool Locks([[maybe_unused]] const Req& r) { return locks; }             \
-    static Result<Rep> Run(Server& s, const Req& r, [[maybe_unused]] const FrameSink& emit) { return method; } \
+    static Result<Rep> Run(Server& s, const Req& r, [[maybe_unused]] const FrameSink& emit) {               \
+      return ExplainFullDisk(method, s.repo().root());                                                       \
+    }                                                                                                        \
   };
 AGENTENV_OP(SnapshotRequest, SnapshotReply, "snapshot", s.Snapshot(r), true)
 AGENTENV_OP(RollbackRequest, RollbackReply, "rollback", s.Rollback(r), true)

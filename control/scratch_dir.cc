@@ -41,9 +41,8 @@ Result<ScratchDir> ScratchDir::Make(const std::string& parent, const std::string
   ScratchDir d;
   d.path_ = parent + "/" + prefix + "-XXXXXX";
   if (!::mkdtemp(d.path_.data())) {
-    std::string failed = d.path_;
     d.path_.clear();
-    return FailErrno(failed, errno);
+    return FailErrno(parent + ": making a scratch directory", errno);
   }
   d.lock_.reset(::open((d.path_ + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!d.lock_ || ::flock(d.lock_.get(), LOCK_EX) != 0) return FailErrno(d.path_ + "/lock", errno);

@@ -71,6 +71,15 @@ Error HeaderError(const ArchiveLib& A, const std::string& path, const std::strin
   return Error{name + ": " + why + ": " + std::strerror(err), err, ErrorCode::kIo};
 }
 
+// A failed write of `name`, with the errno libarchive saw (a full disk must
+// say so, and carry ENOSPC for the remedy).
+Error WriteError(const ArchiveLib& A, const std::string& name, archive* out) {
+  int err = A.archive_errno(out);
+  std::string why = A.archive_error_string(out) ? A.archive_error_string(out) : "write failed";
+  if (err > 0) why += std::string(": ") + std::strerror(err);
+  return Error{name + ": " + why, std::max(err, 0), ErrorCode::kIo};
+}
+
 std::string Strip(std::string_view p) {
   while (p.starts_with("./")) p.remove_prefix(2);
   return std::string(p);
@@ -299,18 +308,17 @@ Result<void> Extract(const std::string& path, const std::string& dest,
       la_int64_t off;
       while ((r = A.archive_read_data_block(in.get(), &buf, &len, &off)) == ARCHIVE_OK) {
         if (A.archive_write_data_block(out.get(), buf, len, off) < ARCHIVE_OK)
-          return Fail(name + ": " + A.archive_error_string(out.get()));
+          return Unexpected<Error>(WriteError(A, name, out.get()));
       }
       if (r != ARCHIVE_EOF)
         return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
     }
     if (A.archive_write_finish_entry(out.get()) < ARCHIVE_WARN)
-      return Fail(name + ": " + A.archive_error_string(out.get()));
+      return Unexpected<Error>(WriteError(A, name, out.get()));
     Advance(progress, 1, uint64_t(std::max<la_int64_t>(A.archive_entry_size(e), 0)));
   }
   // Directory modes and mtimes are applied here, after their contents.
-  if (A.archive_write_close(out.get()) < ARCHIVE_WARN)
-    return Fail(dest + ": " + A.archive_error_string(out.get()));
+  if (A.archive_write_close(out.get()) < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
   for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
   std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
   restore.insert(restore.end(), dir_times.begin(), dir_times.end());

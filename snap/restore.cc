@@ -229,6 +229,7 @@ Result<void> Restorer::Flush() {
       else cloned[i] = *c;
     }
     if (r && !cloned[i]) r = s_.WriteFileTo(q.entry.file(), q.file.fd.get());
+    if (!r) r = Wrap(q.file.rel, r.error());
   }
   if (r) r = io_.Close(files);
   for (size_t i = 0; r && i < batch.size(); ++i) {

@@ -18,7 +18,7 @@ Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off) {
   while (n > 0) {
     ssize_t r = ::pwrite(fd, p, n, off);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return FailErrno("write to fd " + std::to_string(fd), errno);
+    if (r < 0) return FailErrno("write", errno);  // the caller names the file
     p += r;
     n -= r;
     off += r;
@@ -91,7 +91,7 @@ Result<void> StoreImpl::ReadFile(const FileRef& f, const ByteSink& sink) const {
 }
 
 Result<void> StoreImpl::WriteFileTo(const FileRef& f, int fd) const {
-  if (::ftruncate(fd, 0) != 0) return FailErrno("truncate fd " + std::to_string(fd), errno);
+  if (::ftruncate(fd, 0) != 0) return FailErrno("truncate", errno);
   uint64_t off = 0;
   AE_TRY(ReadFile(f, [&](std::span<const uint8_t> data) -> Result<void> {
     AE_TRY(WriteSparse(fd, data, off));
@@ -99,7 +99,7 @@ Result<void> StoreImpl::WriteFileTo(const FileRef& f, int fd) const {
     return {};
   }));
   if (::ftruncate(fd, off_t(f.size)) != 0) {
-    return FailErrno("truncate fd " + std::to_string(fd), errno);
+    return FailErrno("truncate", errno);
   }
   return {};
 }
@@ -141,7 +141,7 @@ Result<bool> StoreImpl::CloneFileTo(const FileRef& f, int fd) const {
         if (!wrote && (e == EOPNOTSUPP || e == EXDEV || e == EINVAL || e == ENOTTY || e == EPERM)) {
           return false;
         }
-        return FailErrno("clone " + PackPath(dir_, info.pack) + " into fd " + std::to_string(fd), e);
+        return FailErrno("clone from " + PackPath(dir_, info.pack), e);
       }
     } else {
       AE_ASSIGN(auto data, Get(chunks[i].id));
@@ -151,7 +151,7 @@ Result<bool> StoreImpl::CloneFileTo(const FileRef& f, int fd) const {
     off += info.size;
   }
   if (::ftruncate(fd, off_t(f.size)) != 0) {
-    return FailErrno("truncate fd " + std::to_string(fd), errno);
+    return FailErrno("truncate", errno);
   }
   return true;
 }

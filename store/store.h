@@ -151,6 +151,8 @@ class Store {
   virtual Result<void> ReadFile(const FileRef& f, const ByteSink& sink) const = 0;
   // Writes a file's bytes to `fd` from offset 0, leaving holes for
   // all-zero 4 KiB blocks and setting the final size (sparse stays sparse).
+  // Errors: the store's; a failed write or truncate as "write: <errno
+  // text>" (the store does not know fd's name: callers wrap it).
   virtual Result<void> WriteFileTo(const FileRef& f, int fd) const = 0;
   // Materializes a file into the empty file `fd` by reflinking (FICLONERANGE)
   // its chunk records from the packs, possible when every chunk is stored
