@@ -386,6 +386,12 @@ Result<void> Scanner::Done(ScanDir* d) {
       AE_ASSIGN(d->id, PutTree(d->entries));
       // Each subdirectory writes only its own entry of the parent.
       if (d->parent) d->parent->entries[d->index].id = *d->id;
+      // Stored: nothing reads this directory's entries or its finished
+      // subdirectories again, so memory follows the walk's frontier, not
+      // the tree. (A deferred directory keeps them: FixHardlinks and
+      // PutTrees need them, and so do its ancestors, deferred in turn.)
+      Tree().swap(d->entries);
+      d->subdirs.clear();
     }
     d = d->parent;
   }
@@ -403,6 +409,10 @@ Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
 Result<store::ObjectId> Scanner::PutTree(const Tree& t) {
   std::vector<uint8_t> bytes = EncodeTree(t);
   AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes));
+  // A tree the store already had is read from the store when needed; only
+  // the new ones (not readable until the batch commits) are kept.
+  AE_ASSIGN(bool stored_before, ctx_.store.Has(id));
+  if (stored_before) return id;
   std::lock_guard lock(mu);
   out.trees.emplace(id, std::move(bytes));
   return id;

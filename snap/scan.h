@@ -65,8 +65,9 @@ struct ScanOutput {
   bool walked = false;  // the whole tree was walked (not only changed paths)
   std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
   std::vector<std::string> warnings;  // what could not be recorded, path first
-  // Encodings of the trees this scan put, so that they can be read before
-  // the batch is committed (the node's change summary is made first).
+  // Encodings of the trees this scan put that the store did not have, so
+  // that they can be read before the batch is committed (the node's change
+  // summary is made first).
   std::map<store::ObjectId, std::vector<uint8_t>> trees;
 };
 
