@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "control/errors.h"
 #include "control/export.h"
 #include "control/ignore.h"
 #include "control/oci.h"
@@ -14,8 +15,9 @@
 #include "snap/layout.h"
 
 namespace agentenv::control {
+namespace {
 
-Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* progress) {
+Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, Progress* progress) {
   AE_ASSIGN(auto repo, snap::Repo::CreateStaged(root));
   repo->set_progress(progress);
   // Leave nothing half-made behind: the repository is new.
@@ -82,7 +84,7 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* 
   return rep;
 }
 
-Result<ExportReply> Export(Client& client, const ExportRequest& r) {
+Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
   AE_ASSIGN(Server* s, client.Local());
   snap::Repo& repo = s->repo();
   AE_ASSIGN(store::ObjectId id, repo.Resolve(r.ref));
@@ -97,7 +99,7 @@ Result<ExportReply> Export(Client& client, const ExportRequest& r) {
   return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value()};
 }
 
-Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r) {
+Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRequest& r) {
   AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before unpacking
   (void)local;
   // Unpack beside the live tree (same filesystem) into a scratch directory
@@ -117,6 +119,20 @@ Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequ
   AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
   rep.node = imported.node;
   return rep;
+}
+
+}  // namespace
+
+Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* progress) {
+  return ExplainFullDisk(InitRepository(root, r, progress), root);
+}
+
+Result<ExportReply> Export(Client& client, const ExportRequest& r) {
+  return ExplainFullDisk(ExportNode(client, r), r.output, FullDiskAt::kOutput);
+}
+
+Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r) {
+  return ExplainFullDisk(UnpackAndImport(client, r), client.root());
 }
 
 }  // namespace agentenv::control

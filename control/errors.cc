@@ -42,12 +42,12 @@ Error ErrorFromJson(const nlohmann::json& error) {
   return e;
 }
 
-Error ExplainFullDisk(Error e, std::string_view where) {
+Error ExplainFullDisk(Error e, std::string_view where, FullDiskAt at) {
   if (e.errno_value != ENOSPC && e.errno_value != EDQUOT) return e;
   const char* what = e.errno_value == ENOSPC ? "full" : "over its quota";
-  e.message += "\n  the filesystem holding " + std::string(where) + " is " + what +
-               ": free space there (`agentenv retain` then `agentenv gc` drop old history), then run the command "
-               "again";
+  e.message += "\n  the filesystem holding " + std::string(where) + " is " + what + ": free space there";
+  if (at == FullDiskAt::kRepository) e.message += " (`agentenv retain` then `agentenv gc` drop old history)";
+  e.message += ", then run the command again";
   return e;
 }
 

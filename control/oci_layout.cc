@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/unique_fd.h"
+#include "control/errors.h"
 #include "control/export.h"
 #include "control/oci.h"
 #include "control/server.h"
@@ -221,9 +222,7 @@ bool ValidTag(const std::string& t) {
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-", c); });
 }
 
-}  // namespace
-
-Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
+Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
   if (!ValidTag(r.tag))
     return Fail(ErrorCode::kInvalid, "--tag '" + r.tag + "': use letters, digits, '.', '_' and '-' (at most 128)");
   AE_ASSIGN(Server* s, client.Local());
@@ -326,6 +325,12 @@ Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
   AE_TRY(ReplaceFile(r.dir, "index.json", index.dump()));
   AE_TRY(FsyncPath(r.dir));
   return rep;
+}
+
+}  // namespace
+
+Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
+  return ExplainFullDisk(WriteLayout(client, r), r.dir, FullDiskAt::kOutput);
 }
 
 }  // namespace agentenv::control

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "control/errors.h"
 #include "control/oci.h"
 #include "control/scratch_dir.h"
 #include "snap/layout.h"
@@ -58,7 +59,7 @@ Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgr
   (void)local;
   AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
   registry::TransferStats st;
-  AE_ASSIGN(std::string spec, PullLayout(r, scratch.path() + "/layout", progress, &st));
+  AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch.path() + "/layout", progress, &st), client.root()));
   ImportArchiveRequest imp;
   imp.oci = spec;
   imp.message = r.message.empty() ? "pulled " + r.source : r.message;
@@ -83,7 +84,7 @@ Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, c
     AE_ASSIGN(ScratchDir d, ScratchDir::Make(root, ".pull"));
     scratch.emplace(std::move(d));
   }
-  AE_ASSIGN(std::string spec, PullLayout(r, scratch->path() + "/layout", progress, &st));
+  AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch->path() + "/layout", progress, &st), root));
   InitRequest init;
   init.oci = spec;
   init.message = r.message.empty() ? "pulled " + r.source : r.message;
