@@ -186,6 +186,14 @@ Result<RestoreOptions> Repo::RestoreOpts() {
   // Reflinks from a materialized lower cover compressed content too,
   // which the store's packs cannot clone.
   if (ro.reflink) ro.sources = CloneSources::Open(*store_, layout::Lowers(root_));
+  // Stat cache entries describe files as they now are on disk, whose
+  // content is committed: true whenever they are written, so they go in
+  // batches and memory does not grow with the tree.
+  ro.stat_sink = [this](std::vector<std::pair<std::string, StatEntry>>&& entries) -> Result<void> {
+    AE_ASSIGN(auto txn, meta_->Begin());
+    AE_TRY(PutStats(*txn, entries));
+    return txn->Commit();
+  };
   return ro;
 }
 
@@ -383,6 +391,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   ro.ignored = {};  // a new directory: nothing of it is kept
+  ro.stat_sink = {};  // its files are not the live tree's
   // Files another lower has with the same content and metadata are
   // hardlinked (both are read-only); others are cloned or copied.
   ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get());

@@ -34,6 +34,8 @@ class Restorer {
   Result<void> SetRootMeta(int root_fd, const Meta& m);
   // Adds the warning about owners that could not be restored, if any.
   void ReportOwners();
+  // The first error of opt_.stat_sink, if any.
+  const Result<void>& sink_error() const { return sink_error_; }
 
   RestoreStats stats;
 
@@ -72,6 +74,9 @@ class Restorer {
   };
   std::vector<std::unique_ptr<Queued>> queue_;
   uint64_t queued_bytes_ = 0;
+  // Stat cache entries handed to opt_.stat_sink at a time.
+  static constexpr size_t kStatBatch = 16384;
+  Result<void> sink_error_;
   BulkIo io_;
   std::atomic<uint64_t> tmp_counter_{0};
   int64_t start_ns_;
@@ -166,6 +171,11 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
   // The cache holds xattrs as on disk: with the owner SetMeta recorded.
   if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
   stats.stat_entries.emplace_back(rel, std::move(se));
+  if (opt_.stat_sink && stats.stat_entries.size() >= kStatBatch) {
+    Result<void> r = opt_.stat_sink(std::move(stats.stat_entries));
+    stats.stat_entries.clear();
+    if (!r && sink_error_) sink_error_ = r;
+  }
 }
 
 bool HasZeroBlock(const std::vector<uint8_t>& data) {
@@ -476,6 +486,7 @@ Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store
   for (const auto& link : to_links) AE_TRY(r.Link(root_fd, to, to_root, link));
   AE_TRY(r.SetRootMeta(root_fd, to_root));
   r.ReportOwners();
+  AE_TRY(r.sink_error());
   return std::move(r.stats);
 }
 

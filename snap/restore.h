@@ -8,6 +8,7 @@
 // contents, deepest first; hardlinks are joined at the end.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +36,11 @@ struct RestoreOptions {
   // metadata is identical too (only for a read-only tree being built).
   std::shared_ptr<const CloneSources> sources;
   bool link_sources = false;
+  // Where stat cache entries go in bounded batches while the restore runs
+  // (memory would otherwise grow with the tree); called on the restoring
+  // thread. Empty: all of them end up in RestoreStats::stat_entries. The
+  // restore goes on after a failed call and returns its error at the end.
+  std::function<Result<void>(std::vector<std::pair<std::string, StatEntry>>&&)> stat_sink;
 };
 
 struct RestoreStats {
@@ -48,7 +54,7 @@ struct RestoreStats {
   // the metadata of, as they are on disk now, so that the next scan need
   // not read them. Files restored with an mtime inside the racy window of
   // the restore's start are left out (a write in the same clock tick could
-  // go unseen).
+  // go unseen). With a stat_sink, only those not yet handed to it.
   std::vector<std::pair<std::string, StatEntry>> stat_entries;
 };
 

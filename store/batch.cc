@@ -1,11 +1,15 @@
 // Batch: deduplicating, parallel writes into append-only packs; one fsync
-// and one index commit make a batch durable and visible.
+// and one index commit make a batch durable and visible. A batch of more
+// than kStepObjects new objects commits them in steps as it goes, so its
+// memory (pending index entries, LMDB dirty pages) does not grow with it.
 #include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <set>
@@ -86,6 +90,15 @@ class BatchImpl final : public Batch {
   Result<ObjectId> Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data);
   // Under mu_: creates a new pack file and returns its number. Errors: I/O.
   Result<uint32_t> NewPack();
+  // Under mu_, with no write in flight: makes the pending objects durable
+  // and visible (fsyncs of the packs written to, then one index commit)
+  // and forgets them. Drops go only with the `last` step (Commit's), so
+  // they are atomic with the batch's last puts.
+  Result<void> CommitPending(bool last);
+
+  // New objects after which the batch commits a step: ~100 bytes each of
+  // pending_ plus the LMDB pages their index rows dirty (~10 MB a step).
+  static constexpr size_t kStepObjects = 32768;
 
   StoreImpl& s_;
   UniqueFd lock_;
@@ -96,6 +109,13 @@ class BatchImpl final : public Batch {
   std::mutex mu_;
   Result<void> failed_;  // first write error; the batch cannot commit after it
   bool committed_ = false;
+  // Appends under way (slot taken, record not yet written). A step waits
+  // for them: the last one to finish commits it, and no new append starts
+  // while `step_wanted_` (they wait on `step_done_`).
+  size_t writing_ = 0;
+  bool step_wanted_ = false;
+  std::condition_variable step_done_;
+  uint64_t steps_ = 0;  // steps committed: pending_ forgot what they held
   std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> pending_;
   std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> drops_;  // committed objects to remove
   std::map<uint32_t, PackInfo> packs_;  // every pack known, with this batch's additions
@@ -161,12 +181,14 @@ Result<ObjectId> BatchImpl::Put(ObjectType t, std::span<const uint8_t> data) {
 
 Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data) {
   if (hash_only_) return id;
+  uint64_t steps_seen;
   {
     std::lock_guard lock(mu_);
     if (!failed_) return Unexpected<Error>(failed_.error());
     if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": put after the batch committed");
     if (pending_.count(id)) return id;
     if (drops_.erase(id)) return id;  // dropped earlier in this batch: keep it after all
+    steps_seen = steps_;
   }
   AE_ASSIGN(auto known, s_.index().Lookup(id));
   if (known) return id;
@@ -178,8 +200,14 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   std::string path;
   uint64_t end;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    step_done_.wait(lock, [&] { return !step_wanted_; });
+    AE_TRY(failed_);
     if (pending_.count(id)) return id;  // another thread stored it meanwhile
+    if (steps_ != steps_seen) {  // ... and a step may have moved it to the index
+      AE_ASSIGN(known, s_.index().Lookup(id));
+      if (known) return id;
+    }
     if (idle_.empty()) {
       Result<uint32_t> n = NewPack();
       if (!n) {
@@ -200,16 +228,26 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
     p.logical_bytes += data.size();
     fd = open_[info.pack].fd.get();
     path = open_[info.pack].path;
+    ++writing_;
   }
   new_bytes_ += data.size();
   auto h = EncodeRecordHeader(RecordHeader{t, enc.codec, data.size(), payload.size(), id});
   Result<void> w = WriteRecord(fd, h, payload, info.offset, path);
   std::lock_guard lock(mu_);
+  --writing_;
   if (end < kPackTarget) idle_.push_back(info.pack);  // a full pack is done
-  if (!w) {
-    if (failed_) failed_ = w;
-    return Unexpected<Error>(w.error());
+  if (!w && failed_) failed_ = w;
+  if (pending_.size() >= kStepObjects) step_wanted_ = true;
+  if (step_wanted_ && writing_ == 0) {
+    if (failed_) {
+      Result<void> c = CommitPending(false);
+      if (!c) failed_ = c;
+    }
+    step_wanted_ = false;
+    step_done_.notify_all();
   }
+  if (!w) return Unexpected<Error>(w.error());
+  AE_TRY(failed_);
   return id;
 }
 
@@ -297,15 +335,12 @@ Result<void> BatchImpl::Drop(const ObjectId& id) {
   return {};
 }
 
-Result<void> BatchImpl::Commit() {
-  if (hash_only_) return Fail(ErrorCode::kInvalid, s_.dir() + ": a hashing batch stores nothing and cannot commit");
-  std::lock_guard lock(mu_);
-  AE_TRY(failed_);
-  if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": batch already committed");
-  bool created = false;
+Result<void> BatchImpl::CommitPending(bool last) {
   Index::Update u;
+  bool created = false;
   std::set<uint32_t> touched;
   for (auto& [n, p] : open_) {
+    if (packs_[n].committed == p.committed && !p.created) continue;  // nothing new since the last step
     if (::fsync(p.fd.get()) != 0) return FailErrno(p.path, errno);
     created |= p.created;
     touched.insert(n);
@@ -314,14 +349,33 @@ Result<void> BatchImpl::Commit() {
     AE_TRY(FsyncDir(s_.dir() + "/packs"));
     u.meta.emplace_back("next_pack", std::to_string(next_pack_));
   }
-  for (const auto& [id, info] : drops_) {
-    u.removed.push_back(id);
-    packs_[info.pack].AddDead(info);
-    touched.insert(info.pack);
+  if (last) {
+    for (const auto& [id, info] : drops_) {
+      u.removed.push_back(id);
+      packs_[info.pack].AddDead(info);
+      touched.insert(info.pack);
+    }
   }
   for (uint32_t n : touched) u.packs.push_back(packs_[n]);
   u.objects.assign(pending_.begin(), pending_.end());
   AE_TRY(s_.index().Apply(u));
+  // What is committed now stays if the batch is abandoned later.
+  for (auto& [n, p] : open_) {
+    p.committed = packs_[n].committed;
+    p.created = false;
+  }
+  pending_ = {};  // with its buckets: the point is the memory
+  ++steps_;
+  return {};
+}
+
+Result<void> BatchImpl::Commit() {
+  if (hash_only_) return Fail(ErrorCode::kInvalid, s_.dir() + ": a hashing batch stores nothing and cannot commit");
+  std::lock_guard lock(mu_);
+  AE_TRY(failed_);
+  if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": batch already committed");
+  assert(writing_ == 0 && "Commit while a Put is under way");
+  AE_TRY(CommitPending(true));
   committed_ = true;
   lock_.reset();  // the batch is done: let the next writer in
   return {};

@@ -80,10 +80,14 @@ struct StoreStats {
 
 class Store;
 
-// A write batch: objects put here become visible together at Commit, or
-// never (destroyed without Commit, crash, or kill -9). Holds the store's
-// writer lock for its lifetime. Put/PutFile are thread-safe and may be
-// called from many threads at once; Commit must be called once, alone.
+// A write batch: objects put here become durable and visible at Commit, or
+// never (destroyed without Commit, crash, or kill -9) — except that a batch
+// growing past ~32k new objects commits them in steps as it goes, so its
+// memory stays bounded: objects of steps already committed stay (nothing
+// references them; `gc --full` collects them). Drops are committed only by
+// Commit. Holds the store's writer lock for its lifetime. Put/PutFile are
+// thread-safe and may be called from many threads at once; Commit must be
+// called once, alone.
 class Batch {
  public:
   virtual ~Batch() = default;
@@ -93,9 +97,10 @@ class Batch {
   // when small, else FastCDC chunks plus a manifest. Memory is bounded for
   // any size. `path` is used in error messages only. Errors: read or I/O.
   virtual Result<FileRef> PutFile(int fd, std::string_view path) = 0;
-  // Makes everything put so far durable and visible: one fsync of the pack
-  // data, then one LMDB commit, then releases the writer lock (the batch
-  // accepts no more puts). Errors: I/O; the batch is then absent.
+  // Makes everything put so far durable and visible: one fsync of each pack
+  // written since the last step, then one LMDB commit (with the drops), then
+  // releases the writer lock (the batch accepts no more puts). Errors: I/O;
+  // the batch is then absent (committed steps stay).
   virtual Result<void> Commit() = 0;
   // Number of bytes of new (not deduplicated) objects so far.
   virtual uint64_t new_bytes() const = 0;

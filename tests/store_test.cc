@@ -302,5 +302,59 @@ TEST_CASE("store: an abandoned batch leaves nothing behind") {
   CommitOk(*b);
 }
 
+// Puts objects 0..n-1 (with ids repeating every `distinct`) from 4 threads;
+// returns the ids in order of value.
+std::vector<ObjectId> PutMany(store::Batch& b, int n, int distinct) {
+  std::vector<ObjectId> ids(distinct);
+  std::atomic<int> next{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < n;) {
+        std::string v = "object " + std::to_string(i % distinct);
+        auto r = b.Put(ObjectType::kChunk, std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size()));
+        if (!r) ++errors; else ids[i % distinct] = *r;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(errors == 0);
+  return ids;
+}
+
+TEST_CASE("store: a large batch commits in steps and an abandoned one keeps only whole steps") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  constexpr int kDistinct = 80000;  // two steps of 32k and a rest
+  SECTION("committed: every object once, however the steps fell") {
+    auto b = *s->BeginBatch();
+    std::vector<ObjectId> ids = PutMany(*b, 2 * kDistinct, kDistinct);  // each id put twice, across steps
+    CommitOk(*b);
+    b.reset();
+    s = OpenStore(t.str() + "/s", Store::Mode::kOpen);
+    for (int i = 0; i < kDistinct; i += 997) {
+      std::string v = "object " + std::to_string(i);
+      CHECK(*s->Get(ids[i]) == std::vector<uint8_t>(v.begin(), v.end()));
+    }
+    CHECK(s->Stats()->objects == kDistinct);
+    CHECK(Fsck(*s).empty());
+  }
+  SECTION("abandoned: the committed steps stay, readable; the rest is gone") {
+    auto b = *s->BeginBatch();
+    std::vector<ObjectId> ids = PutMany(*b, kDistinct, kDistinct);
+    b.reset();
+    s = OpenStore(t.str() + "/s", Store::Mode::kOpen);
+    int have = 0;
+    for (int i = 0; i < kDistinct; ++i) have += *s->Has(ids[i]);
+    INFO(have << " of " << kDistinct << " objects committed by steps");
+    CHECK(have >= 2 * 32768);
+    CHECK(have < kDistinct);
+    CHECK(s->Stats()->objects == uint64_t(have));
+    CHECK(Fsck(*s).empty());
+    b = *s->BeginBatch();  // the lock was released
+    CommitOk(*b);
+  }
+}
+
 }  // namespace
 }  // namespace agentenv::test
