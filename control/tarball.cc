@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <map>
 #include <unordered_map>
@@ -209,13 +210,22 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   if (root) flags |= ARCHIVE_EXTRACT_OWNER;
   // A layer replaces what the layers below hold (removed first, below).
   if (root && !layer) flags |= ARCHIVE_EXTRACT_NO_OVERWRITE;
+  // Entered first, left last: a writer freed on an error still applies
+  // the modes and times of the directories it made, relative to the
+  // current directory (and "." is `dest` itself).
+  AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   WriteDisk out(A.archive_write_disk_new(), A.archive_write_free);
   A.archive_write_disk_set_options(out.get(), flags);
   A.archive_write_disk_set_standard_lookup(out.get());
 
   RootlessOwners owners;
-  AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
+  // Without a root entry the root is 0755 with the newest mtime of the
+  // entries: the same archive gives the same node (not the mode and time
+  // of the directory it was unpacked into).
+  // libarchive sets the times of a directory that exists (the root) at
+  // once, and its entries change them again: they are set at the end.
+  std::optional<timespec> root_mtime, newest;
   // A layer changes directories' mtimes by what it writes and removes in
   // them. The layer's own directories get theirs again at the end, the
   // others the one they had before the layer touched them.
@@ -237,12 +247,27 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     archive_entry* e = nullptr;
     int r = A.archive_read_next_header(in.get(), &e);
     if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+    // ARCHIVE_RETRY: a damaged header, skipped over by the next call.
+    if (r < ARCHIVE_WARN || r == ARCHIVE_RETRY)
+      return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
-    if (name.empty() || name == "." || name == "./") continue;  // the root itself
-    if (!SafeRelative(name))
+    // The root itself ("./", "." or "/"): `dest` takes its metadata. A
+    // layer's root is the image's, not the layer's to set.
+    const bool is_root = name.empty() || name == "." || name == "/";
+    if (is_root && layer) continue;
+    if (is_root) {
+      if (A.archive_entry_filetype(e) != AE_IFDIR || A.archive_entry_hardlink(e))
+        return Fail(ErrorCode::kInvalid, path + ": entry '" + std::string(raw && *raw ? raw : ".") +
+                                             "' is the root, which must be a directory; refusing the archive");
+      name = ".";
+      root_mtime = timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))};
+    } else {
+      timespec t{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))};
+      if (!newest || std::pair(t.tv_sec, t.tv_nsec) > std::pair(newest->tv_sec, newest->tv_nsec)) newest = t;
+    }
+    if (!is_root && !SafeRelative(name))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
                                            "' is absolute or contains '..'; refusing the archive");
     if (const char* hl = A.archive_entry_hardlink(e)) {
@@ -299,7 +324,11 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     }
     A.archive_entry_set_pathname(e, name.c_str());
     if (!root) owners.Keep(A, e, name);
+    // `dest` exists: told not to overwrite, libarchive would leave its
+    // metadata as it is.
+    if (is_root) A.archive_write_disk_set_options(out.get(), flags & ~ARCHIVE_EXTRACT_NO_OVERWRITE);
     r = A.archive_write_header(out.get(), e);
+    if (is_root) A.archive_write_disk_set_options(out.get(), flags);
     if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(A, path, name, out.get()));
     if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
     if (A.archive_entry_size(e) > 0) {
@@ -328,6 +357,11 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     if (!exists || !*exists || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     struct timespec ts[2] = {{0, UTIME_OMIT}, mtime};
     if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
+  }
+  if (!layer) {
+    if (!root_mtime && ::chmod(".", 0755) != 0) return FailErrno(dest, errno);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, root_mtime.value_or(newest.value_or(timespec{0, 0}))};
+    if (::utimensat(AT_FDCWD, ".", ts, 0) != 0) return FailErrno(dest, errno);
   }
   owners.Report(warn);
   return {};

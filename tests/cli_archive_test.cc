@@ -1,0 +1,172 @@
+// Archives round-trip everything a node records: the root directory's own
+// metadata, POSIX ACLs, negative sub-second mtimes; what tar cannot hold
+// (sockets) is named in a warning; import leaves no scratch behind.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/cli_exec_testutil.h"
+#include "tests/cli_testutil.h"
+#include "tests/testutil.h"
+
+namespace agentenv::test {
+namespace {
+
+constexpr const char* kTar = "/usr/bin/tar";
+
+struct Mtime {
+  int64_t sec = 0;
+  long nsec = 0;
+  bool operator==(const Mtime&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Mtime& t) { return os << t.sec << "s+" << t.nsec << "ns"; }
+
+Mtime MtimeOf(const fs::path& p) {
+  struct stat st;
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return {st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+}
+
+void SetMtime(const fs::path& p, Mtime t) {
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {time_t(t.sec), t.nsec}};
+  REQUIRE(::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+
+CmdResult MustRun(const std::vector<std::string>& argv) {
+  CmdResult r = RunCmd(argv);
+  INFO(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") + ": " + r.Describe());
+  REQUIRE(r.code == 0);
+  return r;
+}
+
+CmdResult MustAgentenv(const fs::path& root, const std::vector<std::string>& args) {
+  CmdResult r = Agentenv(root, args);
+  INFO("agentenv " + args[0] + ": " + r.Describe());
+  REQUIRE(r.code == 0);
+  return r;
+}
+
+// Imports `tar` into the repository at `root` and restores the new node
+// into its live tree.
+void ImportAndRestore(const fs::path& root, const fs::path& tar) {
+  CmdResult r = MustAgentenv(root, {"import", tar.string(), "--json"});
+  std::string node = r.Json().value("node", "");
+  REQUIRE(!node.empty());
+  MustAgentenv(root, {"restore", node});
+}
+
+// The umask of this process (and the agentenv it runs) until destruction.
+class Umask {
+ public:
+  explicit Umask(mode_t m) : old_(::umask(m)) {}
+  ~Umask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+// src/f, src/d (the newest), src itself 0750 with its own mtime, owned by
+// 4321:4321 when we are root; with-root.tar has its "./" entry,
+// no-root.tar only f and d.
+struct RootArchives {
+  fs::path with_root, no_root;
+  Mtime root_mtime{1200000000, 125000000}, newest{1100000000, 250000000};
+  uid_t owner = ::geteuid();
+};
+
+RootArchives MakeRootArchives(const TempDir& tmp) {
+  RootArchives a;
+  fs::path src = tmp / "src";
+  fs::create_directories(src / "d");
+  WriteFile(src / "f", "file\n");
+  SetMtime(src / "f", {1000000000, 500000000});
+  SetMtime(src / "d", a.newest);
+  REQUIRE(::chmod(src.c_str(), 0750) == 0);
+  if (IsRoot()) {
+    a.owner = 4321;
+    REQUIRE(::chown(src.c_str(), 4321, 4321) == 0);
+  }
+  SetMtime(src, a.root_mtime);
+  a.with_root = tmp / "with-root.tar";
+  a.no_root = tmp / "no-root.tar";
+  MustRun({kTar, "--format=pax", "--numeric-owner", "-C", src.string(), "-cf", a.with_root.string(), "."});
+  MustRun({kTar, "--format=pax", "--numeric-owner", "-C", src.string(), "-cf", a.no_root.string(), "f", "d"});
+  return a;
+}
+
+mode_t ModeOf(const fs::path& p) {
+  struct stat st;
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+void CheckRoot(const fs::path& dir, mode_t mode, Mtime mtime, uid_t uid) {
+  INFO(dir.string());
+  struct stat st;
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == mode);
+  CHECK(MtimeOf(dir) == mtime);
+  CHECK(st.st_uid == uid);
+}
+
+}  // namespace
+
+TEST_CASE("archive: import takes the root's mode, owner and mtime from './', without one 0755 and the newest mtime", "[archive]") {
+  TempDir tmp;
+  RootArchives a = MakeRootArchives(tmp);
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init"});
+  Umask strict(077);  // the scratch directory's mode must not leak into the node
+  ImportAndRestore(root, a.with_root);
+  CheckRoot(Work(root), 0750, a.root_mtime, a.owner);
+  ImportAndRestore(root, a.no_root);
+  CheckRoot(Work(root), 0755, a.newest, ::geteuid());
+}
+
+TEST_CASE("archive: init --tarball keeps the root's mode, owner and mtime from './'", "[archive]") {
+  TempDir tmp;
+  RootArchives a = MakeRootArchives(tmp);
+  Umask strict(077);
+  fs::path with = tmp / "with", without = tmp / "without";
+  MustAgentenv(with, {"init", "--tarball", a.with_root.string()});
+  CheckRoot(Work(with), 0750, a.root_mtime, a.owner);
+  MustAgentenv(without, {"init", "--tarball", a.no_root.string()});
+  CheckRoot(Work(without), 0755, a.newest, ::geteuid());
+  // The node has it too: its export's "./" says so.
+  fs::path out = tmp / "out.tar";
+  MustAgentenv(with, {"export", "HEAD", "-o", out.string()});
+  CmdResult listed = MustRun({kTar, "--numeric-owner", "--full-time", "-tvf", out.string()});
+  std::string first = listed.out.substr(0, listed.out.find('\n'));
+  CHECK(first.rfind("drwxr-x--- " + std::to_string(a.owner) + "/" + std::to_string(a.owner), 0) == 0);
+  CHECK(first.find(".125 ./") != std::string::npos);
+}
+
+TEST_CASE("archive: a damaged header or a root entry that is not a directory refuses the archive", "[archive]") {
+  TempDir tmp;
+  fs::path cwd = tmp / "cwd";
+  fs::create_directories(cwd);
+  REQUIRE(::chmod(cwd.c_str(), 0751) == 0);
+  fs::path damaged = tmp / "damaged.tar";
+  WriteTar(damaged, {{"a", '0', "", "one\n"}, {"b", '0', "", "two\n"}});
+  std::string bytes = ReadFile(damaged);
+  bytes[1024 + 10] ^= 0x7f;  // the name of "b": its checksum no longer matches
+  WriteFile(damaged, bytes);
+  fs::path file_root = tmp / "file-root.tar";
+  WriteTar(file_root, {{".", '0', "", "x"}, {"a", '0', "", "one\n"}});
+  for (const fs::path& tar : {damaged, file_root}) {
+    INFO(tar);
+    // Run from `cwd`: a failed unpack must not touch the caller's directory.
+    CmdResult r = RunCmd({"/usr/bin/env", "-C", cwd.string(), AGENTENV_BIN, "init", "--tarball", tar.string(),
+                          "--root", (tmp / "repo").string()});
+    CHECK(r.code == 2);
+    CHECK(r.err.find(tar.string() + ": ") != std::string::npos);
+    CHECK(!fs::exists(tmp / "repo/work"));
+    CHECK(ModeOf(cwd) == 0751);
+  }
+}
+
+}  // namespace agentenv::test
