@@ -169,4 +169,31 @@ TEST_CASE("archive: a damaged header or a root entry that is not a directory ref
   }
 }
 
+TEST_CASE("archive: an import with read-only directories leaves no scratch directory behind", "[archive]") {
+  TempDir tmp;
+  if (IsRoot()) REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
+  fs::path src = tmp / "src";
+  fs::create_directories(src / "ro/sub");
+  WriteFile(src / "ro/f", "locked in\n");
+  WriteFile(src / "ro/sub/g", "deeper\n");
+  REQUIRE(::chmod((src / "ro/sub").c_str(), 0555) == 0);
+  REQUIRE(::chmod((src / "ro").c_str(), 0555) == 0);
+  fs::path tar = tmp / "ro.tar";
+  MustRun({kTar, "--format=pax", "--numeric-owner", "--owner=65534", "--group=65534", "-C", src.string(), "-cf",
+           tar.string(), "."});
+  REQUIRE(::chmod(tar.c_str(), 0644) == 0);
+  fs::path root = tmp / "repo";
+  // As uid 65534 when we are root: root would remove anything.
+  CmdResult init = Run(root, {"init"});
+  INFO(init.Describe());
+  REQUIRE(init.code == 0);
+  CmdResult r = Run(root, {"import", tar.string()});
+  INFO(r.Describe());
+  REQUIRE(r.code == 0);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root / "work"))
+    if (e.path().filename().string().rfind("import-", 0) == 0) left.push_back(e.path().filename());
+  CHECK(left.empty());
+}
+
 }  // namespace agentenv::test
