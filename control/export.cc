@@ -105,7 +105,9 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
     case snap::Kind::kFifo: type = AE_IFIFO; break;
     case snap::Kind::kChar: type = AE_IFCHR; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
     case snap::Kind::kBlock: type = AE_IFBLK; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
-    case snap::Kind::kSocket: return {};  // tar has no sockets
+    case snap::Kind::kSocket:
+      stats.warnings.push_back(path + ": a socket, which tar cannot hold; left out");
+      return {};
   }
   A.archive_entry_set_filetype(ae.get(), type);
   A.archive_entry_set_perm(ae.get(), e.meta.mode & 07777);

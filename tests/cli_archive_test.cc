@@ -169,6 +169,47 @@ TEST_CASE("archive: a damaged header or a root entry that is not a directory ref
   }
 }
 
+TEST_CASE("archive: export leaves sockets out and names each in a warning", "[archive]") {
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src / "srv");
+  WriteFile(src / "f", "f\n");
+  for (const char* name : {"srv/a.sock", "srv/b.sock"}) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string p = (src / name).string();
+    REQUIRE(p.size() < sizeof addr.sun_path);
+    std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    ::close(fd);
+  }
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init", "--from", src.string()});
+  fs::path out = tmp / "out.tar";
+  CmdResult r = MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
+  CHECK(r.err.find("warning: srv/a.sock: ") != std::string::npos);
+  CHECK(r.err.find("warning: srv/b.sock: ") != std::string::npos);
+  CHECK(r.out.find("warning") == std::string::npos);
+  std::string names = MustRun({kTar, "-tf", out.string()}).out;
+  CHECK(names.find("f\n") != std::string::npos);
+  CHECK(names.find("sock") == std::string::npos);
+
+  json j = AgentenvJson(root, {"export", "HEAD", "-o", out.string()});
+  REQUIRE(j["warnings"].is_array());
+  CHECK(j["warnings"].size() == 2);
+  CHECK(j["warnings"][0].get<std::string>().rfind("srv/a.sock: ", 0) == 0);
+
+  // To stdout the archive is alone there; the warnings still reach stderr.
+  CmdResult piped = MustAgentenv(root, {"export", "HEAD", "-o", "-"});
+  CHECK(piped.err.find("warning: srv/a.sock: ") != std::string::npos);
+  CHECK(piped.out == ReadFile(out));
+  CmdResult quiet = MustAgentenv(root, {"export", "HEAD", "-o", out.string(), "-q"});
+  CHECK(quiet.err.find("warning: srv/b.sock: ") != std::string::npos);
+  CHECK(quiet.err.find("warning: srv/b.sock: ") == quiet.err.rfind("warning: srv/b.sock: "));  // once
+}
+
 TEST_CASE("archive: an import with read-only directories leaves no scratch directory behind", "[archive]") {
   TempDir tmp;
   if (IsRoot()) REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
