@@ -36,6 +36,10 @@ struct ArchiveLib {
   decltype(&::archive_entry_set_symlink) archive_entry_set_symlink;
   decltype(&::archive_entry_set_uid) archive_entry_set_uid;
   decltype(&::archive_entry_xattr_add_entry) archive_entry_xattr_add_entry;
+  decltype(&::archive_entry_xattr_reset) archive_entry_xattr_reset;
+  decltype(&::archive_entry_acl_reset) archive_entry_acl_reset;
+  decltype(&::archive_entry_acl_next) archive_entry_acl_next;
+  decltype(&::archive_entry_xattr_next) archive_entry_xattr_next;
   decltype(&::archive_read_new) archive_read_new;
   decltype(&::archive_read_free) archive_read_free;
   decltype(&::archive_read_support_filter_gzip) archive_read_support_filter_gzip;

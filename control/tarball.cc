@@ -1,6 +1,7 @@
 #include "control/tarball.h"
 
 #include "control/libarchive.h"
+#include "control/unpack_meta.h"
 #include "snap/fsops.h"
 
 #include "common/unique_fd.h"
@@ -154,38 +155,6 @@ bool IsWhiteout(const std::string& name) {
 
 namespace {
 
-// Unpacking without privilege, the owners the archive names are kept in
-// snap::kOwnerXattr (scans record them from there), and the entry is
-// written as ours, so that libarchive keeps its setuid/setgid bits (it
-// drops them from a file whose owner it could not set).
-class RootlessOwners {
- public:
-  void Keep(const ArchiveLib& A, archive_entry* e, const std::string& name) {
-    uint64_t uid = uint64_t(A.archive_entry_uid(e)), gid = uint64_t(A.archive_entry_gid(e));
-    if (uid == uid_ && gid == gid_) return;
-    mode_t type = A.archive_entry_filetype(e);
-    if (A.archive_entry_hardlink(e)) return;  // the inode has its owner from the first entry
-    if (type != AE_IFREG && type != AE_IFDIR) {
-      if (lost_++ == 0) first_lost_ = name + ": owner " + std::to_string(uid) + ":" + std::to_string(gid);
-      return;
-    }
-    std::string value = std::to_string(uid) + ":" + std::to_string(gid);
-    A.archive_entry_xattr_add_entry(e, snap::kOwnerXattr, value.data(), value.size());
-    A.archive_entry_set_uid(e, uid_);
-    A.archive_entry_set_gid(e, gid_);
-  }
-  void Report(const std::function<void(const std::string&)>& warn) const {
-    if (lost_ == 0) return;
-    warn(first_lost_ + " not kept (needs root: only files and directories can carry " + snap::kOwnerXattr + "); " +
-         std::to_string(lost_) + " symlink(s) or special file(s) belong to the unpacking user");
-  }
-
- private:
-  uint64_t uid_ = ::geteuid(), gid_ = ::getegid();
-  uint64_t lost_ = 0;
-  std::string first_lost_;
-};
-
 Result<void> Extract(const std::string& path, const std::string& dest,
                      const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
                      bool layer, Progress* progress) {
@@ -204,7 +173,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
                                          " (a tar archive, plain or .gz/.xz/.zst, is expected)");
 
   const bool root = ::geteuid() == 0;
-  int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
+  int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_ACL |
               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE;
   if (root) flags |= ARCHIVE_EXTRACT_OWNER;
@@ -219,6 +188,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   A.archive_write_disk_set_standard_lookup(out.get());
 
   RootlessOwners owners;
+  AclXattrs acls;
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
   // Without a root entry the root is 0755 with the newest mtime of the
   // entries: the same archive gives the same node (not the mode and time
@@ -324,6 +294,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     }
     A.archive_entry_set_pathname(e, name.c_str());
     if (!root) owners.Keep(A, e, name);
+    acls.Keep(A, e, name);
     // `dest` exists: told not to overwrite, libarchive would leave its
     // metadata as it is.
     if (is_root) A.archive_write_disk_set_options(out.get(), flags & ~ARCHIVE_EXTRACT_NO_OVERWRITE);
@@ -342,12 +313,17 @@ Result<void> Extract(const std::string& path, const std::string& dest,
       if (r != ARCHIVE_EOF)
         return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
     }
-    if (A.archive_write_finish_entry(out.get()) < ARCHIVE_WARN)
-      return Unexpected<Error>(WriteError(A, name, out.get()));
+    // ARCHIVE_WARN: metadata not restored, such as ACLs where the
+    // filesystem has none.
+    r = A.archive_write_finish_entry(out.get());
+    if (r < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, name, out.get()));
+    if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
     Advance(progress, 1, uint64_t(std::max<la_int64_t>(A.archive_entry_size(e), 0)));
   }
-  // Directory modes and mtimes are applied here, after their contents.
-  if (A.archive_write_close(out.get()) < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
+  // Directory modes, mtimes and ACLs are applied here, after their contents.
+  int closed = A.archive_write_close(out.get());
+  if (closed < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
+  if (closed == ARCHIVE_WARN) warn(dest + ": " + A.archive_error_string(out.get()));
   for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
   std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
   restore.insert(restore.end(), dir_times.begin(), dir_times.end());
@@ -363,6 +339,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     struct timespec ts[2] = {{0, UTIME_OMIT}, root_mtime.value_or(newest.value_or(timespec{0, 0}))};
     if (::utimensat(AT_FDCWD, ".", ts, 0) != 0) return FailErrno(dest, errno);
   }
+  AE_TRY(acls.Apply([&](const std::string& name) { return ExistsBelowDirs(path, name); }, warn));
   owners.Report(warn);
   return {};
 }

@@ -18,7 +18,9 @@ enum class UnprivilegedDevices {
 
 // Extracts the archive at `archive` into the existing empty directory
 // `dest`, keeping modes, numeric owners (when privileged), ns mtimes,
-// xattrs, hardlinks and symlinks. `dest` itself takes the mode, owner and
+// xattrs, POSIX ACLs (as SCHILY.acl.* records or system.posix_acl_*
+// xattrs; one the filesystem refuses is a warning), hardlinks and
+// symlinks. `dest` itself takes the mode, owner and
 // mtime of the archive's root entry ("./", "." or "/"; kInvalid when it is
 // not a directory), or without one mode 0755 and the newest mtime of the
 // entries (the owner stays the caller). Refuses (kInvalid, "<archive>: entry

@@ -169,6 +169,59 @@ TEST_CASE("archive: a damaged header or a root entry that is not a directory ref
   }
 }
 
+namespace {
+
+std::string Getfacl(const fs::path& p) { return MustRun({"/usr/bin/getfacl", "-n", "-c", p.string()}).out; }
+
+}  // namespace
+
+TEST_CASE("archive: POSIX ACLs survive import, init --tarball, export and GNU tar", "[archive]") {
+  REQUIRE(fs::exists("/usr/bin/setfacl"));  // scripts/install-deps.sh installs acl
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src / "d");
+  WriteFile(src / "g", "acl\n");
+  CmdResult set = RunCmd({"/usr/bin/setfacl", "-m", "u:1234:rw-,g:2345:r--", (src / "g").string()});
+  if (set.code != 0) Skip("setfacl does not work here: " + set.err);
+  MustRun({"/usr/bin/setfacl", "-m", "u:1234:rwx", "-d", "-m", "u:1234:r-x", (src / "d").string()});
+  MustRun({"/usr/bin/setfacl", "-d", "-m", "g:2345:rwx", src.string()});
+  std::map<std::string, std::string> want;
+  for (const char* p : {"", "g", "d"}) want[p] = Getfacl(src / p);
+  REQUIRE(want["g"].find("user:1234:rw-") != std::string::npos);
+  REQUIRE(want["d"].find("default:user:1234:r-x") != std::string::npos);
+  auto check = [&](const fs::path& dir) {
+    for (const auto& [p, acl] : want) {
+      INFO(dir / p);
+      CHECK(Getfacl(dir / p) == acl);
+    }
+  };
+
+  // GNU tar writes ACLs as SCHILY.acl.* records (--acls) and as the
+  // system.posix_acl_* xattrs (--xattrs): either is enough.
+  fs::path both = tmp / "both.tar", records = tmp / "records.tar";
+  MustRun({kTar, "--format=pax", "--acls", "--xattrs", "-C", src.string(), "-cf", both.string(), "."});
+  MustRun({kTar, "--format=pax", "--acls", "-C", src.string(), "-cf", records.string(), "."});
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init"});
+  ImportAndRestore(root, records);
+  check(Work(root));
+  ImportAndRestore(root, both);
+  check(Work(root));
+
+  // The node's export carries them back out: to GNU tar, and to import.
+  fs::path out = tmp / "out.tar";
+  MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
+  fs::path gnu = tmp / "gnu";
+  fs::create_directories(gnu);
+  MustRun({kTar, "--xattrs", "--xattrs-include=*", "-C", gnu.string(), "-xpf", out.string()});
+  check(gnu);
+  fs::path again = tmp / "again";
+  MustAgentenv(again, {"init", "--tarball", out.string()});
+  check(Work(again));
+  ImportAndRestore(root, out);
+  check(Work(root));
+}
+
 TEST_CASE("archive: export leaves sockets out and names each in a warning", "[archive]") {
   TempDir tmp;
   fs::path src = tmp / "src";
