@@ -2,14 +2,13 @@
 // the store: nothing is materialized on disk.
 #pragma once
 
-#include <functional>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "common/progress.h"
 #include "common/result.h"
+#include "control/tar_stream.h"
 #include "snap/node.h"
 #include "store/store.h"
 
@@ -30,9 +29,6 @@ struct ExportStats {
 Result<ExportStats> ExportTar(const store::Store& s, const snap::Node& n,
                               const std::optional<store::ObjectId>& base, const std::string& out,
                               Progress* progress = nullptr);
-
-// Receives the bytes of an archive as they are written.
-using TarSink = std::function<Result<void>(std::span<const uint8_t>)>;
 
 // The same uncompressed pax tar as ExportTar, handed to `sink` in order
 // (an OCI layer hashed while it is written); `name` names it in errors.

@@ -1,6 +1,7 @@
 #include "control/tarball.h"
 
 #include "control/libarchive.h"
+#include "control/tar_stream.h"
 #include "control/unpack_meta.h"
 #include "snap/fsops.h"
 
@@ -25,7 +26,6 @@
 namespace agentenv::control {
 namespace {
 
-using ReadArchive = std::unique_ptr<archive, decltype(&archive_read_free)>;
 using WriteDisk = std::unique_ptr<archive, decltype(&archive_write_free)>;
 
 // A path is safe when it is relative and no component is "..".
@@ -161,16 +161,8 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   BeginPhase(progress, "unpacking");
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
-  ReadArchive in(A.archive_read_new(), A.archive_read_free);
-  // Tar only (plain, gzip, xz, zstd): libarchive reads many formats, and
-  // with all of them any text file reads as an mtree manifest.
-  A.archive_read_support_format_tar(in.get());
-  A.archive_read_support_filter_gzip(in.get());
-  A.archive_read_support_filter_xz(in.get());
-  A.archive_read_support_filter_zstd(in.get());
-  if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()) +
-                                         " (a tar archive, plain or .gz/.xz/.zst, is expected)");
+  AE_ASSIGN(std::unique_ptr<TarReader> reader, TarReader::Open(A, path));
+  archive* in = reader->get();
 
   const bool root = ::geteuid() == 0;
   int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_ACL |
@@ -215,11 +207,11 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   };
   for (;;) {
     archive_entry* e = nullptr;
-    int r = A.archive_read_next_header(in.get(), &e);
+    int r = A.archive_read_next_header(in, &e);
     if (r == ARCHIVE_EOF) break;
     // ARCHIVE_RETRY: a damaged header, skipped over by the next call.
     if (r < ARCHIVE_WARN || r == ARCHIVE_RETRY)
-      return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+      return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
@@ -306,12 +298,12 @@ Result<void> Extract(const std::string& path, const std::string& dest,
       const void* buf;
       size_t len;
       la_int64_t off;
-      while ((r = A.archive_read_data_block(in.get(), &buf, &len, &off)) == ARCHIVE_OK) {
+      while ((r = A.archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
         if (A.archive_write_data_block(out.get(), buf, len, off) < ARCHIVE_OK)
           return Unexpected<Error>(WriteError(A, name, out.get()));
       }
       if (r != ARCHIVE_EOF)
-        return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+        return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
     }
     // ARCHIVE_WARN: metadata not restored, such as ACLs where the
     // filesystem has none.
