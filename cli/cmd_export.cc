@@ -1,4 +1,6 @@
 // export and import: nodes as tarballs.
+#include <iostream>
+
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -47,6 +49,10 @@ int CmdExport(int argc, char** argv) {
                                 ErrorCode::kInvalid});
   control::Client client(g.root);
   auto r = WithProgress(g, client, [&] { return control::Export(client, req); });
+  // On stderr: stdout may hold the archive. --json and -q print them
+  // themselves (in the object; on stderr) unless stdout is the archive.
+  if (r && (req.output == "-" || !(g.json || g.quiet)))
+    for (const auto& w : r->warnings) std::cerr << "warning: " << w << '\n';
   if (r && req.output == "-") return kExitOk;  // stdout holds the archive
   return Print(g, r, [](const control::ExportReply& e) {
     return "exported " + e.node.substr(0, 12) + " to " + e.output + ": " + std::to_string(e.entries) + " entries, " +

@@ -96,7 +96,7 @@ Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
     base = rec.tree;
   }
   AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output, client.progress()));
-  return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value()};
+  return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value(), std::move(st.warnings)};
 }
 
 Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRequest& r) {

@@ -39,8 +39,10 @@ struct ExportReply {
   std::string node, output;
   uint64_t entries = 0, bytes = 0, whiteouts = 0;
   bool diff = false;
+  std::vector<std::string> warnings;  // one per socket left out
   template <class V> void Fields(V& v) {
     v("node", node); v("output", output); v("entries", entries); v("bytes", bytes); v("whiteouts", whiteouts);
+    v("warnings", warnings);
   }
 };
 // A reader: runs in this process. Errors: kNotFound (refs), I/O.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/libarchive.h"
+#include "control/tar_stream.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 #include "store/manifest.h"
@@ -19,15 +20,14 @@
 namespace agentenv::control {
 namespace {
 
-using WriteArchive = std::unique_ptr<archive, decltype(&archive_write_free)>;
 using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free)>;
 
 class TarWriter {
  public:
   // `sparse`: files with zero chunks become sparse entries (MarkHoles).
-  TarWriter(const ArchiveLib& lib, const store::Store& s, archive* a, const std::string& out, Progress* progress,
-            bool sparse)
-      : A(lib), s_(s), a_(a), out_(out), progress_(progress), sparse_(sparse) {}
+  TarWriter(const ArchiveLib& lib, const store::Store& s, const TarOutput& output, const std::string& out,
+            Progress* progress, bool sparse)
+      : A(lib), s_(s), output_(output), a_(output.get()), out_(out), progress_(progress), sparse_(sparse) {}
 
   Result<void> Put(const snap::Entry& e, const std::string& path);
   Result<void> Whiteout(const std::string& path);
@@ -37,7 +37,9 @@ class TarWriter {
   ExportStats stats;
 
  private:
+  // A failed write: the sink's or the file's error when that is the cause.
   Result<void> Fail(const std::string& path) {
+    if (output_.error()) return Unexpected<Error>(*output_.error());
     return agentenv::Fail(out_ + ": " + path + ": " + A.archive_error_string(a_));
   }
   // A large file with all-zero chunks (holes, when it was read sparse:
@@ -49,6 +51,7 @@ class TarWriter {
 
   const ArchiveLib& A;
   const store::Store& s_;
+  const TarOutput& output_;
   archive* a_;
   std::string out_;
   Progress* progress_;
@@ -84,7 +87,10 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
   A.archive_entry_set_pathname(ae.get(), name.c_str());
   A.archive_entry_set_uid(ae.get(), e.meta.uid);
   A.archive_entry_set_gid(ae.get(), e.meta.gid);
-  A.archive_entry_set_mtime(ae.get(), e.meta.mtime_ns / 1000000000, e.meta.mtime_ns % 1000000000);
+  // Whole seconds rounded down: before 1970 the nanoseconds stay positive.
+  int64_t sec = e.meta.mtime_ns / 1000000000, nsec = e.meta.mtime_ns % 1000000000;
+  if (nsec < 0) sec -= 1, nsec += 1000000000;
+  A.archive_entry_set_mtime(ae.get(), time_t(sec), long(nsec));
   mode_t type = 0;
   switch (e.kind) {
     case snap::Kind::kFile:
@@ -105,7 +111,9 @@ Result<void> TarWriter::Put(const snap::Entry& e, const std::string& path) {
     case snap::Kind::kFifo: type = AE_IFIFO; break;
     case snap::Kind::kChar: type = AE_IFCHR; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
     case snap::Kind::kBlock: type = AE_IFBLK; A.archive_entry_set_rdev(ae.get(), dev_t(e.rdev)); break;
-    case snap::Kind::kSocket: return {};  // tar has no sockets
+    case snap::Kind::kSocket:
+      stats.warnings.push_back(path + ": a socket, which tar cannot hold; left out");
+      return {};
   }
   A.archive_entry_set_filetype(ae.get(), type);
   A.archive_entry_set_perm(ae.get(), e.meta.mode & 07777);
@@ -191,26 +199,6 @@ Result<snap::Entry> FindEntry(const store::Store& s, store::ObjectId tree, const
   }
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// A sink and its first error, for libarchive's write callback.
-struct SinkState {
-  const TarSink* sink;
-  std::optional<Error> error;
-};
-
-la_ssize_t SinkWrite(archive*, void* data, const void* buf, size_t len) {
-  auto* st = static_cast<SinkState*>(data);
-  auto r = (*st->sink)({static_cast<const uint8_t*>(buf), len});
-  if (!r) {
-    st->error = r.error();
-    return -1;
-  }
-  return la_ssize_t(len);
-}
-
 // Writes the node to `out` (a file name, "-"), or to `sink` when given.
 // Sparse entries only in tar files: image layers stay plain for every
 // registry client.
@@ -221,27 +209,8 @@ Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std:
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   Utf8Locale utf8;  // this thread, until the archive is written
-  WriteArchive a(A.archive_write_new(), A.archive_write_free);
-  // Full pax, so that every entry carries its ns mtime (restricted pax
-  // writes it only beside other extensions); names as Utf8Locale says. Xattrs
-  // once, as SCHILY.xattr (what GNU tar reads).
-  A.archive_write_set_format_pax(a.get());
-  if (A.archive_write_set_format_option(a.get(), "pax", "xattrheader", "SCHILY") != ARCHIVE_OK)
-    return Fail(out + ": " + A.archive_error_string(a.get()));
-  // No padding of the last block, to a pipe as to a file: `-o -` and
-  // `-o FILE` give the same bytes.
-  A.archive_write_set_bytes_in_last_block(a.get(), 1);
-  if (!sink && (EndsWith(out, ".gz") || EndsWith(out, ".tgz"))) {
-    A.archive_write_add_filter_gzip(a.get());
-    A.archive_write_set_options(a.get(), "gzip:!timestamp");  // same node, same bytes
-  } else if (!sink && EndsWith(out, ".zst")) {
-    A.archive_write_add_filter_zstd(a.get());
-  }
-  SinkState state{sink, std::nullopt};
-  int opened = sink ? A.archive_write_open(a.get(), &state, nullptr, SinkWrite, nullptr)
-                    : A.archive_write_open_filename(a.get(), out == "-" ? nullptr : out.c_str());
-  if (opened != ARCHIVE_OK) return Fail(out + ": " + A.archive_error_string(a.get()));
-  TarWriter w(A, s, a.get(), out, progress, sink == nullptr);
+  AE_ASSIGN(std::unique_ptr<TarOutput> output, TarOutput::Open(A, out, sink));
+  TarWriter w(A, s, *output, out, progress, sink == nullptr);
   if (!base) {
     snap::Entry root;
     root.kind = snap::Kind::kDir;
@@ -282,10 +251,7 @@ Result<ExportStats> Write(const store::Store& s, const snap::Node& n, const std:
       AE_TRY(w.Put(e, dir));
     }
   }
-  if (A.archive_write_close(a.get()) != ARCHIVE_OK) {
-    if (state.error) return Unexpected<Error>(*state.error);
-    return Fail(out + ": " + A.archive_error_string(a.get()));
-  }
+  AE_TRY(output->Close());
   return w.stats;
 }
 

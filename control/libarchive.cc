@@ -31,7 +31,7 @@ Result<ArchiveLib> Load() {
   ArchiveLib a{};
   std::string missing;
 #define AE_RESOLVE(fn) Resolve(lib, #fn, &a.fn, &missing)
-  bool ok = AE_RESOLVE(archive_errno) && AE_RESOLVE(archive_error_string) && AE_RESOLVE(archive_entry_new) &&
+  bool ok = AE_RESOLVE(archive_errno) && AE_RESOLVE(archive_set_error) && AE_RESOLVE(archive_error_string) && AE_RESOLVE(archive_entry_new) &&
             AE_RESOLVE(archive_entry_free) && AE_RESOLVE(archive_entry_filetype) &&
             AE_RESOLVE(archive_entry_hardlink) && AE_RESOLVE(archive_entry_pathname) &&
             AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_uid) && AE_RESOLVE(archive_entry_sparse_add_entry) &&
@@ -42,9 +42,13 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_entry_set_perm) && AE_RESOLVE(archive_entry_set_rdev) &&
             AE_RESOLVE(archive_entry_set_size) && AE_RESOLVE(archive_entry_set_symlink) &&
             AE_RESOLVE(archive_entry_set_uid) && AE_RESOLVE(archive_entry_xattr_add_entry) &&
+            AE_RESOLVE(archive_entry_xattr_reset) && AE_RESOLVE(archive_entry_xattr_next) &&
+            AE_RESOLVE(archive_entry_acl_reset) && AE_RESOLVE(archive_entry_acl_next) &&
             AE_RESOLVE(archive_read_new) && AE_RESOLVE(archive_read_free) &&
             AE_RESOLVE(archive_read_support_filter_gzip) && AE_RESOLVE(archive_read_support_filter_xz) &&
             AE_RESOLVE(archive_read_support_filter_zstd) && AE_RESOLVE(archive_read_support_format_tar) &&
+            AE_RESOLVE(archive_read_support_format_raw) && AE_RESOLVE(archive_read_open_memory) &&
+            AE_RESOLVE(archive_read_open) && AE_RESOLVE(archive_write_set_format_raw) &&
             AE_RESOLVE(archive_write_set_bytes_in_last_block) &&
             AE_RESOLVE(archive_read_open_filename) && AE_RESOLVE(archive_read_next_header) &&
             AE_RESOLVE(archive_read_data_block) && AE_RESOLVE(archive_write_new) &&

@@ -13,6 +13,7 @@ namespace agentenv::control {
 // The libarchive functions agentenv calls, named as in archive.h.
 struct ArchiveLib {
   decltype(&::archive_errno) archive_errno;
+  decltype(&::archive_set_error) archive_set_error;
   decltype(&::archive_error_string) archive_error_string;
   decltype(&::archive_entry_new) archive_entry_new;
   decltype(&::archive_entry_free) archive_entry_free;
@@ -36,18 +37,26 @@ struct ArchiveLib {
   decltype(&::archive_entry_set_symlink) archive_entry_set_symlink;
   decltype(&::archive_entry_set_uid) archive_entry_set_uid;
   decltype(&::archive_entry_xattr_add_entry) archive_entry_xattr_add_entry;
+  decltype(&::archive_entry_xattr_reset) archive_entry_xattr_reset;
+  decltype(&::archive_entry_acl_reset) archive_entry_acl_reset;
+  decltype(&::archive_entry_acl_next) archive_entry_acl_next;
+  decltype(&::archive_entry_xattr_next) archive_entry_xattr_next;
   decltype(&::archive_read_new) archive_read_new;
   decltype(&::archive_read_free) archive_read_free;
   decltype(&::archive_read_support_filter_gzip) archive_read_support_filter_gzip;
   decltype(&::archive_read_support_filter_xz) archive_read_support_filter_xz;
   decltype(&::archive_read_support_filter_zstd) archive_read_support_filter_zstd;
   decltype(&::archive_read_support_format_tar) archive_read_support_format_tar;
+  decltype(&::archive_read_support_format_raw) archive_read_support_format_raw;
   decltype(&::archive_read_open_filename) archive_read_open_filename;
+  decltype(&::archive_read_open_memory) archive_read_open_memory;
+  decltype(&::archive_read_open) archive_read_open;
   decltype(&::archive_read_next_header) archive_read_next_header;
   decltype(&::archive_read_data_block) archive_read_data_block;
   decltype(&::archive_write_new) archive_write_new;
   decltype(&::archive_write_free) archive_write_free;
   decltype(&::archive_write_set_format_pax) archive_write_set_format_pax;
+  decltype(&::archive_write_set_format_raw) archive_write_set_format_raw;
   decltype(&::archive_write_set_format_option) archive_write_set_format_option;
   decltype(&::archive_write_set_options) archive_write_set_options;
   decltype(&::archive_write_add_filter_gzip) archive_write_add_filter_gzip;

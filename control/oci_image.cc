@@ -256,6 +256,7 @@ Result<void> SetRootMeta(const std::string& dir, const snap::Meta& m) {
   if (::geteuid() == 0 && ::lchown(dir.c_str(), m.uid, m.gid) != 0) return FailErrno(dir, errno);
   if (::chmod(dir.c_str(), m.mode & 07777) != 0) return FailErrno(dir, errno);
   struct timespec ts[2] = {{0, UTIME_OMIT}, {time_t(m.mtime_ns / 1000000000), long(m.mtime_ns % 1000000000)}};
+  if (ts[1].tv_nsec < 0) ts[1].tv_sec -= 1, ts[1].tv_nsec += 1000000000;  // before 1970
   if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
   return {};
 }

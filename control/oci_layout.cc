@@ -266,6 +266,8 @@ Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
       AE_ASSIGN(ExportStats st, ExportTarTo(repo.store(), top, base,
                                             [&](std::span<const uint8_t> b) { return w->Write(b); }, name));
       AE_ASSIGN(blob, w->Commit(kLayerType));
+      // A socket left out of a layer is not reported: an image is a rootfs
+      // for containers, where sockets are made by what runs, not shipped.
       rep.entries += st.entries, rep.bytes += st.bytes, rep.whiteouts += st.whiteouts;
       RememberLayer(memo, key, blob);
     }

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "snap/fsops.h"
+
 namespace agentenv::control {
 namespace {
 
@@ -29,9 +31,7 @@ int RemoveStaleScratch(const std::string& parent) {
     if (!IsScratchName(e.path().filename().string())) continue;
     UniqueFd lock(::open((e.path() / "lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
     if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;
-    std::error_code rm;
-    std::filesystem::remove_all(e.path(), rm);
-    if (!rm) ++removed;
+    if (snap::RemoveTree(e.path().string())) ++removed;
   }
   return removed;
 }
@@ -57,8 +57,9 @@ ScratchDir::ScratchDir(ScratchDir&& o) noexcept : path_(std::move(o.path_)), loc
 
 ScratchDir::~ScratchDir() {
   if (path_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  // An unpacked tree may hold directories without write permission, which
+  // only RemoveTree opens up on the way down.
+  (void)snap::RemoveTree(path_);
 }
 
 }  // namespace agentenv::control

@@ -15,7 +15,8 @@ class ScratchDir {
   // Makes `parent`/`prefix`-XXXXXX with a held lock, after removing stale
   // scratch directories of every prefix in `parent` (RemoveStaleScratch).
   // Errors: the directory or its lock cannot be made (kIo, path first).
-  // The directory and its contents are removed when the object dies.
+  // The directory and its contents (read-only directories included) are
+  // removed when the object dies.
   static Result<ScratchDir> Make(const std::string& parent, const std::string& prefix);
   ScratchDir(ScratchDir&& o) noexcept;
   ScratchDir& operator=(ScratchDir&&) = delete;

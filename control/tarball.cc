@@ -1,6 +1,8 @@
 #include "control/tarball.h"
 
 #include "control/libarchive.h"
+#include "control/tar_stream.h"
+#include "control/unpack_meta.h"
 #include "snap/fsops.h"
 
 #include "common/unique_fd.h"
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <map>
 #include <unordered_map>
@@ -23,7 +26,6 @@
 namespace agentenv::control {
 namespace {
 
-using ReadArchive = std::unique_ptr<archive, decltype(&archive_read_free)>;
 using WriteDisk = std::unique_ptr<archive, decltype(&archive_write_free)>;
 
 // A path is safe when it is relative and no component is "..".
@@ -153,69 +155,39 @@ bool IsWhiteout(const std::string& name) {
 
 namespace {
 
-// Unpacking without privilege, the owners the archive names are kept in
-// snap::kOwnerXattr (scans record them from there), and the entry is
-// written as ours, so that libarchive keeps its setuid/setgid bits (it
-// drops them from a file whose owner it could not set).
-class RootlessOwners {
- public:
-  void Keep(const ArchiveLib& A, archive_entry* e, const std::string& name) {
-    uint64_t uid = uint64_t(A.archive_entry_uid(e)), gid = uint64_t(A.archive_entry_gid(e));
-    if (uid == uid_ && gid == gid_) return;
-    mode_t type = A.archive_entry_filetype(e);
-    if (A.archive_entry_hardlink(e)) return;  // the inode has its owner from the first entry
-    if (type != AE_IFREG && type != AE_IFDIR) {
-      if (lost_++ == 0) first_lost_ = name + ": owner " + std::to_string(uid) + ":" + std::to_string(gid);
-      return;
-    }
-    std::string value = std::to_string(uid) + ":" + std::to_string(gid);
-    A.archive_entry_xattr_add_entry(e, snap::kOwnerXattr, value.data(), value.size());
-    A.archive_entry_set_uid(e, uid_);
-    A.archive_entry_set_gid(e, gid_);
-  }
-  void Report(const std::function<void(const std::string&)>& warn) const {
-    if (lost_ == 0) return;
-    warn(first_lost_ + " not kept (needs root: only files and directories can carry " + snap::kOwnerXattr + "); " +
-         std::to_string(lost_) + " symlink(s) or special file(s) belong to the unpacking user");
-  }
-
- private:
-  uint64_t uid_ = ::geteuid(), gid_ = ::getegid();
-  uint64_t lost_ = 0;
-  std::string first_lost_;
-};
-
 Result<void> Extract(const std::string& path, const std::string& dest,
                      const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
                      bool layer, Progress* progress) {
   BeginPhase(progress, "unpacking");
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
-  ReadArchive in(A.archive_read_new(), A.archive_read_free);
-  // Tar only (plain, gzip, xz, zstd): libarchive reads many formats, and
-  // with all of them any text file reads as an mtree manifest.
-  A.archive_read_support_format_tar(in.get());
-  A.archive_read_support_filter_gzip(in.get());
-  A.archive_read_support_filter_xz(in.get());
-  A.archive_read_support_filter_zstd(in.get());
-  if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()) +
-                                         " (a tar archive, plain or .gz/.xz/.zst, is expected)");
+  AE_ASSIGN(std::unique_ptr<TarReader> reader, TarReader::Open(A, path));
+  archive* in = reader->get();
 
   const bool root = ::geteuid() == 0;
-  int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
+  int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_ACL |
               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE;
   if (root) flags |= ARCHIVE_EXTRACT_OWNER;
   // A layer replaces what the layers below hold (removed first, below).
   if (root && !layer) flags |= ARCHIVE_EXTRACT_NO_OVERWRITE;
+  // Entered first, left last: a writer freed on an error still applies
+  // the modes and times of the directories it made, relative to the
+  // current directory (and "." is `dest` itself).
+  AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
   WriteDisk out(A.archive_write_disk_new(), A.archive_write_free);
   A.archive_write_disk_set_options(out.get(), flags);
   A.archive_write_disk_set_standard_lookup(out.get());
 
   RootlessOwners owners;
-  AE_ASSIGN(auto cwd, WorkingDirectory::Enter(dest));
+  AclXattrs acls;
   std::unordered_map<std::string, mode_t> seen;  // entry name -> type
+  // Without a root entry the root is 0755 with the newest mtime of the
+  // entries: the same archive gives the same node (not the mode and time
+  // of the directory it was unpacked into).
+  // libarchive sets the times of a directory that exists (the root) at
+  // once, and its entries change them again: they are set at the end.
+  std::optional<timespec> root_mtime, newest;
   // A layer changes directories' mtimes by what it writes and removes in
   // them. The layer's own directories get theirs again at the end, the
   // others the one they had before the layer touched them.
@@ -235,14 +207,29 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   };
   for (;;) {
     archive_entry* e = nullptr;
-    int r = A.archive_read_next_header(in.get(), &e);
+    int r = A.archive_read_next_header(in, &e);
     if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+    // ARCHIVE_RETRY: a damaged header, skipped over by the next call.
+    if (r < ARCHIVE_WARN || r == ARCHIVE_RETRY)
+      return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
-    if (name.empty() || name == "." || name == "./") continue;  // the root itself
-    if (!SafeRelative(name))
+    // The root itself ("./", "." or "/"): `dest` takes its metadata. A
+    // layer's root is the image's, not the layer's to set.
+    const bool is_root = name.empty() || name == "." || name == "/";
+    if (is_root && layer) continue;
+    if (is_root) {
+      if (A.archive_entry_filetype(e) != AE_IFDIR || A.archive_entry_hardlink(e))
+        return Fail(ErrorCode::kInvalid, path + ": entry '" + std::string(raw && *raw ? raw : ".") +
+                                             "' is the root, which must be a directory; refusing the archive");
+      name = ".";
+      root_mtime = timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))};
+    } else {
+      timespec t{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))};
+      if (!newest || std::pair(t.tv_sec, t.tv_nsec) > std::pair(newest->tv_sec, newest->tv_nsec)) newest = t;
+    }
+    if (!is_root && !SafeRelative(name))
       return Fail(ErrorCode::kInvalid, path + ": entry '" + name +
                                            "' is absolute or contains '..'; refusing the archive");
     if (const char* hl = A.archive_entry_hardlink(e)) {
@@ -299,26 +286,36 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     }
     A.archive_entry_set_pathname(e, name.c_str());
     if (!root) owners.Keep(A, e, name);
+    acls.Keep(A, e, name);
+    // `dest` exists: told not to overwrite, libarchive would leave its
+    // metadata as it is.
+    if (is_root) A.archive_write_disk_set_options(out.get(), flags & ~ARCHIVE_EXTRACT_NO_OVERWRITE);
     r = A.archive_write_header(out.get(), e);
+    if (is_root) A.archive_write_disk_set_options(out.get(), flags);
     if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(A, path, name, out.get()));
     if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
     if (A.archive_entry_size(e) > 0) {
       const void* buf;
       size_t len;
       la_int64_t off;
-      while ((r = A.archive_read_data_block(in.get(), &buf, &len, &off)) == ARCHIVE_OK) {
+      while ((r = A.archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
         if (A.archive_write_data_block(out.get(), buf, len, off) < ARCHIVE_OK)
           return Unexpected<Error>(WriteError(A, name, out.get()));
       }
       if (r != ARCHIVE_EOF)
-        return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in.get()));
+        return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
     }
-    if (A.archive_write_finish_entry(out.get()) < ARCHIVE_WARN)
-      return Unexpected<Error>(WriteError(A, name, out.get()));
+    // ARCHIVE_WARN: metadata not restored, such as ACLs where the
+    // filesystem has none.
+    r = A.archive_write_finish_entry(out.get());
+    if (r < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, name, out.get()));
+    if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
     Advance(progress, 1, uint64_t(std::max<la_int64_t>(A.archive_entry_size(e), 0)));
   }
-  // Directory modes and mtimes are applied here, after their contents.
-  if (A.archive_write_close(out.get()) < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
+  // Directory modes, mtimes and ACLs are applied here, after their contents.
+  int closed = A.archive_write_close(out.get());
+  if (closed < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
+  if (closed == ARCHIVE_WARN) warn(dest + ": " + A.archive_error_string(out.get()));
   for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
   std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
   restore.insert(restore.end(), dir_times.begin(), dir_times.end());
@@ -329,6 +326,12 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     struct timespec ts[2] = {{0, UTIME_OMIT}, mtime};
     if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
   }
+  if (!layer) {
+    if (!root_mtime && ::chmod(".", 0755) != 0) return FailErrno(dest, errno);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, root_mtime.value_or(newest.value_or(timespec{0, 0}))};
+    if (::utimensat(AT_FDCWD, ".", ts, 0) != 0) return FailErrno(dest, errno);
+  }
+  AE_TRY(acls.Apply([&](const std::string& name) { return ExistsBelowDirs(path, name); }, warn));
   owners.Report(warn);
   return {};
 }

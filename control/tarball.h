@@ -18,7 +18,12 @@ enum class UnprivilegedDevices {
 
 // Extracts the archive at `archive` into the existing empty directory
 // `dest`, keeping modes, numeric owners (when privileged), ns mtimes,
-// xattrs, hardlinks and symlinks. Refuses (kInvalid, "<archive>: entry
+// xattrs, POSIX ACLs (as SCHILY.acl.* records or system.posix_acl_*
+// xattrs; one the filesystem refuses is a warning), hardlinks and
+// symlinks. `dest` itself takes the mode, owner and
+// mtime of the archive's root entry ("./", "." or "/"; kInvalid when it is
+// not a directory), or without one mode 0755 and the newest mtime of the
+// entries (the owner stays the caller). Refuses (kInvalid, "<archive>: entry
 // '<name>' ...; refusing the archive") entries whose path is absolute or
 // contains "..", hardlinks that point outside the archive, any entry that
 // would be written through a symlink, and entries that would replace one

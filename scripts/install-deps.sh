@@ -17,7 +17,7 @@ else
 packages=(
   "${build[@]}" catch2
   # tests: loopback filesystems, unprivileged runs, the demo rootfs, peers
-  xfsprogs btrfs-progs util-linux attr busybox-static zstd tar libarchive-tools
+  xfsprogs btrfs-progs util-linux attr acl busybox-static zstd tar libarchive-tools
   iproute2 procps dpkg
   # tests: OCI images with tools we did not write, a real registry
   skopeo umoci docker-registry curl
