@@ -242,7 +242,7 @@ Result<void> Repo::PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::s
 }
 
 Result<void> Repo::HealStored(RefCounter& refs, const ScanOutput& scanned) {
-  for (const auto& [tree, bytes] : scanned.trees) AE_TRY(refs.Heal(tree, store::ObjectType::kTree));
+  for (const store::ObjectId& tree : scanned.new_trees) AE_TRY(refs.Heal(tree, store::ObjectType::kTree));
   for (const auto& [path, e] : scanned.stat_updates) AE_TRY(refs.Heal(e.ref.id, e.ref.type));
   return {};
 }
@@ -278,12 +278,13 @@ Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string
 Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 const std::optional<std::vector<std::string>>& paths,
                                 const std::vector<std::string>& entries,
-                                std::unique_ptr<store::Batch>* batch, uint64_t stat_dev) {
+                                std::unique_ptr<store::Batch>* batch, uint64_t stat_dev, bool live) {
   AE_ASSIGN(*batch, store_->BeginBatch());
   ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
   ctx.stat_dev = stat_dev;
+  ctx.live = live;
   // The empty tree is the diff base of the first node.
   std::vector<uint8_t> empty = EncodeTree({});
   AE_TRY((*batch)->Put(store::ObjectType::kTree, empty));
@@ -296,6 +297,7 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
     out = std::move(full);
   }
   out->trees.emplace(EmptyTreeId(), std::move(empty));
+  out->new_trees.push_back(EmptyTreeId());
   return std::move(*out);
 }
 
@@ -340,8 +342,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
   if (!src) return FailErrno(dir, errno);
   Scanned sc;
   AE_TRY(LoadHead(sc));
-  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch));
-  sc.out.stat_updates.clear();  // they describe `dir`, not the live tree
+  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch, 0, /*live=*/false));
   return sc;
 }
 

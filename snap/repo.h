@@ -314,11 +314,11 @@ class Repo {
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
                            const std::vector<std::string>& entries = {});
   // Scans directory `fd` (fully, or along paths from `base`) into a new
-  // batch, left open in *batch.
+  // batch, left open in *batch. `live`: as ScanContext::live.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
                             const std::optional<std::vector<std::string>>& paths,
                             const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch,
-                            uint64_t stat_dev = 0);
+                            uint64_t stat_dev = 0, bool live = true);
   // Commits the scan's batch, if still open.
   Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.

@@ -94,7 +94,10 @@ class Scanner {
   Result<store::ObjectId> PutTree(const Tree& t);
 
   ScanOutput out;
-  std::mutex mu;  // guards out, links_
+  std::mutex mu;  // guards out, links_, prune_at_
+  // out.trees is pruned of committed trees each time it grows by this many.
+  static constexpr size_t kPruneEvery = 4096;
+  size_t prune_at_ = kPruneEvery;
 
  private:
   Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
@@ -247,7 +250,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       out.hashed_files++;
       out.hashed_bytes += ref.size;
       Advance(ctx_.progress, 1, ref.size);
-      if (now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
+      if (ctx_.live && now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
         now.xattrs = std::move(on_disk);
         now.ref = ref;
         out.stat_updates.emplace_back(rel, std::move(now));
@@ -415,6 +418,15 @@ Result<store::ObjectId> Scanner::PutTree(const Tree& t) {
   if (stored_before) return id;
   std::lock_guard lock(mu);
   out.trees.emplace(id, std::move(bytes));
+  out.new_trees.push_back(id);
+  if (out.trees.size() >= prune_at_) {
+    // Trees a batch step has committed are readable from the store now.
+    std::erase_if(out.trees, [&](const auto& t) {
+      Result<bool> has = ctx_.store.Has(t.first);
+      return has && *has;  // unsure: keep it
+    });
+    prune_at_ = out.trees.size() + kPruneEvery;
+  }
   return id;
 }
 

@@ -55,6 +55,10 @@ struct ScanContext {
   // st_dev (scanning a btrfs snapshot of the live tree, whose inodes are
   // the live tree's: same numbers and times, another device number).
   uint64_t stat_dev = 0;
+  // Whether the tree scanned is the live one: only its files make stat
+  // cache entries (ScanOutput::stat_updates); a foreign tree (import,
+  // init --from) would only spend memory on them.
+  bool live = true;
 };
 
 struct ScanOutput {
@@ -67,8 +71,13 @@ struct ScanOutput {
   std::vector<std::string> warnings;  // what could not be recorded, path first
   // Encodings of the trees this scan put that the store did not have, so
   // that they can be read before the batch is committed (the node's change
-  // summary is made first).
+  // summary is made first). Only those not yet readable from the store: a
+  // large batch commits in steps, and trees it committed are dropped here
+  // as the scan goes (else 1M files would keep ~100 MB of them).
   std::map<store::ObjectId, std::vector<uint8_t>> trees;
+  // The ids of all those trees (reference counts heal them if they were
+  // missing before).
+  std::vector<store::ObjectId> new_trees;
 };
 
 // Scans the directory `root_fd` completely. Errors: the first I/O error,
