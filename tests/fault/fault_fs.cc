@@ -533,7 +533,14 @@ mode_t ModeArg(int flags, va_list ap) {
   return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode_t(va_arg(ap, int)) : 0;
 }
 
+// Every open variant ends here: tracked paths go through the model.
+int Route(int dirfd, const char* path, int flags, mode_t mode) {
+  if (!TrackedPath(dirfd, path)) return real_openat(dirfd, path, flags, mode);
+  return OpenTracked(dirfd, path, flags, mode);
+}
+
 }  // namespace
+
 
 extern "C" {
 
@@ -542,32 +549,28 @@ int open(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  if (!TrackedPath(AT_FDCWD, path)) return real_openat(AT_FDCWD, path, flags, mode);
-  return OpenTracked(AT_FDCWD, path, flags, mode);
+  return Route(AT_FDCWD, path, flags, mode);
 }
 int open64(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  if (!TrackedPath(AT_FDCWD, path)) return real_openat(AT_FDCWD, path, flags, mode);
-  return OpenTracked(AT_FDCWD, path, flags, mode);
+  return Route(AT_FDCWD, path, flags, mode);
 }
 int openat(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  if (!TrackedPath(dirfd, path)) return real_openat(dirfd, path, flags, mode);
-  return OpenTracked(dirfd, path, flags, mode);
+  return Route(dirfd, path, flags, mode);
 }
 int openat64(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  if (!TrackedPath(dirfd, path)) return real_openat(dirfd, path, flags, mode);
-  return OpenTracked(dirfd, path, flags, mode);
+  return Route(dirfd, path, flags, mode);
 }
 int creat(const char* path, mode_t mode) { return open(path, O_WRONLY | O_CREAT | O_TRUNC, mode); }
 int __open_2(const char* path, int flags) { return open(path, flags); }
