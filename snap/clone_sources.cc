@@ -5,12 +5,14 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "snap/fsops.h"
+#include "snap/scan.h"
 
 namespace agentenv::snap {
 
@@ -35,6 +37,19 @@ std::shared_ptr<CloneSources> CloneSources::Open(const store::Store& s, const st
   // The same order every time: which lower serves a file must not vary.
   std::sort(out->lowers_.begin(), out->lowers_.end(),
             [](const Lower& a, const Lower& b) { return a.tree < b.tree; });
+  return out;
+}
+
+std::shared_ptr<CloneSources> CloneSources::OpenScanned(const store::Store& s, const std::string& dir,
+                                                        int64_t scanned_from_ns) {
+  std::shared_ptr<CloneSources> out(new CloneSources(s));
+  // A ctime inside the clock's coarse tick before the scan may belong to
+  // a change the scan did not see.
+  out->scanned_before_ns_ = scanned_from_ns - kRacyWindowNs;
+  UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat st;
+  bool unchanged = root && ::fstat(root.get(), &st) == 0 && ToNs(st.st_ctim) < out->scanned_before_ns_;
+  out->scanned_dirs_.emplace("", unchanged ? std::make_shared<const UniqueFd>(std::move(root)) : nullptr);
   return out;
 }
 
@@ -84,10 +99,85 @@ bool CloneSources::CloneTo(const std::string& rel, const Entry& e, int fd) const
     if (::ioctl(fd, FICLONE, src.get()) == 0) return true;
     return false;  // no reflinks here: no other source will do better
   }
-  return FromLive(rel, e, fd, false);
+  return FromLive(rel, e, fd, false) || FromScanned(rel, e, fd, false);
 }
 
-bool CloneSources::CopyTo(const std::string& rel, const Entry& e, int fd) const { return FromLive(rel, e, fd, true); }
+bool CloneSources::CopyTo(const std::string& rel, const Entry& e, int fd) const {
+  return FromLive(rel, e, fd, true) || FromScanned(rel, e, fd, true);
+}
+
+bool CloneSources::Transfer(int src, int fd, bool copy, const std::function<bool()>& unchanged) {
+  bool done = false;
+  if (!copy) {
+    done = ::ioctl(fd, FICLONE, src) == 0;
+  } else {
+    // An in-kernel copy; not of a sparse file, which it would make dense.
+    struct stat st;
+    if (::fstat(src, &st) != 0 || uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) return false;
+    off_t in = 0, out = 0;
+    done = true;
+    bool splice = false;  // across filesystems copy_file_range says EXDEV: sendfile copies anyway
+    while (done && in < st.st_size) {
+      size_t want = size_t(st.st_size - in);
+      ssize_t n = splice ? ::sendfile(fd, src, &in, want) : ::copy_file_range(src, &in, fd, &out, want, 0);
+      if (n < 0 && !splice && in == 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL)) {
+        splice = true;
+        continue;
+      }
+      done = n > 0;
+    }
+  }
+  if (done && unchanged()) return true;
+  (void)!::ftruncate(fd, 0);
+  return false;
+}
+
+std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir) const {
+  {
+    std::lock_guard lock(mu_);
+    auto it = scanned_dirs_.find(dir);
+    if (it != scanned_dirs_.end()) return it->second;
+    if (dir.empty()) return nullptr;  // not a scanned source
+  }
+  size_t slash = dir.rfind('/');
+  std::shared_ptr<const UniqueFd> parent = ScannedDir(slash == std::string::npos ? "" : dir.substr(0, slash));
+  std::shared_ptr<const UniqueFd> out;
+  if (parent) {
+    std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+    UniqueFd fd(::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st;
+    if (fd && ::fstat(fd.get(), &st) == 0 && ToNs(st.st_ctim) < scanned_before_ns_)
+      out = std::make_shared<const UniqueFd>(std::move(fd));
+  }
+  std::lock_guard lock(mu_);
+  if (scanned_dirs_.size() >= 256) {
+    auto root = scanned_dirs_.extract("");
+    scanned_dirs_.clear();
+    scanned_dirs_.insert(std::move(root));
+  }
+  scanned_dirs_.emplace(dir, out);
+  return out;
+}
+
+bool CloneSources::FromScanned(const std::string& rel, const Entry& e, int fd, bool copy) const {
+  size_t slash = rel.rfind('/');
+  std::shared_ptr<const UniqueFd> dir = ScannedDir(slash == std::string::npos ? "" : rel.substr(0, slash));
+  if (!dir) return false;
+  std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  UniqueFd src(::openat(dir->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  struct stat before;
+  auto same = [&](const struct stat& st) {
+    return S_ISREG(st.st_mode) && uint64_t(st.st_size) == e.size && ToNs(st.st_mtim) == e.meta.mtime_ns &&
+           ToNs(st.st_ctim) < scanned_before_ns_;
+  };
+  if (!src || ::fstat(src.get(), &before) != 0 || !same(before)) return false;
+  struct stat to;
+  if (!copy && (::fstat(fd, &to) != 0 || to.st_dev != before.st_dev)) return false;  // another filesystem
+  return Transfer(src.get(), fd, copy, [&] {
+    struct stat st;
+    return ::fstat(src.get(), &st) == 0 && same(st) && ToNs(st.st_ctim) == ToNs(before.st_ctim);
+  });
+}
 
 bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool copy) const {
   if (!stats_) return false;
@@ -107,23 +197,7 @@ bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool
   // Cached and unchanged before and after: the clone or copy holds that
   // content (a write meanwhile would have moved ctime).
   if (!src || !unchanged()) return false;
-  bool done = false;
-  if (!copy) {
-    done = ::ioctl(fd, FICLONE, src.get()) == 0;
-  } else {
-    // An in-kernel copy; not of a sparse file, which it would make dense.
-    struct stat st;
-    if (::fstat(src.get(), &st) != 0 || uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) return false;
-    off_t in = 0, out = 0;
-    done = true;
-    while (done && in < st.st_size) {
-      ssize_t n = ::copy_file_range(src.get(), &in, fd, &out, size_t(st.st_size - in), 0);
-      done = n > 0;
-    }
-  }
-  if (done && unchanged()) return true;
-  (void)!::ftruncate(fd, 0);
-  return false;
+  return Transfer(src.get(), fd, copy, unchanged);
 }
 
 bool CloneSources::LinkTo(const std::string& rel, const Entry& e, int dirfd, const std::string& name) const {

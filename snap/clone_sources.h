@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,15 +38,28 @@ class CloneSources {
                                             const std::optional<store::ObjectId>& except = std::nullopt,
                                             const std::string& live_dir = "", const MetaDb* meta = nullptr);
 
+  // A directory a scan has just read whole (`init --from`), as a source of
+  // the same paths' content for the tree made from it: a file serves
+  // CopyTo/CloneTo when it is still what the scan read, i.e. when neither
+  // it nor any directory on its path changed since `scanned_from_ns` (a
+  // time before the scan began): all their ctimes are older (a write,
+  // rename, link, chmod or a new entry moves a ctime), and its size and
+  // mtime are the entry's, before and after the transfer. Without it the
+  // tree would be decompressed from the store. Never fails: a directory
+  // that cannot be opened is an empty source.
+  static std::shared_ptr<CloneSources> OpenScanned(const store::Store& s, const std::string& dir,
+                                                   int64_t scanned_from_ns);
+
   // Clones the content of `e` (a regular file entry) at tree path `rel`
   // into the empty file `fd` from the first lower that holds that content
   // there. False when none does or the filesystem cannot clone (the caller
   // writes the file itself). Thread-safe.
   bool CloneTo(const std::string& rel, const Entry& e, int fd) const;
   // Where nothing clones: copies the content of `e` into the empty file
-  // `fd` from the live tree, in the kernel (copy_file_range), when the
-  // stat cache says the live file at `rel` holds it (checked before and
-  // after). Cheaper than decompressing it from the store. Thread-safe.
+  // `fd` in the kernel (copy_file_range) from the live tree, when the stat
+  // cache says the live file at `rel` holds it (checked before and after),
+  // or from a scanned directory. Cheaper than decompressing it from the
+  // store. Thread-safe.
   bool CopyTo(const std::string& rel, const Entry& e, int fd) const;
   // Hardlinks `name` in `dirfd` to the file at `rel` of the first lower
   // whose entry there equals `e` (content and metadata). False when none
@@ -68,12 +82,26 @@ class CloneSources {
   // content, cloned (or, with `copy`, copied in the kernel) into `fd`
   // (left empty on failure).
   bool FromLive(const std::string& rel, const Entry& e, int fd, bool copy) const;
+  // The same from the scanned directory (OpenScanned).
+  bool FromScanned(const std::string& rel, const Entry& e, int fd, bool copy) const;
+  // The scanned directory's subdirectory `dir` if it and every directory
+  // above it are unchanged since the scan (null otherwise). Cached.
+  std::shared_ptr<const UniqueFd> ScannedDir(const std::string& dir) const;
+  // Clones (or, with `copy`, copies in the kernel) all of `src` into the
+  // empty file `fd`; true when `unchanged` holds after it. On false, `fd`
+  // is left empty.
+  static bool Transfer(int src, int fd, bool copy, const std::function<bool()>& unchanged);
 
   const store::Store& s_;
   std::vector<Lower> lowers_;
   UniqueFd live_;
   std::unique_ptr<MetaDb::StatReader> stats_;  // GUARDED_BY(mu_): one read transaction
+  int64_t scanned_before_ns_ = 0;  // OpenScanned: older ctimes are unchanged since the scan
   mutable std::mutex mu_;
+  // OpenScanned's directories opened so far (null: changed since the
+  // scan), "" the root; cleared when large (a restore goes directory by
+  // directory, so the recent ones are the ones asked for again).
+  mutable std::map<std::string, std::shared_ptr<const UniqueFd>> scanned_dirs_;  // GUARDED_BY(mu_)
   // Directory trees read so far, by (lower tree, directory path).
   mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_;  // GUARDED_BY(mu_)
 };

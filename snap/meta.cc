@@ -287,6 +287,7 @@ Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
 }
 
 MetaDb::StatReader::~StatReader() {
+  if (cursor_) mdb_cursor_close(cursor_);
   if (txn_) mdb_txn_abort(txn_);
 }
 
@@ -294,7 +295,7 @@ std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
   // A full scan asks once per file: no key copy for the usual short path.
   std::string long_key = path.size() > kMaxPathKey ? PathKey(path) : std::string();
   MDB_val k = long_key.empty() ? Val(path.data(), path.size()) : Val(long_key.data(), long_key.size()), v;
-  if (mdb_get(txn_, dbi_, &k, &v) != 0) return std::nullopt;
+  if (mdb_cursor_get(cursor_, &k, &v, MDB_SET_KEY) != 0) return std::nullopt;
   return DecodeStat(Span(v));
 }
 
@@ -302,6 +303,7 @@ Result<std::unique_ptr<MetaDb::StatReader>> MetaDb::ReadStats() const {
   auto r = std::unique_ptr<StatReader>(new StatReader);
   MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &r->txn_));
   r->dbi_ = stat_;
+  MDB_TRY(dir_, mdb_cursor_open(r->txn_, r->dbi_, &r->cursor_));
   return r;
 }
 

@@ -86,6 +86,10 @@ class MetaDb {
     friend class MetaDb;
     MDB_txn* txn_ = nullptr;
     MDB_dbi dbi_ = 0;
+    // A scan asks for the files of one directory in name order, which is
+    // key order: a positioned cursor finds the next key on the leaf page it
+    // is on without descending from the root again.
+    MDB_cursor* cursor_ = nullptr;  // of txn_; positioning it changes no data
   };
   Result<std::unique_ptr<StatReader>> ReadStats() const;
 

@@ -314,10 +314,14 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
+  int64_t scanned_from = NowNs();
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
   AE_TRY(CommitContent(sc));  // the restore below reads the trees
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
+  // What the scan just read is still there: files unchanged since are
+  // copied (or cloned) from it rather than decompressed from the store.
+  ro.sources = CloneSources::OpenScanned(*store_, dir, scanned_from);
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
   // The live tree now holds exactly these files: cache them as written.
@@ -411,7 +415,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
     return Lower{dir, "existing"};
   }
   std::string method = ro.reflink ? "reflink" : "copy";
-  if (rs.files_copied_live) method += " (" + std::to_string(rs.files_copied_live) + " from the live tree)";
+  if (rs.files_copied) method += " (" + std::to_string(rs.files_copied) + " from the live tree)";
   if (rs.files_linked) method = "hardlink (" + std::to_string(rs.files_linked) + " files), " + method + " (" +
                                 std::to_string(rs.files_written) + ")";
   return Lower{dir, method};

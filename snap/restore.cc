@@ -5,13 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "snap/bulk_io.h"
 #include "snap/fsops.h"
+#include "store/worker_pool.h"
 
 namespace agentenv::snap {
 namespace {
@@ -64,6 +70,9 @@ class Restorer {
   }
   // Opens subdirectory `name` and makes sure we may change its entries.
   Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
+  // Calls fn(k) for every k in [0, n), on the pool's threads and this
+  // one; returns when all calls have returned. fn must be thread-safe.
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
 
   const store::Store& s_;
   const RestoreOptions& opt_;
@@ -82,7 +91,30 @@ class Restorer {
   int64_t start_ns_;
   uint64_t unowned_ = 0;
   std::string first_unowned_;
+  std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it
 };
+
+void Restorer::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < n;) fn(k);
+  };
+  unsigned helpers = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()) - 1, n > 0 ? n - 1 : 0);
+  if (helpers == 0) return work();
+  if (!pool_) pool_ = std::make_unique<store::WorkerPool>(std::max(1u, std::thread::hardware_concurrency()) - 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned running = helpers;
+  for (unsigned t = 0; t < helpers; ++t)
+    pool_->Submit([&] {
+      work();
+      std::lock_guard lock(mu);
+      if (--running == 0) cv.notify_all();
+    });
+  work();
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return running == 0; });
+}
 
 Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::string& rel) {
   auto opened = OpenDirAt(fd, name, rel);
@@ -201,7 +233,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
   // Single-chunk files are written from memory in the batch; large files
   // stream from the store, reflinked files are cloned, and a file with a
   // zero block goes through WriteFileTo, which leaves a hole there.
-  q->stream = opt_.reflink || opt_.link_sources || e.content != store::ObjectType::kChunk;
+  q->stream = opt_.reflink || opt_.sources || e.content != store::ObjectType::kChunk;
   if (!q->stream) {
     AE_ASSIGN(q->file.data, s_.Get(e.id));
     q->stream = HasZeroBlock(q->file.data);
@@ -220,27 +252,45 @@ Result<void> Restorer::Flush() {
   queued_bytes_ = 0;
   std::vector<NewFile*> files;
   for (auto& q : batch) files.push_back(&q->file);
-  std::vector<bool> clean(batch.size(), false), cloned(batch.size(), false);
+  std::vector<bool> clean(batch.size(), false);
   Result<void> r = io_.CreateAndWrite(files);
-  for (size_t i = 0; r && i < batch.size(); ++i) {
+  // Streamed contents, each into its own fd, on every core: the cheapest
+  // way first. A clone from a source (a lower, the live tree, a scanned
+  // directory) or from the packs (raw records) shares extents; a kernel
+  // copy from a source costs no decompression; else the store writes it.
+  std::vector<size_t> streamed;
+  for (size_t i = 0; r && i < batch.size(); ++i)
+    if (batch[i]->stream) streamed.push_back(i);
+  enum class How : uint8_t { kWritten, kCloned, kCopied };
+  std::vector<How> how(batch.size(), How::kWritten);
+  std::vector<Result<void>> wrote(batch.size());
+  ParallelFor(streamed.size(), [&](size_t k) {
+    size_t i = streamed[k];
     Queued& q = *batch[i];
-    if (!q.stream) continue;
-    if (opt_.reflink && opt_.sources) cloned[i] = opt_.sources->CloneTo(q.file.rel, q.entry, q.file.fd.get());
-    // A new read-only tree without reflinks: the live tree's copy of the
-    // file, if unchanged, costs a kernel copy instead of decompression.
-    if (!opt_.reflink && opt_.link_sources && opt_.sources &&
-        opt_.sources->CopyTo(q.file.rel, q.entry, q.file.fd.get())) {
-      ++stats.files_copied_live;
-      continue;
+    int fd = q.file.fd.get();
+    if (opt_.reflink && opt_.sources && opt_.sources->CloneTo(q.file.rel, q.entry, fd)) {
+      how[i] = How::kCloned;
+      return;
     }
-    if (opt_.reflink && !cloned[i]) {
-      auto c = s_.CloneFileTo(q.entry.file(), q.file.fd.get());
-      if (!c) r = Unexpected<Error>(c.error());
-      else cloned[i] = *c;
+    if (opt_.reflink) {
+      auto c = s_.CloneFileTo(q.entry.file(), fd);
+      if (!c) {
+        wrote[i] = Wrap(q.file.rel, c.error());
+        return;
+      }
+      if (*c) {
+        how[i] = How::kCloned;
+        return;
+      }
     }
-    if (r && !cloned[i]) r = s_.WriteFileTo(q.entry.file(), q.file.fd.get());
-    if (!r) r = Wrap(q.file.rel, r.error());
-  }
+    if (opt_.sources && opt_.sources->CopyTo(q.file.rel, q.entry, fd)) {
+      how[i] = How::kCopied;
+      return;
+    }
+    if (Result<void> w = s_.WriteFileTo(q.entry.file(), fd); !w) wrote[i] = Wrap(q.file.rel, w.error());
+  });
+  for (size_t i : streamed)
+    if (r && !wrote[i]) r = std::move(wrote[i]);
   if (r) r = io_.Close(files);
   for (size_t i = 0; r && i < batch.size(); ++i) {
     size_t warnings = stats.warnings.size();
@@ -260,7 +310,8 @@ Result<void> Restorer::Flush() {
     ++stats.files_written;
     stats.bytes_written += q.entry.size;
     Advance(opt_.progress, 1, q.entry.size);
-    if (cloned[i]) ++stats.files_cloned;
+    if (how[i] == How::kCloned) ++stats.files_cloned;
+    if (how[i] == How::kCopied) ++stats.files_copied;
     if (clean[i]) SeedStat(q.entry, q.file.rel, q.file.st);
   }
   return {};

@@ -31,9 +31,11 @@ struct RestoreOptions {
   // a placeholder has no /tmp, and restoring it must not empty /tmp).
   PathFilter ignored;
   Progress* progress = nullptr;  // files and bytes written
-  // Materialized lowers to take file content from (see clone_sources.h):
-  // cloned when `reflink`; hardlinked, when `link_sources`, to a file whose
-  // metadata is identical too (only for a read-only tree being built).
+  // Where file content can come from besides the store (clone_sources.h):
+  // materialized lowers, the live tree, a directory just scanned. Cloned
+  // when `reflink`, else copied in the kernel where the source allows it;
+  // hardlinked, when `link_sources`, to a lower's file whose metadata is
+  // identical too (only for a read-only tree being built).
   std::shared_ptr<const CloneSources> sources;
   bool link_sources = false;
   // Where stat cache entries go in bounded batches while the restore runs
@@ -46,7 +48,7 @@ struct RestoreOptions {
 struct RestoreStats {
   uint64_t files_written = 0, bytes_written = 0, files_cloned = 0;
   uint64_t files_linked = 0;  // hardlinked to a lower's file (link_sources)
-  uint64_t files_copied_live = 0;  // copied in the kernel from the live tree (link_sources)
+  uint64_t files_copied = 0;  // copied in the kernel from a source (the live tree, a scanned directory)
   uint64_t removed = 0, created = 0, meta_updated = 0;
   uint64_t meta_only = 0;  // entries whose content was equal and only metadata was put back
   std::vector<std::string> warnings;  // what could not be restored, path first

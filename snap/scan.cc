@@ -174,9 +174,11 @@ class DirAccess {
 
 // The names in directory `fd` (without . and ..), read with getdents64
 // straight from the fd: no dup, no DIR stream. A restore's temp files are
-// not part of any tree.
-Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names) {
-  if (::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
+// not part of any tree. `rewind`: the fd may have been read before (the
+// caller's root fd, or a dup sharing its offset); a directory the scan
+// opened itself is at offset 0 already, and a walk saves the syscall.
+Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names, bool rewind) {
+  if (rewind && ::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
   alignas(8) char buf[32768];
   for (;;) {
     long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
@@ -284,7 +286,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   DirAccess access(fd);
   std::vector<std::string> names;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
-  if (Result<void> listed = ReadDirNames(fd, d.rel, &names); !listed) {
+  if (Result<void> listed = ReadDirNames(fd, d.rel, &names, /*rewind=*/!d.parent); !listed) {
     // Removed after we opened it (a dead directory lists as ENOENT): record
     // it empty, like one gone before we got there; its deletion's own
     // events follow.
@@ -539,7 +541,7 @@ Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const Me
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, lower));
   DirAccess access(fd);
   std::vector<std::string> names;
-  AE_TRY(ReadDirNames(fd, rel, &names));
+  AE_TRY(ReadDirNames(fd, rel, &names, /*rewind=*/true));
   for (const std::string& name : names) {
     std::string crel = Join(rel, name);
     auto it = std::lower_bound(entries.begin(), entries.end(), name,
