@@ -45,8 +45,8 @@ class MapTrimmer {
   void Tick() {
     if (count_.fetch_add(1, std::memory_order_relaxed) % kCheckEvery == kCheckEvery - 1) Check();
   }
-  // Drops this process's mappings of every page of the map (found in
-  // /proc/self/maps: ~50 us). Thread-safe. Precondition: no
+  // Drops this process's mappings of every page of the map (found by
+  // reading /proc/self/maps). Thread-safe. Precondition: no
   // mdb_env_set_mapsize on the env meanwhile. Best effort: without /proc,
   // or if madvise fails, the pages stay mapped (no error).
   void Trim();
