@@ -3,13 +3,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <span>
 #include <thread>
-#include <unordered_map>
+#include <map>
+#include <memory>
 
 #include "common/unique_fd.h"
 #include "store/codec.h"
@@ -21,19 +23,11 @@ namespace {
 
 using store::ObjectId;
 
-struct IdHash {
-  size_t operator()(const ObjectId& id) const {
-    size_t h;
-    std::memcpy(&h, id.bytes.data(), sizeof h);
-    return h;
-  }
-};
-
-enum class State : uint8_t { kUnseen, kFound, kBad, kMissing };
-
-struct Entry {
-  store::ObjectInfo info;
-  State state = State::kUnseen;  // written by one task each, read after Drain
+// A verified manifest, checked against its chunks once every pack is read.
+struct ManifestAt {
+  ObjectId id;
+  uint32_t pack;
+  uint64_t offset;
 };
 
 // Caps the payload bytes queued for hashing so memory stays bounded.
@@ -82,20 +76,35 @@ class Checker {
   void Report(Severity sev, std::string kind, std::optional<ObjectId> id,
               std::optional<uint32_t> pack, std::optional<uint64_t> offset, std::string what);
   Result<void> ScanOne(const store::PackInfo& p);
-  void Verify(Entry* e, const ObjectId& id, const store::RecordHeader& h, uint32_t pack,
-              uint64_t offset, std::span<const uint8_t> payload);
-  void ResolveUnseen();
+  void Verify(const ObjectId& id, const store::RecordHeader& h, uint32_t pack, uint64_t offset,
+              std::span<const uint8_t> payload);
+  Result<std::vector<std::pair<ObjectId, store::ObjectInfo>>> Unseen();
+  Result<void> ResolveUnseen(const std::vector<std::pair<ObjectId, store::ObjectInfo>>& unseen);
   void CheckManifests();
+  void MarkBad(const ObjectId& id) {
+    std::lock_guard lock(report_mu_);
+    bad_.insert(id);
+  }
 
   const store::Store& s_;
   const FsckOptions& opts_;
   const FsckCallbacks& cb_;
-  std::mutex report_mu_;  // report_, manifests_ and the finding callback
+  std::mutex report_mu_;  // report_, manifests_, bad_ and the finding callback
   FsckReport report_;
   FsckProgress progress_;
-  std::unordered_map<ObjectId, Entry, IdHash> entries_;
+  // Index entries are looked up in view_ as records are read, not loaded:
+  // memory does not grow with the store. An entry was found when a record
+  // at its place has its id; a pack whose found count falls short of
+  // indexed_ is walked again at the end to name the entries not found.
+  std::unique_ptr<store::IndexView> view_;
+  std::map<uint32_t, uint64_t> indexed_;  // pack -> index entries pointing into it
+  // Packs with entries not found -> offsets of the found ones (ascending).
+  std::map<uint32_t, std::vector<uint64_t>> short_;
+  std::vector<store::PackInfo> unopened_;  // gone (ENOENT): compacted meanwhile, or missing
   std::set<uint32_t> vanished_;  // packs deleted by a compaction during the check
-  std::vector<ObjectId> manifests_;
+  std::set<ObjectId> bad_;       // indexed objects whose record is wrong
+  std::set<ObjectId> missing_;   // indexed objects with no record
+  std::vector<ManifestAt> manifests_;
   InFlight in_flight_;
   std::unique_ptr<store::WorkerPool> pool_;
 };
@@ -117,21 +126,21 @@ void Checker::Report(Severity sev, std::string kind, std::optional<ObjectId> id,
   cb_.finding(FsckFinding{sev, std::move(kind), id, pack, offset, std::move(msg)});
 }
 
-void Checker::Verify(Entry* e, const ObjectId& id, const store::RecordHeader& h, uint32_t pack,
-                     uint64_t offset, std::span<const uint8_t> payload) {
+void Checker::Verify(const ObjectId& id, const store::RecordHeader& h, uint32_t pack, uint64_t offset,
+                     std::span<const uint8_t> payload) {
   auto actual = store::HashDecoded(h.codec, payload, h.size);
   if (!actual) {
-    e->state = State::kBad;
+    MarkBad(id);
     Report(Severity::kError, "decode-error", id, pack, offset, actual.error().message);
   } else if (*actual != id) {
-    e->state = State::kBad;
+    MarkBad(id);
     Report(Severity::kError, "hash-mismatch", id, pack, offset,
            "content hashes to " + actual->Hex());
   } else {
     std::lock_guard lock(report_mu_);
     report_.objects_verified++;
     report_.bytes_verified += h.size;
-    if (h.type == store::ObjectType::kManifest) manifests_.push_back(id);
+    if (h.type == store::ObjectType::kManifest) manifests_.push_back({id, pack, offset});
   }
 }
 
@@ -140,16 +149,12 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     int e = errno;
-    if (e == ENOENT) {
-      AE_ASSIGN(auto now, store::ListPacks(s_));
-      bool still = false;
-      for (const auto& q : now) still |= q.pack == p.pack;
-      if (!still) {  // compacted after our snapshot: its objects moved
-        vanished_.insert(p.pack);
-        progress_.bytes_done += p.committed;
-        return {};
-      }
+    if (e == ENOENT) {  // told apart once the view is closed (Run)
+      unopened_.push_back(p);
+      progress_.bytes_done += p.committed;
+      return {};
     }
+    if (indexed_.count(p.pack)) short_[p.pack];
     Report(Severity::kError, "pack-missing", std::nullopt, p.pack, std::nullopt,
            std::string("cannot open: ") + std::strerror(e));
     return {};
@@ -160,7 +165,6 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
   // record cost more in wake-ups than its hashing.
   constexpr uint64_t kGroupBytes = 1 << 20;
   struct Job {
-    Entry* e;
     store::RecordHeader h;
     uint64_t offset;
     std::span<const uint8_t> payload;  // the mapped page cache itself: no copy
@@ -171,10 +175,10 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     if (group.empty()) return;
     uint64_t n = group_bytes;
     if (!in_flight_.TryAcquire(n)) {  // the workers are busy: help
-      for (const Job& j : group) Verify(j.e, j.h.id, j.h, p.pack, j.offset, j.payload);
+      for (const Job& j : group) Verify(j.h.id, j.h, p.pack, j.offset, j.payload);
     } else {
       pool_->Submit([this, map, n, pack = p.pack, jobs = std::move(group)] {
-        for (const Job& j : jobs) Verify(j.e, j.h.id, j.h, pack, j.offset, j.payload);
+        for (const Job& j : jobs) Verify(j.h.id, j.h, pack, j.offset, j.payload);
         in_flight_.Release(n);
       });
     }
@@ -182,27 +186,26 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     group_bytes = 0;
   };
   uint64_t records = 0, stored = 0, logical = 0, unindexed = 0, last_progress = 0;
+  std::vector<uint64_t> found;  // offsets of records an index entry points at
   auto on_record = [&](const store::ScannedRecord& r) -> Result<void> {
     const store::RecordHeader& h = r.header;
     ++records;
     stored += h.stored_size;
     logical += h.size;
-    auto it = entries_.find(h.id);
-    if (it == entries_.end() || it->second.info.pack != p.pack ||
-        it->second.info.offset != r.offset) {
+    AE_ASSIGN(std::optional<store::ObjectInfo> entry, view_->Lookup(h.id));
+    if (!entry || entry->pack != p.pack || entry->offset != r.offset) {
       ++unindexed;  // a dropped object's record (or an older copy)
     } else {
-      Entry& e = it->second;
-      const store::ObjectInfo& info = e.info;
-      e.state = State::kFound;
+      const store::ObjectInfo& info = *entry;
+      found.push_back(r.offset);
       if (h.type != info.type || h.codec != info.codec || h.size != info.size ||
           h.stored_size != info.stored_size) {
-        e.state = State::kBad;
+        MarkBad(h.id);
         Report(Severity::kError, "index-mismatch", h.id, p.pack, r.offset,
                "index entry does not match the record header");
       } else if (verify && (h.type != store::ObjectType::kChunk ||
                             Sampled(h.id, opts_.subset_percent))) {
-        group.push_back(Job{&e, h, r.offset, r.payload});
+        group.push_back(Job{h, r.offset, r.payload});
         group_bytes += r.payload.size();
         if (group_bytes >= kGroupBytes) flush();
       }
@@ -234,6 +237,7 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     r = store::ScanPack(fd.get(), p.committed, on_record, on_damage, false);
   }
   if (!r) return Wrap(path, r.error());
+  if (found.size() != indexed_[p.pack]) short_[p.pack] = std::move(found);
   progress_.bytes_done += p.committed - last_progress;
   report_.bytes_checked += p.committed;
   report_.dead_records += unindexed;
@@ -250,48 +254,70 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
   return {};
 }
 
-// Index entries no scanned record matched: moved by a concurrent
-// compaction (re-read them where they are now) or missing.
-void Checker::ResolveUnseen() {
-  for (auto& [id, e] : entries_) {
-    if (e.state != State::kUnseen) continue;
-    if (vanished_.count(e.info.pack)) {
-      auto now = s_.Stat(id);
-      bool dropped_since = !now && now.error().code == ErrorCode::kNotFound;
-      if (dropped_since || (now && (!opts_.verify_content || s_.Get(id)))) {
-        e.state = State::kFound;
-        continue;
-      }
-    }
-    e.state = State::kMissing;
-    Report(Severity::kError, "missing-record", id, e.info.pack, e.info.offset,
-           "indexed object has no valid record at its location");
-  }
+// The index entries of the short packs that no scanned record matched;
+// one more walk of the view, made only when something is wrong.
+Result<std::vector<std::pair<ObjectId, store::ObjectInfo>>> Checker::Unseen() {
+  std::vector<std::pair<ObjectId, store::ObjectInfo>> out;
+  if (short_.empty()) return out;
+  AE_TRY(view_->ForEach([&](const ObjectId& id, const store::ObjectInfo& info) -> Result<void> {
+    auto it = short_.find(info.pack);
+    if (it != short_.end() && !std::binary_search(it->second.begin(), it->second.end(), info.offset))
+      out.emplace_back(id, info);
+    return {};
+  }));
+  return out;
 }
 
+// Index entries no scanned record matched: moved by a concurrent
+// compaction (re-read them where they are now) or missing.
+Result<void> Checker::ResolveUnseen(const std::vector<std::pair<ObjectId, store::ObjectInfo>>& unseen) {
+  if (!unopened_.empty()) {
+    AE_ASSIGN(auto now, store::ListPacks(s_));
+    for (const store::PackInfo& p : unopened_) {
+      bool still = false;
+      for (const auto& q : now) still |= q.pack == p.pack;
+      if (!still) {  // compacted after the view was opened: its objects moved
+        vanished_.insert(p.pack);
+        continue;
+      }
+      Report(Severity::kError, "pack-missing", std::nullopt, p.pack, std::nullopt,
+             std::string("cannot open: ") + std::strerror(ENOENT));
+    }
+  }
+  for (const auto& [id, info] : unseen) {
+    if (vanished_.count(info.pack)) {
+      auto now = s_.Stat(id);
+      bool dropped_since = !now && now.error().code == ErrorCode::kNotFound;
+      if (dropped_since || (now && (!opts_.verify_content || s_.Get(id)))) continue;
+    }
+    missing_.insert(id);
+    Report(Severity::kError, "missing-record", id, info.pack, info.offset,
+           "indexed object has no valid record at its location");
+  }
+  return {};
+}
+
+// Chunks are looked up in the index as it is now: the view is closed.
 void Checker::CheckManifests() {
-  for (const ObjectId& m : manifests_) {
-    const Entry& me = entries_.at(m);
-    auto payload = s_.Get(m);
+  for (const ManifestAt& m : manifests_) {
+    auto payload = s_.Get(m.id);
     if (!payload) {
-      Report(Severity::kError, "bad-manifest", m, std::nullopt, std::nullopt,
+      Report(Severity::kError, "bad-manifest", m.id, std::nullopt, std::nullopt,
              payload.error().message);
       continue;
     }
     auto chunks = store::DecodeManifest(*payload);
     if (!chunks) {
-      Report(Severity::kError, "bad-manifest", m, me.info.pack, me.info.offset,
-             chunks.error().message);
+      Report(Severity::kError, "bad-manifest", m.id, m.pack, m.offset, chunks.error().message);
       continue;
     }
     for (const auto& c : *chunks) {
-      auto ci = entries_.find(c.id);
-      if (ci == entries_.end() || ci->second.state == State::kMissing ||
-          ci->second.state == State::kBad) {
-        Report(Severity::kError, "missing-chunk", m, me.info.pack, me.info.offset,
+      auto ci = s_.Stat(c.id);
+      if (!ci || missing_.count(c.id) || bad_.count(c.id)) {
+        Report(Severity::kError, "missing-chunk", m.id, m.pack, m.offset,
                "chunk " + c.id.Hex() + " is not stored intact");
-      } else if (ci->second.info.size != c.size) {
-        Report(Severity::kError, "bad-manifest", m, me.info.pack, me.info.offset,
+      } else if (ci->size != c.size) {
+        Report(Severity::kError, "bad-manifest", m.id, m.pack, m.offset,
                "chunk " + c.id.Hex() + " has another size than the manifest says");
       }
     }
@@ -299,17 +325,21 @@ void Checker::CheckManifests() {
 }
 
 Result<FsckReport> Checker::Run() {
-  std::vector<store::PackInfo> packs;
+  AE_ASSIGN(view_, store::OpenIndexView(s_));
+  const std::vector<store::PackInfo> packs = view_->packs();
   std::set<uint32_t> known;
-  AE_TRY(store::ReadIndexSnapshot(s_, &packs, [&](const ObjectId& id, const store::ObjectInfo& info) {
-    entries_.try_emplace(id, Entry{info});
+  AE_TRY(view_->ForEach([&](const ObjectId&, const store::ObjectInfo& info) {
+    ++report_.objects;
+    ++indexed_[info.pack];
     return Result<void>();
   }));
-  report_.objects = entries_.size();
   for (const auto& p : packs) {
     known.insert(p.pack);
     progress_.bytes_total += p.committed;
   }
+  // Entries pointing into a pack the packs table does not have.
+  for (const auto& [pack, n] : indexed_)
+    if (!known.count(pack)) short_[pack];
   AE_ASSIGN(auto files, store::ListPackFiles(s_.dir()));
   for (uint32_t f : files) {
     if (!known.count(f)) {
@@ -328,8 +358,12 @@ Result<FsckReport> Checker::Run() {
   in_flight_.Drain();
   pool_.reset();  // joins: every Verify is done
   AE_TRY(scanned);
+  for (const store::PackInfo& p : unopened_)
+    if (indexed_.count(p.pack)) short_[p.pack];
+  AE_ASSIGN(auto unseen, Unseen());
+  view_.reset();  // the store may be used again
   if (cb_.progress) cb_.progress(progress_);
-  ResolveUnseen();
+  AE_TRY(ResolveUnseen(unseen));
   CheckManifests();
   return report_;
 }

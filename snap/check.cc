@@ -27,8 +27,10 @@ struct Damage {
 };
 
 // Finds what each node is missing. Results are memoized per tree and per
-// content id, so shared subtrees are read once however many nodes reach
-// them; the first path a shared object was seen at names it.
+// manifest, so shared subtrees are read once however many nodes reach
+// them; the first path a shared object was seen at names it. Single-object
+// contents are not memoized: checking one is an index lookup, and a memo
+// entry per file (~140 B) was most of fsck's memory on a large tree.
 class DamageWalker {
  public:
   explicit DamageWalker(const store::Store& s) : s_(s) {}
@@ -75,7 +77,8 @@ class DamageWalker {
   }
 
   Result<Damage> Content(const Entry& e, const std::string& path) {
-    if (auto it = memo_.find(e.id); it != memo_.end()) return it->second;
+    const bool manifest = e.content == store::ObjectType::kManifest;
+    if (auto it = manifest ? memo_.find(e.id) : memo_.end(); it != memo_.end()) return it->second;
     Damage d;
     AE_ASSIGN(bool has, s_.Has(e.id));
     if (!has) {
@@ -92,7 +95,7 @@ class DamageWalker {
         }
       }
     }
-    memo_.emplace(e.id, d);
+    if (manifest) memo_.emplace(e.id, d);
     return d;
   }
 

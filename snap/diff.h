@@ -33,8 +33,11 @@ bool SameButMtime(const Meta& a, const Meta& b);
 // ignored file came and went, a temp file was made and removed) is no
 // change here: it makes no node and does not make the tree dirty. Trees
 // still record the exact mtime whenever a node is made.
+// The changes are tallied, not kept: a first snapshot of a large tree is a
+// change per path.
 struct TreeDelta {
-  std::vector<Change> changes;
+  ChangeTally changes;
+  std::vector<std::string> deleted_files;  // paths of deleted non-directories
   int64_t files = 0, bytes = 0;
 };
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to);

@@ -135,6 +135,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   else mdb_txn_abort(txn);
   if (rc == MDB_NOTFOUND) return Fail(ErrorCode::kNotFound, dir + ": not an agentenv metadata index");
   MDB_TRY(dir, rc);
+  db->trim_ = std::make_unique<store::MapTrimmer>(db->env_);
   return db;
 }
 
@@ -257,6 +258,7 @@ Result<void> MetaDb::ForEachStat(const std::function<void(const StatEntry&)>& fn
   MDB_TRY(dir_, mdb_cursor_open(t.txn, stat_, &c));
   MDB_val k, v;
   for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    trim_->Tick();
     if (auto e = DecodeStat(Span(v))) fn(*e);
   }
   mdb_cursor_close(c);
@@ -293,6 +295,7 @@ MetaDb::StatReader::~StatReader() {
 
 std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
   // A full scan asks once per file: no key copy for the usual short path.
+  trim_->Tick();
   std::string long_key = path.size() > kMaxPathKey ? PathKey(path) : std::string();
   MDB_val k = long_key.empty() ? Val(path.data(), path.size()) : Val(long_key.data(), long_key.size()), v;
   if (mdb_cursor_get(cursor_, &k, &v, MDB_SET_KEY) != 0) return std::nullopt;
@@ -304,6 +307,7 @@ Result<std::unique_ptr<MetaDb::StatReader>> MetaDb::ReadStats() const {
   MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &r->txn_));
   r->dbi_ = stat_;
   MDB_TRY(dir_, mdb_cursor_open(r->txn_, r->dbi_, &r->cursor_));
+  r->trim_ = trim_.get();
   return r;
 }
 
@@ -384,6 +388,7 @@ Result<void> MetaDb::Txn::DeleteRef(const std::string& name) {
 }
 
 Result<void> MetaDb::Txn::PutStat(std::string_view path, const StatEntry& e) {
+  db_->trim_->Tick();
   std::string key = PathKey(path);
   auto bytes = EncodeStat(e);
   MDB_val k = Val(key.data(), key.size()), v = Val(bytes.data(), bytes.size());
@@ -392,6 +397,7 @@ Result<void> MetaDb::Txn::PutStat(std::string_view path, const StatEntry& e) {
 }
 
 Result<void> MetaDb::Txn::DeleteStat(std::string_view path) {
+  db_->trim_->Tick();
   std::string key = PathKey(path);
   MDB_val k = Val(key.data(), key.size());
   int rc = mdb_del(txn_, db_->stat_, &k, nullptr);
@@ -407,6 +413,7 @@ Result<uint64_t> MetaDb::Txn::ClearStats() {
 }
 
 Result<std::optional<StatEntry>> MetaDb::Txn::GetStat(std::string_view path) {
+  db_->trim_->Tick();
   std::string key = PathKey(path);
   MDB_val k = Val(key.data(), key.size()), v;
   int rc = mdb_get(txn_, db_->stat_, &k, &v);
@@ -421,6 +428,7 @@ Result<void> MetaDb::Txn::ForEachStat(const std::function<Result<void>(const Sta
   MDB_val k, v;
   Result<void> err;
   for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && err; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    db_->trim_->Tick();
     if (auto e = DecodeStat(Span(v))) err = fn(*e);
   }
   mdb_cursor_close(c);

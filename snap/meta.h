@@ -9,6 +9,10 @@
 // objects in the store are the truth; this index makes log/head/branches
 // O(answer) and holds the mutable graph. Counting rules: snap/refcount.h.
 //
+// Pages read through LMDB's map are unmapped from the process again once
+// its file-backed RSS passes a budget (store/map_trim.h): scans of the stat
+// cache and count tables keep a bounded RSS at any tree size.
+//
 // Thread-safety: a MetaDb may be shared by threads. Readers never block the
 // writer; write transactions are serialized by LMDB across processes.
 #pragma once
@@ -24,6 +28,7 @@
 
 #include "common/result.h"
 #include "snap/tree.h"
+#include "store/map_trim.h"
 #include "store/store.h"
 
 namespace agentenv::snap {
@@ -90,6 +95,7 @@ class MetaDb {
     // key order: a positioned cursor finds the next key on the leaf page it
     // is on without descending from the root again.
     MDB_cursor* cursor_ = nullptr;  // of txn_; positioning it changes no data
+    store::MapTrimmer* trim_ = nullptr;
   };
   Result<std::unique_ptr<StatReader>> ReadStats() const;
 
@@ -169,6 +175,9 @@ class MetaDb {
   MDB_env* env_ = nullptr;
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, info_ = 0;
   MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0;
+  // Ticked once per entry read or written by the bulk paths (stat cache,
+  // count tables). The map never moves: its size is fixed at Open.
+  std::unique_ptr<store::MapTrimmer> trim_;
 };
 
 }  // namespace agentenv::snap

@@ -59,6 +59,7 @@ constexpr std::string_view kCountedVersion = "1";
 
 Result<std::optional<MetaDb::Txn::RefRow>> MetaDb::Txn::AdjustRef(Counts table, const store::ObjectId& id,
                                                                   int64_t delta) {
+  db_->trim_->Tick();
   MDB_dbi dbi = table == Counts::kLive ? db_->refcount_ : db_->recount_;
   MDB_val k = Val(id), v;
   uint64_t raw = 0;
@@ -80,6 +81,7 @@ Result<std::optional<MetaDb::Txn::RefRow>> MetaDb::Txn::AdjustRef(Counts table, 
 }
 
 Result<MetaDb::Txn::RefRow> MetaDb::Txn::GetRef(Counts table, const store::ObjectId& id) {
+  db_->trim_->Tick();
   MDB_val k = Val(id), v;
   int rc = mdb_get(txn_, table == Counts::kLive ? db_->refcount_ : db_->recount_, &k, &v);
   if (rc == MDB_NOTFOUND) return RefRow{};
@@ -123,6 +125,7 @@ Result<void> MetaDb::Txn::CompareCounts(
   Result<void> err;
   // A merge of two id-ordered tables: memory stays constant.
   while (err && (ra == 0 || rb == 0)) {
+    db_->trim_->Tick();
     int cmp = ra != 0 ? 1 : rb != 0 ? -1 : std::memcmp(ka.mv_data, kb.mv_data, 32);
     if (cmp < 0) {
       err = fn(IdOf(ka), CountOf(va), 0);

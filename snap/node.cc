@@ -114,50 +114,74 @@ Result<Node> LoadNode(const store::Store& s, const store::ObjectId& id) {
   return DecodeNode(bytes, id.Hex());
 }
 
-ChangeSummary Summarize(std::span<const Change> all) {
-  ChangeSummary s;
-  for (const Change& c : all) {
-    (c.op == '+' ? s.added : c.op == '-' ? s.deleted : s.modified)++;
-    if (s.sample.size() < ChangeSummary::kSampleSize) s.sample.push_back(c);
-  }
-  return s;
+namespace {
+
+constexpr size_t kMaxGroups = 3;  // groups a label names
+// Beyond this many rounds of moving up a level, groups stay as they are.
+constexpr size_t kMaxRounds = 64;
+
+size_t Depth(std::string_view p) { return size_t(std::count(p.begin(), p.end(), '/')); }
+
+// `p` cut to `level` directory levels (-1: the root, "").
+std::string_view Cut(std::string_view p, int level) {
+  if (level < 0) return {};
+  while (Depth(p) > size_t(level)) p = Dirname(p);
+  return p;
 }
 
-std::string SummaryLabel(std::span<const Change> changes) {
-  // A modified directory only says that its entries changed (mtime): name
-  // files and added or deleted directories, unless nothing else changed.
-  std::vector<Change> named;
-  for (const Change& c : changes) {
-    if (!(c.is_dir && c.op == 'M')) named.push_back(c);
+// One round of moving the deepest groups up one directory level, merging
+// the groups that meet. False (and `groups` unchanged) when nothing is
+// left to merge: every group is at the root already.
+template <typename Groups>
+bool MoveUp(Groups& groups, size_t* deepest_out) {
+  Groups up;
+  size_t deepest = 0;
+  for (const auto& [k, g] : groups) deepest = std::max(deepest, Depth(k.second));
+  for (const auto& [k, g] : groups) {
+    std::string key = Depth(k.second) == deepest && !k.second.empty() ? std::string(Dirname(k.second)) : k.second;
+    auto& to = up[{k.first, key}];
+    if (to.n == 0) to.example = g.example;
+    to.n += g.n;
   }
-  std::span<const Change> all = named.empty() ? changes : std::span<const Change>(named);
-  if (all.empty()) return "";
+  *deepest_out = deepest;
+  if (up.size() == groups.size() && deepest == 0) return false;
+  groups = std::move(up);
+  return true;
+}
+
+}  // namespace
+
+void ChangeTally::Grouping::Add(const Change& c) {
+  ++total;
+  max_depth = std::max(max_depth, Depth(c.path));
+  std::string key(level == -2 ? std::string_view(c.path) : Cut(c.path, level));
+  Group& g = groups[{c.op, std::move(key)}];
+  if (g.n++ == 0) g.example = c.path.empty() ? "." : c.path;
+  while (groups.size() > kMaxKept) {
+    size_t deepest;
+    if (!MoveUp(groups, &deepest)) break;
+    level = int(deepest) - 1;
+  }
+}
+
+void ChangeTally::Add(const Change& c) {
+  (c.op == '+' ? summary_.added : c.op == '-' ? summary_.deleted : summary_.modified)++;
+  if (summary_.sample.size() < ChangeSummary::kSampleSize) summary_.sample.push_back(c);
+  (c.is_dir && c.op == 'M' ? dirs_ : named_).Add(c);
+}
+
+std::string ChangeTally::Label() const {
+  const Grouping& from = named_.total ? named_ : dirs_;
+  if (from.total == 0) return "";
   // Group by (op, directory); while there are too many groups, move every
   // group up one directory level so related changes merge. A group of one
   // keeps its own path.
-  struct Group {
-    uint64_t n = 0;
-    std::string example;
-  };
-  std::map<std::pair<char, std::string>, Group> groups;
-  for (const Change& c : all) {
-    Group& g = groups[{c.op, c.path}];
-    if (g.n++ == 0) g.example = c.path.empty() ? "." : c.path;
-  }
-  constexpr size_t kMaxGroups = 3;
-  for (int round = 0; groups.size() > kMaxGroups && round < 64; ++round) {
-    std::map<std::pair<char, std::string>, Group> up;
-    size_t deepest = 0;
-    for (const auto& [k, g] : groups) deepest = std::max(deepest, size_t(std::count(k.second.begin(), k.second.end(), '/')));
-    for (const auto& [k, g] : groups) {
-      size_t depth = std::count(k.second.begin(), k.second.end(), '/');
-      std::string key = depth == deepest && !k.second.empty() ? std::string(Dirname(k.second)) : k.second;
-      Group& to = up[{k.first, key}];
-      if (to.n == 0) to.example = g.example;
-      to.n += g.n;
-    }
-    if (up.size() == groups.size() && deepest == 0) break;
-    groups = std::move(up);
+  Groups groups = from.groups;
+  // Rounds Add already did: the ones from the deepest path down to `level`.
+  size_t done = from.level == -2 ? 0 : size_t(int64_t(from.max_depth) - from.level);
+  for (size_t round = done; groups.size() > kMaxGroups && round < kMaxRounds; ++round) {
+    size_t deepest;
+    if (!MoveUp(groups, &deepest)) break;
   }
   std::vector<std::pair<uint64_t, std::pair<char, std::string>>> order;
   for (const auto& [k, g] : groups) order.push_back({g.n, k});
@@ -168,15 +192,29 @@ std::string SummaryLabel(std::span<const Change> changes) {
     if (!out.empty()) out += ", ";
     out += k.first;
     if (n > 1) out += std::to_string(n) + " " + (k.second.empty() ? std::string(".") : k.second) + "/…";
-    else out += " " + groups[k].example;
+    else out += " " + groups.at(k).example;
   }
   if (order.size() > kMaxGroups) out += ", …";
   // The counts are the node's own (directories included), so the title a
   // model reads agrees with what `show` and `log` count.
-  ChangeSummary counts = Summarize(changes);
-  if (counts.total() == 1) return out;
-  return "+" + std::to_string(counts.added) + " ~" + std::to_string(counts.modified) + " -" +
-         std::to_string(counts.deleted) + ": " + out;
+  if (summary_.total() == 1) return out;
+  return "+" + std::to_string(summary_.added) + " ~" + std::to_string(summary_.modified) + " -" +
+         std::to_string(summary_.deleted) + ": " + out;
+}
+
+ChangeSummary Summarize(std::span<const Change> all) {
+  ChangeSummary s;
+  for (const Change& c : all) {
+    (c.op == '+' ? s.added : c.op == '-' ? s.deleted : s.modified)++;
+    if (s.sample.size() < ChangeSummary::kSampleSize) s.sample.push_back(c);
+  }
+  return s;
+}
+
+std::string SummaryLabel(std::span<const Change> all) {
+  ChangeTally t;
+  for (const Change& c : all) t.Add(c);
+  return t.Label();
 }
 
 }  // namespace agentenv::snap

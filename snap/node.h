@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,9 +58,47 @@ Result<Node> DecodeNode(std::span<const uint8_t> bytes, std::string_view what);
 // Reads and decodes node `id`. Errors: not found, corrupt.
 Result<Node> LoadNode(const store::Store& s, const store::ObjectId& id);
 
-// A short human/LLM-readable description of all changes of a snapshot,
-// grouped by directory: "+312 usr/lib/python3/dist-packages/requests/…,
-// M etc/hosts". Empty for no changes.
+// The summary and the label of a stream of changes (in path order), in
+// memory bounded by kMaxKept directory groups rather than by the number of
+// changes: a first snapshot of a million files summarizes a million adds.
+// Not thread-safe.
+class ChangeTally {
+ public:
+  void Add(const Change& c);
+  // Counts, and the first kSampleSize changes.
+  const ChangeSummary& summary() const { return summary_; }
+  // A short human/LLM-readable description of all changes, grouped by
+  // directory: "+312 usr/lib/python3/dist-packages/requests/…, M etc/hosts".
+  // Empty for no changes.
+  std::string Label() const;
+
+ private:
+  struct Group {
+    uint64_t n = 0;
+    std::string example;  // the path of the first change (used when n == 1)
+  };
+  using Groups = std::map<std::pair<char, std::string>, Group>;
+  // Changes grouped by (op, path), the paths cut to `level` directory
+  // levels once more than kMaxKept groups were kept. Label() moves groups
+  // up one level at a time until a few remain; doing part of that while
+  // adding gives the same groups, since cutting all paths to level L and
+  // then to L-1 is cutting them to L-1.
+  struct Grouping {
+    Groups groups;
+    int level = -2;        // -2: paths are whole; -1: cut to the root
+    uint64_t total = 0;
+    size_t max_depth = 0;  // of all paths added ('/' count)
+    void Add(const Change& c);
+  };
+  static constexpr size_t kMaxKept = 4096;
+  ChangeSummary summary_;
+  // A modified directory only says that its entries changed (mtime): the
+  // label names files and added or deleted directories (named_), and
+  // modified directories (dirs_) only when nothing else changed.
+  Grouping named_, dirs_;
+};
+
+// ChangeTally's label of `all`.
 std::string SummaryLabel(std::span<const Change> all);
 
 // Counts `all` and keeps the first kSampleSize entries.

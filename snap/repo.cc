@@ -458,7 +458,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   if (!same) {
     AE_ASSIGN(delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
     // Only directory mtimes moved: nothing a user would call a change.
-    same = head && delta.changes.empty() && SameButMtime(head->root, sc.out.root) && head->links == sc.out.links;
+    same = head && delta.changes.summary().total() == 0 && SameButMtime(head->root, sc.out.root) && head->links == sc.out.links;
   }
   if (same && !opt.allow_empty) {
     // Content may be new even so (files the stat cache will name).
@@ -475,9 +475,9 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   n.parent = sc.head;
   n.time_ns = opt.time_ns ? opt.time_ns : NowNs();
   n.message = opt.message;
-  n.label = opt.label.empty() ? SummaryLabel(delta.changes) : opt.label;
+  n.label = opt.label.empty() ? delta.changes.Label() : opt.label;
   if (head && !(head->root == sc.out.root) && n.label.empty()) n.label = "M .";
-  n.changes = Summarize(delta.changes);
+  n.changes = delta.changes.summary();
   n.links = sc.out.links;
   n.files = uint64_t(int64_t(head ? head->files : 0) + delta.files);
   n.logical_bytes = uint64_t(int64_t(head ? head->logical_bytes : 0) + delta.bytes);
@@ -498,8 +498,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   if (move_head) {
     // Files gone from the live tree: their stat entries would otherwise
     // keep their content referenced (and stored) for ever.
-    for (const Change& c : delta.changes)
-      if (c.op == '-' && !c.is_dir) AE_TRY(refs.DeleteStat(c.path));
+    for (const std::string& path : delta.deleted_files) AE_TRY(refs.DeleteStat(path));
   }
   NodeRecord rec;
   rec.id = id;
@@ -615,11 +614,10 @@ Result<RepoStatus> Repo::StatusOf(const Scanned& sc) {
       return DecodeTree(it->second, id.Hex());
     };
     AE_ASSIGN(delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
-    st.changed = delta.changes.size();
+    st.changed = delta.changes.summary().total();
     st.dirty = st.changed > 0 || (head && !SameButMtime(head->root, sc.out.root));
   }
-  if (delta.changes.size() > ChangeSummary::kSampleSize) delta.changes.resize(ChangeSummary::kSampleSize);
-  st.changes = std::move(delta.changes);
+  st.changes = delta.changes.summary().sample;
   return st;
 }
 

@@ -66,8 +66,8 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
     AE_ASSIGN(TreeDelta d, Delta(*store_, np ? nodes[index.at(*np)].tree : EmptyTreeId(), r.tree));
     AE_ASSIGN(Node n, LoadNode(*store_, r.id));
     r.parent = np;
-    r.changes = d.changes.size();
-    if (n.message.empty() && !n.label.starts_with("exec: ")) r.title = SummaryLabel(d.changes).substr(0, 200);
+    r.changes = d.changes.summary().total();
+    if (n.message.empty() && !n.label.starts_with("exec: ")) r.title = d.changes.Label().substr(0, 200);
     AE_TRY(txn->PutNode(r));
     if (np) AE_TRY(txn->AddChild(*np, r.id));
     ++res.reparented;

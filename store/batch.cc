@@ -97,8 +97,9 @@ class BatchImpl final : public Batch {
   Result<void> CommitPending(bool last);
 
   // New objects after which the batch commits a step: ~100 bytes each of
-  // pending_ plus the LMDB pages their index rows dirty (~10 MB a step).
-  static constexpr size_t kStepObjects = 32768;
+  // pending_ plus the LMDB page each of their (random) ids dirties, up to
+  // 4 KiB an object once the index is large: ~35 MB a step at most.
+  static constexpr size_t kStepObjects = 8192;
 
   StoreImpl& s_;
   UniqueFd lock_;

@@ -63,6 +63,7 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool create) 
   if (rc) return MdbFail(dir, rc);
   int dead = 0;
   mdb_reader_check(ix->env_, &dead);
+  ix->trim_ = std::make_unique<MapTrimmer>(ix->env_);
 
   MDB_txn* txn = nullptr;
   rc = mdb_txn_begin(ix->env_, nullptr, create ? 0 : MDB_RDONLY, &txn);
@@ -83,35 +84,46 @@ Index::~Index() {
   if (env_) mdb_env_close(env_);
 }
 
-Result<void> Index::Read(const std::function<Result<void>(MDB_txn*)>& fn) const {
+Result<MDB_txn*> Index::BeginRead(std::shared_lock<std::shared_mutex>* lock) const {
   for (;;) {
-    std::shared_lock lock(resize_mu_);
+    *lock = std::shared_lock(resize_mu_);
     MDB_txn* txn = nullptr;
     int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
     if (rc == MDB_MAP_RESIZED) {
-      lock.unlock();
+      lock->unlock();
       std::unique_lock excl(resize_mu_);
       mdb_env_set_mapsize(env_, 0);  // adopt the size another process set
       continue;
     }
     if (rc) return MdbFail(dir_, rc);
-    Result<void> r = fn(txn);
-    mdb_txn_abort(txn);
-    return r;
+    return txn;
   }
+}
+
+Result<void> Index::Read(const std::function<Result<void>(MDB_txn*)>& fn) const {
+  std::shared_lock<std::shared_mutex> lock;
+  AE_ASSIGN(MDB_txn* txn, BeginRead(&lock));
+  Result<void> r = fn(txn);
+  mdb_txn_abort(txn);
+  return r;
+}
+
+Result<std::optional<ObjectInfo>> Index::Get(MDB_txn* txn, const ObjectId& id) const {
+  trim_->Tick();
+  MDB_val k = Val(id.bytes.data(), 32), v;
+  int rc = mdb_get(txn, objects_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<ObjectInfo>();
+  if (rc) return MdbFail(dir_, rc);
+  if (v.mv_size != kObjectValue) {
+    return Fail(ErrorCode::kCorrupt, dir_ + ": object " + id.Hex() + ": bad index entry");
+  }
+  return std::optional<ObjectInfo>(DecodeInfo(static_cast<const uint8_t*>(v.mv_data)));
 }
 
 Result<std::optional<ObjectInfo>> Index::Lookup(const ObjectId& id) const {
   std::optional<ObjectInfo> out;
   AE_TRY(Read([&](MDB_txn* txn) -> Result<void> {
-    MDB_val k = Val(id.bytes.data(), 32), v;
-    int rc = mdb_get(txn, objects_, &k, &v);
-    if (rc == MDB_NOTFOUND) return {};
-    if (rc) return MdbFail(dir_, rc);
-    if (v.mv_size != kObjectValue) {
-      return Fail(ErrorCode::kCorrupt, dir_ + ": object " + id.Hex() + ": bad index entry");
-    }
-    out = DecodeInfo(static_cast<const uint8_t*>(v.mv_data));
+    AE_ASSIGN(out, Get(txn, id));
     return {};
   }));
   return out;
@@ -143,6 +155,7 @@ Result<void> Index::Walk(MDB_txn* txn, const ObjectId* after, size_t limit,
     ObjectId id;
     std::memcpy(id.bytes.data(), k.mv_data, 32);
     ++*count;
+    trim_->Tick();
     r = fn(id, DecodeInfo(static_cast<const uint8_t*>(v.mv_data)));
     if (!r) break;
   }
@@ -172,15 +185,35 @@ Result<void> Index::ForEach(
   }
 }
 
-Result<void> Index::ReadSnapshot(
-    std::map<uint32_t, PackInfo>* packs,
-    const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const {
-  return Read([&](MDB_txn* txn) -> Result<void> {
-    packs->clear();
-    AE_TRY(ReadPacks(txn, packs));
+class IndexViewImpl : public IndexView {
+ public:
+  explicit IndexViewImpl(const Index* ix) : ix_(ix) {}
+  ~IndexViewImpl() override {
+    if (txn_) mdb_txn_abort(txn_);
+  }
+  const std::vector<PackInfo>& packs() const override { return packs_; }
+  Result<std::optional<ObjectInfo>> Lookup(const ObjectId& id) const override { return ix_->Get(txn_, id); }
+  Result<void> ForEach(
+      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const override {
     size_t n = 0;
-    return Walk(txn, nullptr, SIZE_MAX, fn, &n);
-  });
+    return ix_->Walk(txn_, nullptr, SIZE_MAX, fn, &n);
+  }
+
+ private:
+  friend class Index;
+  const Index* ix_;
+  std::shared_lock<std::shared_mutex> lock_;  // released after the destructor aborts txn_
+  MDB_txn* txn_ = nullptr;
+  std::vector<PackInfo> packs_;
+};
+
+Result<std::unique_ptr<IndexView>> Index::OpenView() const {
+  auto v = std::make_unique<IndexViewImpl>(this);
+  AE_ASSIGN(v->txn_, BeginRead(&v->lock_));
+  std::map<uint32_t, PackInfo> packs;
+  AE_TRY(ReadPacks(v->txn_, &packs));
+  for (const auto& [n, p] : packs) v->packs_.push_back(p);
+  return std::unique_ptr<IndexView>(std::move(v));
 }
 
 Result<std::map<uint32_t, PackInfo>> Index::Packs() const {
@@ -245,11 +278,13 @@ Result<void> Index::TryApply(const Update& u, bool* map_full) {
     return MdbFail(dir_, rc);
   };
   for (const ObjectId& id : u.removed) {
+    trim_->Tick();
     MDB_val k = Val(id.bytes.data(), 32);
     rc = mdb_del(txn, objects_, &k, nullptr);
     if (rc && rc != MDB_NOTFOUND) return fail(rc);
   }
   for (const auto& [id, info] : u.objects) {
+    trim_->Tick();
     uint8_t b[kObjectValue];
     EncodeInfo(info, b);
     MDB_val k = Val(id.bytes.data(), 32), v = Val(b, kObjectValue);

@@ -6,6 +6,9 @@
 // read transactions are per call and never tied to a thread. Readers never
 // block the writer. The map grows on MDB_MAP_FULL (the write is retried);
 // readers pick up a map grown by another process (MDB_MAP_RESIZED).
+// Pages read through the map are unmapped from the process again once its
+// file-backed RSS passes a budget (store/map_trim.h), so walks and lookups
+// over a large index keep a bounded RSS.
 #pragma once
 
 #include <lmdb.h>
@@ -20,6 +23,7 @@
 
 #include "common/result.h"
 #include "store/inspect.h"
+#include "store/map_trim.h"
 #include "store/store.h"
 
 namespace agentenv::store {
@@ -39,11 +43,9 @@ class Index {
   // committed or dropped during the walk may or may not be seen.
   Result<void> ForEach(
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const;
-  // One consistent snapshot: the packs table, then every object, from a
-  // single read transaction. fn must not call into the index.
-  Result<void> ReadSnapshot(
-      std::map<uint32_t, PackInfo>* packs,
-      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const;
+  // A consistent view (store/inspect.h): holds a read transaction and
+  // resize_mu_ shared until destroyed. Errors: I/O.
+  Result<std::unique_ptr<IndexView>> OpenView() const;
   Result<std::map<uint32_t, PackInfo>> Packs() const;
   Result<std::optional<std::string>> GetMeta(const std::string& key) const;
 
@@ -62,6 +64,11 @@ class Index {
   Index() = default;
   // Runs fn in a fresh read transaction, adopting a map grown elsewhere.
   Result<void> Read(const std::function<Result<void>(MDB_txn*)>& fn) const;
+  friend class IndexViewImpl;
+  // Begins a read transaction under *lock (shared), adopting a map grown
+  // elsewhere.
+  Result<MDB_txn*> BeginRead(std::shared_lock<std::shared_mutex>* lock) const;
+  Result<std::optional<ObjectInfo>> Get(MDB_txn* txn, const ObjectId& id) const;
   Result<void> TryApply(const Update& u, bool* map_full);
   Result<void> ReadPacks(MDB_txn* txn, std::map<uint32_t, PackInfo>* packs) const;
   // Calls fn for up to `limit` objects after `after` (from the first when
@@ -76,6 +83,9 @@ class Index {
   // mdb_env_set_mapsize needs no live transaction in this process: readers
   // hold this shared, resizing holds it exclusive.
   mutable std::shared_mutex resize_mu_;
+  // Ticked once per entry read or written, always under resize_mu_ (shared),
+  // so that a trim never races a resize moving the map.
+  std::unique_ptr<MapTrimmer> trim_;
 };
 
 }  // namespace agentenv::store

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,11 +66,27 @@ struct PackInfo {
 // The packs table of `s`, by pack number. Errors: I/O.
 Result<std::vector<PackInfo>> ListPacks(const Store& s);
 
-// One consistent view of the index: the packs table and every object from
-// a single read transaction. fn must not call back into `s`. Errors: I/O.
-Result<void> ReadIndexSnapshot(
-    const Store& s, std::vector<PackInfo>* packs,
-    const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn);
+// One consistent view of the index for a long check (fsck): the packs
+// table, lookups and walks all see the index as of the view's opening (one
+// read transaction), whatever other processes commit meanwhile. Its pages
+// are read in place, not copied: memory does not grow with the index.
+// While a view lives, the index map cannot be grown in this process (a
+// writer in it that must, waits), so its owner must not call into the
+// store itself until it closes the view, and should not keep it longer
+// than the check. Not thread-safe: one thread at a time.
+class IndexView {
+ public:
+  virtual ~IndexView() = default;
+  virtual const std::vector<PackInfo>& packs() const = 0;
+  // Errors: kCorrupt (bad entry), I/O.
+  virtual Result<std::optional<ObjectInfo>> Lookup(const ObjectId& id) const = 0;
+  // Every object in id order; stops at fn's first error. fn must not call
+  // into the store. Errors: kCorrupt, I/O, fn's.
+  virtual Result<void> ForEach(
+      const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const = 0;
+};
+// Errors: I/O.
+Result<std::unique_ptr<IndexView>> OpenIndexView(const Store& s);
 
 struct LostObject {
   ObjectId id;

@@ -254,14 +254,8 @@ Result<std::vector<PackInfo>> ListPacks(const Store& s) {
   return out;
 }
 
-Result<void> ReadIndexSnapshot(
-    const Store& s, std::vector<PackInfo>* packs,
-    const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) {
-  std::map<uint32_t, PackInfo> rows;
-  AE_TRY(static_cast<const StoreImpl&>(s).index().ReadSnapshot(&rows, fn));
-  packs->clear();
-  for (const auto& [n, p] : rows) packs->push_back(p);
-  return {};
+Result<std::unique_ptr<IndexView>> OpenIndexView(const Store& s) {
+  return static_cast<const StoreImpl&>(s).index().OpenView();
 }
 
 }  // namespace agentenv::store

@@ -82,7 +82,7 @@ class Store;
 
 // A write batch: objects put here become durable and visible at Commit, or
 // never (destroyed without Commit, crash, or kill -9) — except that a batch
-// growing past ~32k new objects commits them in steps as it goes, so its
+// growing past ~8k new objects commits them in steps as it goes, so its
 // memory stays bounded: objects of steps already committed stay (nothing
 // references them; `gc --full` collects them). Drops are committed only by
 // Commit. Holds the store's writer lock for its lifetime. Put/PutFile are

@@ -104,7 +104,7 @@ TEST_CASE("retention: a simulated week stays bounded with an exponential tail, g
     REQUIRE(alive.count(*r.parent));
     auto d = snap::Delta(repo->store(), by_id[*r.parent].tree, r.tree);
     REQUIRE(d);
-    CHECK(d->changes.size() == r.changes);
+    CHECK(d->changes.summary().total() == r.changes);
   }
 
   auto gc = repo->Gc();

@@ -325,7 +325,7 @@ std::vector<ObjectId> PutMany(store::Batch& b, int n, int distinct) {
 TEST_CASE("store: a large batch commits in steps and an abandoned one keeps only whole steps") {
   TempDir t;
   auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
-  constexpr int kDistinct = 80000;  // two steps of 32k and a rest
+  constexpr int kDistinct = 80000;  // several steps of 8k and a rest
   SECTION("committed: every object once, however the steps fell") {
     auto b = *s->BeginBatch();
     std::vector<ObjectId> ids = PutMany(*b, 2 * kDistinct, kDistinct);  // each id put twice, across steps

@@ -1,0 +1,78 @@
+#include "store/map_trim.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace agentenv::store {
+namespace {
+const uint64_t kPageSize = uint64_t(::sysconf(_SC_PAGESIZE));
+}  // namespace
+
+MapTrimmer::MapTrimmer(MDB_env* env, uint64_t file_budget)
+    : env_(env),
+      budget_pages_(file_budget / kPageSize),
+      statm_fd_(::open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) {
+  // /proc/self/maps names the file by its canonical path.
+  const char* dir = nullptr;
+  char real[PATH_MAX];
+  if (mdb_env_get_path(env_, &dir) == 0 && dir) data_path_ = std::string(::realpath(dir, real) ? real : dir) + "/data.mdb";
+}
+
+MapTrimmer::~MapTrimmer() {
+  if (statm_fd_ >= 0) ::close(statm_fd_);
+}
+
+void MapTrimmer::Check() {
+  // statm's third field counts resident file-backed and shmem pages of
+  // the whole process: every LMDB map, the pack mappings, the binary.
+  // Without /proc there is no measure: trim at every check instead.
+  if (statm_fd_ >= 0) {
+    char buf[128];
+    ssize_t n = ::pread(statm_fd_, buf, sizeof buf - 1, 0);
+    if (n > 0) {
+      buf[n] = '\0';
+      unsigned long size = 0, resident = 0, shared = 0;
+      if (std::sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3 && shared <= budget_pages_)
+        return;
+    }
+  }
+  Trim();
+}
+
+void MapTrimmer::Trim() {
+  // LMDB does not tell where it mapped the file (me_mapaddr is set only
+  // with MDB_FIXEDMAP): find the mapping in /proc/self/maps by the data
+  // file's inode and path. Only a shared read-only mapping qualifies, so
+  // even a wrong match could not lose data: every page of such a mapping
+  // can be read back from its file.
+  int fd = -1;
+  struct stat st;
+  if (mdb_env_get_fd(env_, &fd) != 0 || ::fstat(fd, &st) != 0) return;
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (::getline(&line, &cap, maps) > 0) {
+    unsigned long start = 0, end = 0, offset = 0, inode = 0;
+    char perms[8];
+    int path_at = 0;
+    if (std::sscanf(line, "%lx-%lx %7s %lx %*x:%*x %lu %n", &start, &end, perms, &offset, &inode, &path_at) < 5)
+      continue;
+    std::string_view path(line + path_at);
+    if (!path.empty() && path.back() == '\n') path.remove_suffix(1);
+    if (inode == st.st_ino && std::string_view(perms) == "r--s" && path == data_path_)
+      ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+  }
+  std::free(line);
+  std::fclose(maps);
+}
+
+}  // namespace agentenv::store
