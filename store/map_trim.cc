@@ -1,5 +1,7 @@
 #include "store/map_trim.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,8 +42,23 @@ void MapTrimmer::Check() {
     if (n > 0) {
       buf[n] = '\0';
       unsigned long size = 0, resident = 0, shared = 0;
-      if (std::sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3 && shared <= budget_pages_)
+      if (std::sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3) {
+        // Other mappings (a pack being verified, the binary) count too but
+        // are not this map's to drop: trim only when the map has grown by
+        // half a budget since the last trim, else a process whose other
+        // mappings fill the budget would trim at every check and fault the
+        // B-tree's upper pages back in each time.
+        uint64_t floor = after_trim_.load(std::memory_order_relaxed);
+        if (shared <= std::max(budget_pages_, floor + budget_pages_ / 2)) return;
+        Trim();
+        n = ::pread(statm_fd_, buf, sizeof buf - 1, 0);
+        if (n > 0) {
+          buf[n] = '\0';
+          if (std::sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3)
+            after_trim_.store(shared, std::memory_order_relaxed);
+        }
         return;
+      }
     }
   }
   Trim();

@@ -39,7 +39,8 @@ class MapTrimmer {
   MapTrimmer& operator=(const MapTrimmer&) = delete;
 
   // Counts one read of the map; every kCheckEvery reads, trims when the
-  // process's file-backed RSS (/proc/self/statm) exceeds the budget.
+  // process's file-backed RSS (/proc/self/statm) exceeds the budget and
+  // has grown by half a budget since the last trim left it.
   // Thread-safe; same precondition as Trim. Costs an atomic increment
   // between checks.
   void Tick() {
@@ -63,6 +64,7 @@ class MapTrimmer {
   uint64_t budget_pages_;
   int statm_fd_ = -1;
   std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> after_trim_{0};  // file-backed pages resident right after the last trim
 };
 
 }  // namespace agentenv::store
