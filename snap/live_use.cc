@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "common/unique_fd.h"
 
@@ -35,8 +36,25 @@ bool Under(const std::string& path, const std::string& dir) {
   return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
 }
 
-// A mount point at or below `dir` in this process's mount namespace.
-std::optional<std::string> MountBelow(const std::string& dir) {
+// From this process's mountinfo: a mount point at or below `dir` (as
+// "a mount at <path>"), and the device of the filesystem holding `dir`
+// (the longest mount point above it): what /proc/<pid>/maps shows for a
+// file on it, whichever subvolume.
+struct Mounts {
+  std::optional<std::string> below;
+  std::pair<unsigned long, unsigned long> fs_dev{~0ul, ~0ul};  // major, minor
+};
+
+// "major:minor" in base 10 (mountinfo) or 16 (maps).
+std::pair<unsigned long, unsigned long> ParseDev(const std::string& s, int base) {
+  size_t colon = s.find(':');
+  if (colon == std::string::npos) return {~0ul, ~0ul};
+  return {std::strtoul(s.substr(0, colon).c_str(), nullptr, base),
+          std::strtoul(s.substr(colon + 1).c_str(), nullptr, base)};
+}
+Mounts ReadMounts(const std::string& dir) {
+  Mounts m;
+  size_t best = 0;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -44,9 +62,13 @@ std::optional<std::string> MountBelow(const std::string& dir) {
     std::string id, parent, devno, root, point;
     if (!(fields >> id >> parent >> devno >> root >> point)) continue;
     std::string p = Unescape(point);
-    if (Under(p, dir)) return "a mount at " + p;
+    if (Under(p, dir) && !m.below) m.below = "a mount at " + p;
+    if ((p == "/" || Under(dir, p)) && p.size() >= best) {
+      best = p.size();
+      m.fs_dev = ParseDev(devno, 10);
+    }
   }
-  return std::nullopt;
+  return m;
 }
 
 std::string Comm(const std::string& pid) {
@@ -97,6 +119,35 @@ Use AnyOn(int pid_fd, const char* sub, dev_t dev, std::string* which) {
   return use;
 }
 
+// Mapped files of a process: /proc/<pid>/maps names each mapping's
+// filesystem (not its subvolume), so only those on `fs_dev` are statted
+// through map_files/<range>; a process maps hundreds of libraries.
+Use MapsOn(int pid_fd, std::pair<unsigned long, unsigned long> fs_dev, dev_t dev, std::string* which) {
+  int fd = ::openat(pid_fd, "maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH ? Use::kNo : Use::kUnknown;
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  int e = errno;
+  ::close(fd);
+  if (n < 0) return e == ESRCH ? Use::kNo : Use::kUnknown;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::string range, perms, offset, devno, inode;
+    if (!(f >> range >> perms >> offset >> devno >> inode) || inode == "0" || ParseDev(devno, 16) != fs_dev) continue;
+    std::string entry = "map_files/" + range;
+    Use u = On(pid_fd, entry.c_str(), dev);
+    if (u != Use::kNo) {
+      *which = entry;
+      return u;
+    }
+  }
+  return Use::kNo;
+}
+
 }  // namespace
 
 Result<std::optional<std::string>> FindSubvolumeUser(const std::string& dir) {
@@ -106,7 +157,8 @@ Result<std::optional<std::string>> FindSubvolumeUser(const std::string& dir) {
   ::free(real);
   struct stat target;
   if (::stat(path.c_str(), &target) != 0) return FailErrno(path, errno);
-  if (auto m = MountBelow(path)) return m;
+  Mounts mounts = ReadMounts(path);
+  if (mounts.below) return mounts.below;
   DIR* proc = ::opendir("/proc");
   if (!proc) return FailErrno("/proc", errno);
   std::optional<std::string> found;
@@ -127,8 +179,8 @@ Result<std::optional<std::string>> FindSubvolumeUser(const std::string& dir) {
     std::string which = "fd";
     Use fds = AnyOn(pfd.get(), "fd", target.st_dev, &which);
     if (say(fds, which)) break;
-    which = "map_files";
-    Use maps = AnyOn(pfd.get(), "map_files", target.st_dev, &which);
+    which = "maps";
+    Use maps = MapsOn(pfd.get(), mounts.fs_dev, target.st_dev, &which);
     if (say(maps, which)) break;
   }
   ::closedir(proc);

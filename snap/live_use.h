@@ -5,8 +5,10 @@
 // directory, root, open file or mapped file is in the old subvolume keeps
 // that old tree after the swap, so it would go on working in a deleted
 // copy. Each btrfs subvolume has its own anonymous device number (st_dev),
-// so stat()ing /proc/<pid>/{cwd,root,fd/*,map_files/*} and comparing the
-// device is enough; no path needs to be resolved. A mount at or below the
+// so stat()ing /proc/<pid>/{cwd,root,fd/*} and comparing the device is
+// enough; no path needs to be resolved. Mapped files are found in
+// /proc/<pid>/maps, which names only the filesystem: those on the live
+// tree's filesystem are statted through map_files/. A mount at or below the
 // subvolume (in this mount namespace) counts too: it would stay on the old
 // tree. What cannot be inspected (another user's process without
 // privileges, map_files without CAP_SYS_ADMIN) counts as in use, except
@@ -29,8 +31,9 @@
 namespace agentenv::snap {
 
 // Who uses the subvolume whose root is `dir`: nullopt when nothing does,
-// else one reason, e.g. "pid 1234 (bash): cwd". Cost: a stat per process,
-// open fd and mapped file of every process on the machine. Errors: I/O
+// else one reason, e.g. "pid 1234 (bash): cwd". Cost: a stat per process
+// and open fd, and per mapping of a file on the same filesystem, of every
+// process on the machine. Errors: I/O
 // (`dir` or /proc unreadable). Thread-safe.
 Result<std::optional<std::string>> FindSubvolumeUser(const std::string& dir);
 

@@ -5,8 +5,8 @@
 // the size of the difference.
 //
 // Steps, each leaving work/current whole: (1) snapshot subvols/<id> to
-// work/.swap-<pid>; (2) carry the live tree's ignored paths over (restore
-// keeps them as they are); (3) check that nothing uses the live tree; (4)
+// work/.swap-<pid>; (2) check that nothing uses the live tree; (3) carry
+// the live tree's ignored paths over (restore keeps them as they are); (4)
 // write the `restoring` marker (swap); (5) exchange the two names
 // atomically (renameat2 RENAME_EXCHANGE); (6) move HEAD; (7) remove the
 // marker; (8) delete the old tree, now at work/.swap-<pid>. A crash before
@@ -142,8 +142,10 @@ Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, s
     (void)btrfs::DeleteSubvolume(tmp);  // else the next writer's sweep does
     return false;
   };
-  // Before carrying anything over too: a mount below the live tree (/proc)
-  // must not be copied.
+  // Before the carry-over, which must not copy what is mounted below the
+  // live tree (/proc), and once: the walk of /proc is most of a swap's
+  // cost. A process that starts using the tree during the carry-over
+  // (milliseconds) is not seen.
   AE_ASSIGN(std::optional<std::string> user, FindSubvolumeUser(work_dir()));
   if (user) return give_up("the live tree is in use: " + *user);
   uint64_t budget = kMaxCarried;
@@ -152,9 +154,6 @@ Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, s
     auto carried = CarryOver(work_dir(), tmp, rel, &budget);
     if (!carried) return give_up(carried.error().message);
   }
-  // Last, so that the window in which a new user could appear is short.
-  AE_ASSIGN(user, FindSubvolumeUser(work_dir()));
-  if (user) return give_up("the live tree is in use: " + *user);
   AE_ASSIGN(UniqueFd marker, BeginLiveRestore(target, true));
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, work_dir().c_str(), RENAME_EXCHANGE) != 0) {
     int e = errno;

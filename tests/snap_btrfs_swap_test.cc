@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -191,6 +192,17 @@ TEST_CASE("btrfs restore by swap: a process in the live tree forces the in-place
     ::close(fd);
     CHECK_FALSE(res.swapped);
     CHECK(res.not_swapped.find("fd/") != std::string::npos);
+  }
+  SECTION("a mapped file, its descriptor closed") {
+    int fd = ::open((w + "/d/a").c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    void* map = ::mmap(nullptr, 4, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    REQUIRE(map != MAP_FAILED);
+    snap::RestoreResult res = SwapTo(*r, n1);
+    ::munmap(map, 4);
+    CHECK_FALSE(res.swapped);
+    CHECK(res.not_swapped.find("map_files/") != std::string::npos);
   }
   SECTION("nothing: swapped") {
     auto user = snap::FindSubvolumeUser(w);
