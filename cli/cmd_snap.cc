@@ -61,6 +61,7 @@ int CmdRestore(int argc, char** argv) {
     std::string text = Warnings(r.warnings);
     if (r.saved) text += "saved uncommitted changes as " + r.saved->substr(0, 12) + "\n";
     if (r.swapped) return text + "restored " + r.node.short_id + " \"" + r.node.title + "\": swapped in its snapshot";
+    if (r.not_swapped) text += "restoring in place: " + *r.not_swapped + "\n";
     return text + "restored " + r.node.short_id + " \"" + r.node.title + "\": wrote " + std::to_string(r.files_written) +
            " files (" + HumanBytes(r.bytes_written) +
            (r.files_cloned ? ", " + std::to_string(r.files_cloned) + " reflinked" : "") + "), created " +
