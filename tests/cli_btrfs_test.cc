@@ -1,5 +1,6 @@
 // The btrfs backend through the agentenv binary, on a loopback btrfs.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 
 #include <random>
 
@@ -134,6 +135,33 @@ TEST_CASE("cli btrfs: restore swaps in the node's snapshot, and SIGKILL during i
   CmdResult fsck = Agentenv(root, {"fsck"});
   INFO(fsck.Describe());
   CHECK(fsck.code == 0);
+}
+
+TEST_CASE("cli btrfs: a daemon's rollback restores in place", "[cli][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  const fs::path root = m.dir() + "/repo";
+  const fs::path w = root / "work/current";
+  REQUIRE(Agentenv(root, {"init"}).code == 0);
+  WriteFile(w / "a", "one\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "one"}).value("created", false));
+  const std::string n1 = HeadId(root);
+  WriteFile(w / "a", "two\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "two"}).value("created", false));
+  struct stat before;
+  REQUIRE(::stat(w.c_str(), &before) == 0);
+  Daemon d(root, {"--quiet-ms", "100"});
+  REQUIRE(d.WaitReady());
+  json r = AgentenvJson(root, {"restore", n1});  // served by the daemon
+  INFO(r.dump());
+  CHECK_FALSE(r.value("swapped", false));
+  CHECK(r.value("files_written", 0) == 1);
+  CHECK(ReadFile(w / "a") == "one\n");
+  struct stat after;
+  REQUIRE(::stat(w.c_str(), &after) == 0);
+  CHECK(after.st_dev == before.st_dev);  // the same subvolume
 }
 
 TEST_CASE("cli btrfs: AGENTENV_BACKEND=btrfs off btrfs fails clearly and makes nothing", "[cli][btrfs]") {
