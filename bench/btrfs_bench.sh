@@ -5,12 +5,16 @@
 #   1. init --from the cached rootfs vs cp -a of it (same filesystem)
 #   2. snap of 10 changed files (100 KiB each) vs git add -A && commit and
 #      rsync --link-dest of the same live tree, same changes; a no-change snap
-#   3. fork of a node (materialized by a subvolume snapshot) and a restore
+#   3. fork of a node (materialized by a subvolume snapshot); restore after
+#      10 changed files, in place and by swapping in the node's snapshot;
+#      restore of HEAD~1 across a large change (BIG removed) by swap, in
+#      place, and rsync -a --delete from a copy of that tree
 #   4. snap of 10 changed files in synthetic trees of 10k and 100k files:
 #      the cost must not grow with the tree
 #
 # Usage: bench/btrfs_bench.sh [agentenv-binary]
-# Env:   ROOTFS (default /var/tmp/agentenv-bench/rootfs), REPS (5),
+# Env:   ROOTFS (default /var/tmp/agentenv-bench/rootfs), REPS (5), BIG (usr:
+#        the directory whose removal HEAD~1 undoes in the restore rows),
 #        SIZE_GB (6), SIZES ("10000 100000"), KEEP=1 to keep the image,
 #        COPIES (1): the live tree of 2.-3. is the rootfs plus COPIES-1
 #        copies of its /usr under /srv (a bigger tree of the same kind: 3
@@ -25,6 +29,7 @@ REPS=${REPS:-5}
 SIZE_GB=${SIZE_GB:-6}
 SIZES=${SIZES:-10000 100000}
 COPIES=${COPIES:-1}
+BIG=${BIG:-usr}
 
 die() { echo "btrfs_bench: $*" >&2; exit 1; }
 note() { printf '%s\n' "$*" >&2; }
@@ -135,14 +140,50 @@ grep -q "(snapshot," "$LOG" || note "warning: forks did not materialize by snaps
 F=$(median "${fork[@]}")
 SAMPLES+=("fork: $(samples "${fork[@]}")")
 ROWS+=("| fork of HEAD~1 (materialize: subvolume snapshot) | $(msf "$F") ms | | | | <= 50 ms | $(awk -v f="$F" 'BEGIN {print (f <= 50e6 ? "PASS" : "MISS")}') |")
-rd=()
+rd=() swp=()
+swapped_last() { tail -1 "$LOG" | grep -q "swapped in its snapshot"; }
+why_not() { tail -3 "$LOG" | tr '\n' ' '; }
 for r in $(seq "$REPS"); do
   sync; change10
-  timed rest "$AE" restore HEAD
+  timed rest "$AE" restore --in-place HEAD
+  sync; change10
+  timed swp "$AE" restore HEAD
+  swapped_last || die "restore HEAD did not swap: $(why_not)"
   sync; change10; sync
   timed rd rsync -a --delete "$RS/s$nsnap/" "$T/"
 done
+SAMPLES+=("restore HEAD in place: $(samples "${rest[@]}")" "restore HEAD by swap: $(samples "${swp[@]}")"
+          "rsync -a --delete: $(samples "${rd[@]}")")
 row "restore HEAD after 10 changed files (in place)" "$(median "${rest[@]}")" "rsync -a --delete" "$(median "${rd[@]}")" ""
+row "restore HEAD after 10 changed files (swap)" "$(median "${swp[@]}")" "rsync -a --delete" "$(median "${rd[@]}")" ""
+
+# Restore of HEAD~1 across a large change: HEAD~1 has $BIG, HEAD has not.
+# By swap (O(1)), in place (writes every file of $BIG back) and rsync from
+# a plain copy of HEAD~1's tree.
+head_id() { "$AE" head --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["node"]["id"])'; }
+NDOC=$(find "$T/$BIG" | wc -l)
+bswap=() binp=() brs=()
+for r in $(seq "$REPS"); do
+  # A new node each round: only HEAD's and the newest 16 nodes keep a
+  # subvolume snapshot, so an old node would be restored in place.
+  echo "$r" >"$T/etc/bench-round"
+  "$AE" snap -m "before the large change $r" >>"$LOG" 2>&1
+  B=$(head_id)
+  rsync -a --delete "$T/" "$MNT/rs-before/"
+  rm -rf "${T:?}/$BIG"
+  "$AE" snap -m "without $BIG $r" >>"$LOG" 2>&1
+  D=$(head_id)
+  sync; timed bswap "$AE" restore HEAD~1
+  swapped_last || die "restore HEAD~1 did not swap: $(why_not)"
+  "$AE" restore "$D" >>"$LOG" 2>&1
+  sync; timed binp "$AE" restore --in-place "$B"
+  rm -rf "${T:?}/$BIG"; sync
+  timed brs rsync -a --delete "$MNT/rs-before/" "$T/"
+done
+SAMPLES+=("restore HEAD~1 (+$NDOC entries in $BIG) by swap: $(samples "${bswap[@]}")"
+          "in place: $(samples "${binp[@]}")" "rsync -a --delete: $(samples "${brs[@]}")")
+row "restore HEAD~1, +$NDOC entries ($BIG), swap" "$(median "${bswap[@]}")" "restore --in-place" "$(median "${binp[@]}")" ""
+row "restore HEAD~1, +$NDOC entries ($BIG), swap" "$(median "${bswap[@]}")" "rsync -a --delete" "$(median "${brs[@]}")" ""
 
 # --- 4. flat cost: synthetic trees of 10k and 100k files ---
 make_tree() {  # DIR FILES: 100 files of 1-4 KiB per directory

@@ -16,6 +16,9 @@ Result<Server*> Client::Local() {
   if (!local_) {
     AE_ASSIGN(auto repo, OpenRepo(root_));
     local_ = std::make_unique<Server>(std::move(repo));
+    // No daemon: nothing of ours runs in the live tree (FindSubvolumeUser
+    // checks for anyone else's).
+    local_->set_swap_restores(true);
     local_->repo().set_progress(progress_);
   }
   return local_.get();

@@ -33,8 +33,12 @@ Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
 
 Result<std::unique_ptr<snap::Repo>> OpenRepo(const std::string& root) {
   AE_ASSIGN(auto repo, snap::Repo::Open(root));
-  AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(root));
-  repo->set_ignored(std::move(ignored));
+  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
+  auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
+  // As LoadIgnoreRules; the literal paths let a restore by swap find the
+  // ignored directories without a walk.
+  repo->set_ignored([shared](std::string_view rel, bool is_dir) { return shared->Matches(rel, is_dir); },
+                    shared->LiteralPaths());
   return repo;
 }
 

@@ -154,7 +154,10 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   // the restore then saves nothing by walking the whole live tree.
   std::optional<std::vector<std::string>> dirty;
   if (capture_ && capture_->Drain()) dirty.emplace();
-  AE_ASSIGN(snap::RestoreResult res, r.paths.empty() ? repo_->Restore(r.ref, dirty)
+  // A capture watches the live subvolume itself: it must stay.
+  bool swap = swap_restores_ && !capture_ && !r.in_place.value_or(false);
+  snap::RestoreMode mode = swap ? snap::RestoreMode::kSwapIfUnused : snap::RestoreMode::kInPlace;
+  AE_ASSIGN(snap::RestoreResult res, r.paths.empty() ? repo_->Restore(r.ref, dirty, mode)
                                                      : repo_->RestorePaths(r.ref, r.paths, dirty));
   AE_ASSIGN(snap::NodeRecord rec, repo_->Record(res.node));
   RollbackReply rep;
@@ -168,6 +171,8 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   rep.created = s.created;
   rep.meta_updated = s.meta_only;
   rep.warnings = s.warnings;
+  if (res.swapped) rep.swapped = true;
+  if (!res.not_swapped.empty()) rep.not_swapped = res.not_swapped;
   return rep;
 }
 

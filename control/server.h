@@ -36,6 +36,11 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   snap::Repo& repo() { return *repo_; }
+  // Whether rollbacks may replace the live tree by a btrfs snapshot when
+  // nothing uses it (snap::RestoreMode::kSwapIfUnused): set for a
+  // command's own server; a daemon's (an agent may run, a capture watches
+  // the tree) keeps restoring in place.
+  void set_swap_restores(bool on) { swap_restores_ = on; }
 
   // History. Errors: whatever the repository reports (kNotFound for refs,
   // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
@@ -101,6 +106,7 @@ class Server {
   // Set by StartCapture before any client is served, reset by
   // StopCapture after the last: read without a lock in between.
   std::unique_ptr<Capture> capture_;
+  bool swap_restores_ = false;
 };
 
 }  // namespace agentenv::control

@@ -72,7 +72,8 @@ struct SnapshotReply {
 struct RollbackRequest {
   std::string ref;
   std::vector<std::string> paths;  // only these (tree-relative); empty: everything
-  template <class V> void Fields(V& v) { v("ref", ref); v("paths", paths); }
+  std::optional<bool> in_place;    // never swap subvolumes (Server::set_swap_restores)
+  template <class V> void Fields(V& v) { v("ref", ref); v("paths", paths); v("in_place", in_place, kOmitEmpty); }
 };
 struct RollbackReply {
   NodeInfo node;
@@ -81,11 +82,15 @@ struct RollbackReply {
   uint64_t meta_updated = 0;  // entries whose owner, mode, mtime or xattrs alone were put back
   std::vector<std::string> warnings;
   std::optional<bool> relaunched;  // under supervise: the agent was restarted
+  std::optional<bool> swapped;     // the node's btrfs snapshot replaced the live tree
+  std::optional<std::string> not_swapped;  // a swap was allowed but not possible: why
   template <class V> void Fields(V& v) {
     v("node", node); v("saved", saved); v("files_written", files_written); v("bytes_written", bytes_written);
     v("files_cloned", files_cloned); v("removed", removed); v("created", created); v("meta_updated", meta_updated);
     v("warnings", warnings);
     v("relaunched", relaunched, kOmitEmpty);
+    v("swapped", swapped, kOmitEmpty);
+    v("not_swapped", not_swapped, kOmitEmpty);
   }
 };
 

@@ -203,6 +203,7 @@ Result<Repo::WriteLock> Repo::Lock() {
     AE_ASSIGN(l.file, LockFile());
   }
   SweepUnfinishedRestore();
+  SweepSwapLeftovers();
   return l;
 }
 
@@ -535,7 +536,7 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
 }
 
 Result<RestoreResult> Repo::Restore(const std::string& ref,
-                                    const std::optional<std::vector<std::string>>& dirty) {
+                                    const std::optional<std::vector<std::string>>& dirty, RestoreMode mode) {
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(NodeRecord rec, Record(target));
@@ -552,10 +553,17 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   AE_ASSIGN(SnapResult saved, Commit(sc, save));
   KeepSubvol(fresh, saved.node ? saved.node : sc.head, &saved.warnings);
   res.saved = saved.node;
+  res.stats.warnings = std::move(saved.warnings);
+  if (mode == RestoreMode::kSwapIfUnused) {
+    AE_ASSIGN(bool swapped, SwapLive(target, &res, &res.not_swapped));
+    if (swapped) return res;
+  }
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   AE_ASSIGN(UniqueFd marker, BeginLiveRestore(target));
-  AE_ASSIGN(res.stats, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
+  AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), sc.out.tree, to.tree, to.root, to.links, ro));
+  rs.warnings.insert(rs.warnings.begin(), res.stats.warnings.begin(), res.stats.warnings.end());
+  res.stats = std::move(rs);
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));
   AE_TRY(txn->SetRef("HEAD", target));

@@ -53,6 +53,19 @@ struct RestoreResult {
   store::ObjectId node;                  // now HEAD
   std::optional<store::ObjectId> saved;  // node holding the discarded changes
   RestoreStats stats;
+  bool swapped = false;     // the live tree was replaced by the node's snapshot
+  std::string not_swapped;  // RestoreMode::kSwapIfUnused restored in place: why
+};
+
+// How Restore changes the live tree.
+enum class RestoreMode {
+  // Rewrites what differs, file by file: processes working in the tree
+  // keep their open files and working directory (an agent running).
+  kInPlace,
+  // btrfs: when the node has a subvolume snapshot and nothing uses the live
+  // tree (snap/live_use.h), replaces the live subvolume by a writable
+  // snapshot of it, O(1) (snap/repo_swap.cc); otherwise as kInPlace.
+  kSwapIfUnused,
 };
 
 struct RepoStatus {
@@ -141,8 +154,13 @@ class Repo {
   std::string work_dir() const { return layout::Work(root_); }
   store::Store& store() { return *store_; }
   MetaDb& meta() { return *meta_; }
-  // Paths the scan skips and restore leaves alone.
-  void set_ignored(PathFilter f) { ignored_ = std::move(f); }
+  // Paths the scan skips and restore leaves alone. `literal`: the paths
+  // the rules name without wildcards (watch::IgnoreRules::LiteralPaths),
+  // the only ignored places a restore by swap carries over.
+  void set_ignored(PathFilter f, std::vector<std::string> literal = {}) {
+    ignored_ = std::move(f);
+    ignored_literal_ = std::move(literal);
+  }
   // Counters that scans, restores and gc advance from now on (null: none).
   // Not owned; must outlive the calls that use it.
   void set_progress(Progress* p) { progress_ = p; }
@@ -169,10 +187,14 @@ class Repo {
   // changed since HEAD was taken, from a change journal (empty: the live
   // tree is known to equal HEAD), so that saving costs O(changes); absent:
   // a full scan finds them. A path missing from `dirty` is neither saved
-  // nor restored. Takes the lock. Errors: kNotFound (ref),
-  // kCorrupt (the node is marked damaged; nothing is changed), kBusy, I/O.
+  // nor restored. `mode`: see RestoreMode (a swap leaves the stat cache
+  // naming the old subvolume's device: the next full scan reads files
+  // again, the next snapshot only what changed). Takes the lock. Errors:
+  // kNotFound (ref), kCorrupt (the node is marked damaged; nothing is
+  // changed), kBusy, I/O.
   Result<RestoreResult> Restore(const std::string& ref,
-                                const std::optional<std::vector<std::string>>& dirty = std::nullopt);
+                                const std::optional<std::vector<std::string>>& dirty = std::nullopt,
+                                RestoreMode mode = RestoreMode::kInPlace);
   // Puts back only `paths` (tree-relative) as node `ref` has them (a path
   // it lacks is removed), after saving unsaved changes like Restore; the
   // result becomes a new node, child of HEAD ("restored <paths> from
@@ -307,6 +329,14 @@ class Repo {
   // snapshots are an accelerator.
   void KeepSubvol(const std::string& fresh, const std::optional<store::ObjectId>& id,
                   std::vector<std::string>* warnings);
+  // With the lock held, after the save: replaces the live tree by a
+  // writable snapshot of `target`'s subvolume snapshot and moves HEAD
+  // there (snap/repo_swap.cc). false (with *why) when it cannot: nothing
+  // was changed, restore in place.
+  Result<bool> SwapLive(const store::ObjectId& target, RestoreResult* res, std::string* why);
+  // Called with the write lock: removes work/.swap-* subvolumes a swap
+  // left (killed, or the old tree could not be deleted).
+  void SweepSwapLeftovers();
   // Materialize through node's snapshot, if it has one: nullopt if not.
   Result<std::optional<Lower>> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
   // With the lock held: scans (fully or along paths); content stays in
@@ -342,7 +372,9 @@ class Repo {
   // The `restoring` marker (snap/restore_marker.cc): Begin writes it,
   // flocked, before a restore touches the live tree; End removes it once
   // the tree is whole again (a restore or a snapshot finished).
-  Result<UniqueFd> BeginLiveRestore(const store::ObjectId& target);
+  // `swap`: the restore replaces the subvolume (the sweep then drops
+  // HEAD's snapshot, which may not be an ancestor of the live tree).
+  Result<UniqueFd> BeginLiveRestore(const store::ObjectId& target, bool swap = false);
   void EndLiveRestore();
   // The node of a restore that did not finish (its marker is not held).
   std::optional<store::ObjectId> UnfinishedRestore() const;
@@ -365,6 +397,7 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
+  std::vector<std::string> ignored_literal_;
   Progress* progress_ = nullptr;
   std::optional<std::string> backend_;
   std::optional<bool> subvols_;  // UseSubvols, probed once

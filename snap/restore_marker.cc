@@ -9,14 +9,17 @@
 
 #include <string>
 
+#include "snap/btrfs.h"
 #include "snap/fsops.h"
 #include "snap/repo.h"
 
 namespace agentenv::snap {
 namespace {
 
-// Marker contents: "<node hex>\n", then "swept\n" once its temp files are gone.
+// Marker contents: "<node hex>\n", "swap\n" for a restore by swap, then
+// "swept\n" once its leftovers are gone.
 constexpr std::string_view kSwept = "swept\n";
+constexpr std::string_view kSwap = "swap\n";
 
 std::string ReadAll(int fd) {
   std::string s;
@@ -50,11 +53,12 @@ void RemoveTemps(int fd) {
 
 }  // namespace
 
-Result<UniqueFd> Repo::BeginLiveRestore(const store::ObjectId& target) {
+Result<UniqueFd> Repo::BeginLiveRestore(const store::ObjectId& target, bool swap) {
   std::string path = layout::Restoring(root_);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd || ::flock(fd.get(), LOCK_EX) != 0) return FailErrno(path, errno);
   std::string text = target.Hex() + "\n";
+  if (swap) text += kSwap;
   if (::pwrite(fd.get(), text.data(), text.size(), 0) != ssize_t(text.size()) || ::fsync(fd.get()) != 0)
     return FailErrno(path, errno);
   return fd;
@@ -79,9 +83,19 @@ void Repo::SweepUnfinishedRestore() {
   if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return;
   std::string text = ReadAll(fd.get());
   if (text.size() >= kSwept.size() && text.compare(text.size() - kSwept.size(), kSwept.size(), kSwept) == 0) return;
-  UniqueFd work(::open(work_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!work) return;
-  RemoveTemps(work.get());
+  if (text.find(kSwap) != std::string::npos) {
+    // A swap writes no temp files, but the live tree may now be a snapshot
+    // of the target while HEAD still names the node saved before: HEAD's
+    // snapshot is then no ancestor of the live tree, and a change search
+    // from it would miss what the swap changed. Dropped, the next snapshot
+    // walks.
+    auto head = meta_->GetRef("HEAD");
+    if (head && *head) (void)btrfs::DeleteSubvolume(layout::Subvols(root_) + "/" + (*head)->Hex());
+  } else {
+    UniqueFd work(::open(work_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!work) return;
+    RemoveTemps(work.get());
+  }
   if (::pwrite(fd.get(), kSwept.data(), kSwept.size(), off_t(text.size())) == ssize_t(kSwept.size()))
     ::fsync(fd.get());
 }

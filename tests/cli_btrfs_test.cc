@@ -1,5 +1,8 @@
 // The btrfs backend through the agentenv binary, on a loopback btrfs.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <random>
 
 #include "tests/cli_testutil.h"
 #include "tests/testutil.h"
@@ -63,6 +66,102 @@ TEST_CASE("cli btrfs: uid 0 of a user namespace snapshots by walking and keeps n
   CHECK(s2.out.find("node ") != std::string::npos);
   CHECK_FALSE(fs::exists(fs::path(root) / "subvols"));
   CHECK(as_ns_root({"status"}).out.find("backend: btrfs") != std::string::npos);
+}
+
+// Entries of work/ that a swap left (none once a writer ran).
+std::vector<std::string> SwapLeftovers(const fs::path& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(root / "work"))
+    if (e.path().filename().string().rfind(".swap-", 0) == 0) out.push_back(e.path().filename().string());
+  return out;
+}
+
+TEST_CASE("cli btrfs: restore swaps in the node's snapshot, and SIGKILL during it leaves a usable repository",
+          "[cli][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  const fs::path root = m.dir() + "/repo";
+  const fs::path w = root / "work/current";
+  REQUIRE(Agentenv(root, {"init"}).code == 0);
+  fs::create_directories(w / "tmp");
+  for (int i = 0; i < 300; ++i) WriteFile(w / ("f" + std::to_string(i)), "one " + std::to_string(i) + "\n");
+  WriteFile(w / "a", "one\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "one"}).value("created", false));
+  const std::string n1 = HeadId(root);
+  for (int i = 0; i < 300; ++i) WriteFile(w / ("f" + std::to_string(i)), "two\n");
+  WriteFile(w / "a", "two\n");
+  WriteFile(w / "tmp/scratch", "ignored\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "two"}).value("created", false));
+  const std::string n2 = HeadId(root);
+
+  json r = AgentenvJson(root, {"restore", n1});
+  INFO(r.dump());
+  CHECK(r.value("swapped", false));
+  CHECK(r.value("files_written", -1) == 0);
+  CHECK(ReadFile(w / "a") == "one\n");
+  CHECK(ReadFile(w / "tmp/scratch") == "ignored\n");  // /tmp is ignored: kept as it was
+  CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
+  json in_place = AgentenvJson(root, {"restore", "--in-place", n2});
+  CHECK_FALSE(in_place.value("swapped", false));
+  CHECK(in_place.value("files_written", 0) == 301);
+
+  std::mt19937 rng(Catch::rngSeed() ? Catch::rngSeed() : 20261125);
+  int killed = 0;
+  for (int i = 0; i < 24; ++i) {
+    const std::string& to = i % 2 ? n2 : n1;
+    if (i % 3 == 0) WriteFile(w / "a", "unsaved " + std::to_string(i) + "\n");
+    Child c;
+    c.Start({AGENTENV_BIN, "restore", to, "--root", root.string()}, false, false);
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 60000));
+    c.Signal(SIGKILL);
+    if (c.Wait(60000) == 128 + SIGKILL) ++killed;
+    INFO("attempt " << i);
+    REQUIRE(fs::is_directory(w));
+    CmdResult s = Agentenv(root, {"snap", "-m", "after kill"});
+    INFO(s.Describe());
+    REQUIRE(s.code == 0);
+    CHECK(SwapLeftovers(root).empty());
+    std::string a = ReadFile(w / "a");
+    CHECK((a == "one\n" || a == "two\n" || a.rfind("unsaved", 0) == 0));
+    CHECK(ReadFile(w / "tmp/scratch") == "ignored\n");
+    CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
+  }
+  INFO("killed mid-restore: " << killed);
+  json last = AgentenvJson(root, {"restore", n1});
+  CHECK(last.value("swapped", false));
+  CHECK(ReadFile(w / "a") == "one\n");
+  CmdResult fsck = Agentenv(root, {"fsck"});
+  INFO(fsck.Describe());
+  CHECK(fsck.code == 0);
+}
+
+TEST_CASE("cli btrfs: a daemon's rollback restores in place", "[cli][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  const fs::path root = m.dir() + "/repo";
+  const fs::path w = root / "work/current";
+  REQUIRE(Agentenv(root, {"init"}).code == 0);
+  WriteFile(w / "a", "one\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "one"}).value("created", false));
+  const std::string n1 = HeadId(root);
+  WriteFile(w / "a", "two\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "two"}).value("created", false));
+  struct stat before;
+  REQUIRE(::stat(w.c_str(), &before) == 0);
+  Daemon d(root, {"--quiet-ms", "100"});
+  REQUIRE(d.WaitReady());
+  json r = AgentenvJson(root, {"restore", n1});  // served by the daemon
+  INFO(r.dump());
+  CHECK_FALSE(r.value("swapped", false));
+  CHECK(r.value("files_written", 0) == 1);
+  CHECK(ReadFile(w / "a") == "one\n");
+  struct stat after;
+  REQUIRE(::stat(w.c_str(), &after) == 0);
+  CHECK(after.st_dev == before.st_dev);  // the same subvolume
 }
 
 TEST_CASE("cli btrfs: AGENTENV_BACKEND=btrfs off btrfs fails clearly and makes nothing", "[cli][btrfs]") {

@@ -244,6 +244,21 @@ Result<void> IgnoreRules::AddPattern(std::string_view line) {
   return {};
 }
 
+std::vector<std::string> IgnoreRules::LiteralPaths() const {
+  std::vector<std::string> out;
+  for (const Rule& r : rules_) {
+    if (r.negate) continue;
+    std::string path;
+    bool literal = true;
+    for (const Segment& seg : r.segments) {
+      literal = literal && seg.kind == Segment::kLiteral;
+      path += (path.empty() ? "" : "/") + seg.text;
+    }
+    if (literal) out.push_back(std::move(path));
+  }
+  return out;
+}
+
 void IgnoreRules::Add(const IgnoreRules& more) {
   rules_.insert(rules_.end(), more.rules_.begin(), more.rules_.end());
 }

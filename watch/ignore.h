@@ -55,6 +55,12 @@ class IgnoreRules {
   // of a watched directory; cheaper by the depth of the path.
   bool Matches(std::string_view relpath, bool is_dir) const;
 
+  // The paths that rules name literally (no wildcard, no '!'), e.g. "tmp",
+  // "var/lib/apt/lists": where ignored content can be found without a walk.
+  // Other rules ("**/*.swp") may match anywhere. Not filtered by later
+  // '!' rules: ask Ignored() about each.
+  std::vector<std::string> LiteralPaths() const;
+
   size_t size() const { return rules_.size(); }
 
  private:
