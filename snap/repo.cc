@@ -555,8 +555,11 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   res.saved = saved.node;
   res.stats.warnings = std::move(saved.warnings);
   if (mode == RestoreMode::kSwapIfUnused) {
-    AE_ASSIGN(bool swapped, SwapLive(target, &res, &res.not_swapped));
-    if (swapped) return res;
+    AE_ASSIGN(bool many, DiffersInMany(sc.out.tree, to.tree));
+    if (many) {
+      AE_ASSIGN(bool swapped, SwapLive(target, &res, &res.not_swapped));
+      if (swapped) return res;
+    }
   }
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
@@ -570,6 +573,19 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   AE_TRY(txn->Commit());
   EndLiveRestore();
   return res;
+}
+
+Result<bool> Repo::DiffersInMany(const store::ObjectId& a, const store::ObjectId& b) {
+  // Counting stops at the threshold.
+  if (swap_from_ == 0) return true;
+  uint64_t n = 0;
+  Result<void> r = DiffTrees(*store_, a, b, [&](const Difference&) -> Result<void> {
+    if (++n >= swap_from_) return Fail(ErrorCode::kExists, "enough differences counted");
+    return {};
+  });
+  if (n >= swap_from_) return true;
+  AE_TRY(r);
+  return false;
 }
 
 Result<RepoStatus> Repo::Status() {

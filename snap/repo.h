@@ -64,7 +64,8 @@ enum class RestoreMode {
   kInPlace,
   // btrfs: when the node has a subvolume snapshot and nothing uses the live
   // tree (snap/live_use.h), replaces the live subvolume by a writable
-  // snapshot of it, O(1) (snap/repo_swap.cc); otherwise as kInPlace.
+  // snapshot of it, O(1) (snap/repo_swap.cc), when the trees differ in a
+  // few hundred paths or more; otherwise as kInPlace.
   kSwapIfUnused,
 };
 
@@ -161,6 +162,13 @@ class Repo {
     ignored_ = std::move(f);
     ignored_literal_ = std::move(literal);
   }
+  // RestoreMode::kSwapIfUnused swaps only when the live tree and the target
+  // differ in at least `paths` paths (0: always): a swap costs a fixed few
+  // tens of ms (a snapshot, a walk of /proc, the ignored paths carried
+  // over, deleting the old tree), rewriting a path in place well under a
+  // millisecond. Not thread-safe with a running restore.
+  static constexpr uint64_t kSwapFromDefault = 256;
+  void set_swap_from(uint64_t paths) { swap_from_ = paths; }
   // Counters that scans, restores and gc advance from now on (null: none).
   // Not owned; must outlive the calls that use it.
   void set_progress(Progress* p) { progress_ = p; }
@@ -337,6 +345,8 @@ class Repo {
   // Called with the write lock: removes work/.swap-* subvolumes a swap
   // left (killed, or the old tree could not be deleted).
   void SweepSwapLeftovers();
+  // Whether trees a and b differ in at least swap_from_ paths.
+  Result<bool> DiffersInMany(const store::ObjectId& a, const store::ObjectId& b);
   // Materialize through node's snapshot, if it has one: nullopt if not.
   Result<std::optional<Lower>> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
   // With the lock held: scans (fully or along paths); content stays in
@@ -401,6 +411,7 @@ class Repo {
   Progress* progress_ = nullptr;
   std::optional<std::string> backend_;
   std::optional<bool> subvols_;  // UseSubvols, probed once
+  uint64_t swap_from_ = kSwapFromDefault;
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock
   UniqueFd init_marker_;  // Create: flocked `initializing` until FinishInit

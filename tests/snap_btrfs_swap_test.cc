@@ -156,11 +156,31 @@ TEST_CASE("btrfs restore by swap gives exactly the node's tree without writing a
   CHECK(HeadTree(*r) == FullScanTree(*r));
 }
 
+TEST_CASE("btrfs restore of a few paths rewrites them in place, which costs less than a swap", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  auto r = MakeRepo(m.dir() + "/repo");
+  const std::string w = r->work_dir();
+  for (int i = 0; i < 10; ++i) REQUIRE(WriteFileAt(w + "/f" + std::to_string(i), "one\n"));
+  store::ObjectId n1 = Snap(*r);
+  for (int i = 0; i < 10; ++i) REQUIRE(WriteFileAt(w + "/f" + std::to_string(i), "two\n"));
+  Snap(*r);
+  dev_t dev = StatOf(w).st_dev;
+  snap::RestoreResult res = SwapTo(*r, n1);
+  CHECK_FALSE(res.swapped);
+  CHECK(res.not_swapped.empty());  // not a refusal: the cheaper way
+  CHECK(StatOf(w).st_dev == dev);
+  CHECK(ReadFileAt(w + "/f3") == "one\n");
+  CHECK(HeadTree(*r) == FullScanTree(*r));
+}
+
 TEST_CASE("btrfs restore by swap: a process in the live tree forces the in-place restore", "[snap][btrfs][root]") {
   TempDir t;
   BtrfsMount m(t.str());
   NeedBtrfs(m);
   auto r = MakeRepo(m.dir() + "/repo");
+  r->set_swap_from(0);  // these trees differ in a few paths only
   const std::string w = r->work_dir();
   REQUIRE(::mkdir((w + "/d").c_str(), 0755) == 0);
   REQUIRE(WriteFileAt(w + "/d/a", "one\n"));
@@ -221,6 +241,7 @@ TEST_CASE("btrfs restore by swap keeps the live tree's ignored paths", "[snap][b
   BtrfsMount m(t.str());
   NeedBtrfs(m);
   auto r = MakeRepo(m.dir() + "/repo");
+  r->set_swap_from(0);  // these trees differ in a few paths only
   r->set_ignored([](std::string_view rel, bool) { return rel == "tmp" || rel == "run" || rel == "var/cache"; },
                  {"tmp", "run", "var/cache"});
   const std::string w = r->work_dir();
@@ -261,6 +282,7 @@ TEST_CASE("btrfs restore: swaps, snapshots and in-place restores in random order
   BtrfsMount m(t.str());
   NeedBtrfs(m);
   auto r = MakeRepo(m.dir() + "/repo");
+  r->set_swap_from(0);  // these trees differ in a few paths only
   const std::string w = r->work_dir();
   std::mt19937_64 rng(Catch::rngSeed() ? Catch::rngSeed() : 20261125);
   auto pick = [&](size_t n) { return size_t(rng() % n); };
@@ -366,6 +388,7 @@ TEST_CASE("btrfs restore by swap cut short at each step leaves a usable reposito
   }
   CHECK_FALSE(fs::exists(snap::layout::Restoring(root)));
   // And swaps work again (n2 may have lost its snapshot above).
+  (*r)->set_swap_from(0);  // n1 and the live tree differ in one path
   auto again = (*r)->Restore(n1.Hex(), std::nullopt, snap::RestoreMode::kSwapIfUnused);
   REQUIRE(again);
   INFO(again->not_swapped);
