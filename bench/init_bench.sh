@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# init --from and a bulk restore against cp -a, with io_uring and with plain
-# syscalls (AGENTENV_URING=off), on fresh loopback filesystems (images made
-# with fallocate: first writes into a sparse image cost double).
+# init --from and a bulk restore against cp -a, with plain syscalls (the
+# default) and with io_uring (AGENTENV_URING=on), on fresh loopback
+# filesystems (images made with fallocate: first writes into a sparse image
+# cost double).
 #
 # For each filesystem in FSES:
 #   1. init --from SRC vs cp -a SRC (SRC on the host disk, page cache warm,
 #      so neither can reflink from it); each timed alone and followed by
 #      `sync` (agentenv's init is durable when it returns; cp's copy is
 #      not until written back)
-#   2. bulk restore: from a node without SRC's /usr copies under /srv to
+#   2. bulk restore (in place: on btrfs a restore may otherwise swap
+#      subvolumes): from a node without SRC's /usr copies under /srv to
 #      one with them (~2/3 of the files written) vs cp -a of those dirs
-# Both agentenv rows run twice, default (io_uring) and AGENTENV_URING=off,
-# alternating, medians of REPS.
+# Both agentenv rows run twice, default (plain syscalls) and with
+# AGENTENV_URING=on (io_uring), alternating, medians of REPS.
 #
 # SRC is the cached rootfs plus COPIES-1 copies of its /usr under /srv
 # (COPIES=3: about 43k entries, the size of a dev rootfs), built once
@@ -94,18 +96,18 @@ for fs in $FSES; do
     timed2 cp_ cps cp -a "$SRC" "$MNT/cp"
     rm -rf "$MNT/cp"; sync
     fresh_fs "$fs"
-    timed2 iu ius "$AE" init --root "$MNT/ae" --from "$SRC"
+    timed2 iu ius env AGENTENV_URING=on "$AE" init --root "$MNT/ae" --from "$SRC"
     fresh_fs "$fs"
-    timed2 pl pls env AGENTENV_URING=off "$AE" init --root "$MNT/ae" --from "$SRC"
+    timed2 pl pls "$AE" init --root "$MNT/ae" --from "$SRC"
     # Bulk restore: back to a node without the copies, then forward again.
     if [ "$COPIES" -gt 1 ]; then
       export AGENTENV_ROOT=$MNT/ae
       "$AE" tag full HEAD >>"$LOG" 2>&1
       rm -rf "$MNT/ae/work/current/srv"; "$AE" snap -m "no copies" >>"$LOG" 2>&1
       "$AE" tag nocopies HEAD >>"$LOG" 2>&1; sync
-      timed2 riu rius "$AE" restore full
+      timed2 riu rius env AGENTENV_URING=on "$AE" restore --in-place full
       "$AE" restore nocopies >>"$LOG" 2>&1; sync
-      timed2 rpl rpls env AGENTENV_URING=off "$AE" restore full
+      timed2 rpl rpls "$AE" restore --in-place full
       timed2 rcp rcps cp -a "$SRC/srv" "$MNT/cp-srv"
       unset AGENTENV_ROOT
     fi
@@ -114,7 +116,7 @@ for fs in $FSES; do
   for v in iu pl; do
     local_n=$v; local_s=${v}s
     declare -n a=$local_n b=$local_s
-    label="init --from, io_uring"; [ $v = pl ] && label="init --from, AGENTENV_URING=off"
+    label="init --from, AGENTENV_URING=on"; [ $v = pl ] && label="init --from (plain syscalls)"
     ROWS+=("| $fs | $label | $(msf "$(median "${a[@]}")") / $(msf "$(median "${b[@]}")") ms | cp -a | $(msf "$C") / $(msf "$CS") ms | $(ratio "$(median "${a[@]}")" "$C") / $(ratio "$(median "${b[@]}")" "$CS") | <= 1.2 |")
     unset -n a b
   done
@@ -122,7 +124,7 @@ for fs in $FSES; do
     RC=$(median "${rcp[@]}") RCS=$(median "${rcps[@]}")
     for v in riu rpl; do
       declare -n a=$v b=${v}s
-      label="bulk restore (/srv copies), io_uring"; [ $v = rpl ] && label="bulk restore (/srv copies), AGENTENV_URING=off"
+      label="bulk restore (/srv copies), AGENTENV_URING=on"; [ $v = rpl ] && label="bulk restore (/srv copies, plain syscalls)"
       ROWS+=("| $fs | $label | $(msf "$(median "${a[@]}")") / $(msf "$(median "${b[@]}")") ms | cp -a of /srv | $(msf "$RC") / $(msf "$RCS") ms | $(ratio "$(median "${a[@]}")" "$RC") / $(ratio "$(median "${b[@]}")" "$RCS") | |")
       unset -n a b
     done

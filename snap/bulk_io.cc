@@ -88,8 +88,13 @@ struct BulkIo::Ring {
 };
 
 BulkIo::BulkIo(size_t min_ring_batch) : min_ring_batch_(min_ring_batch) {
+  // Plain syscalls unless asked for: every step here (openat, write of a
+  // small file, close, renameat, statx) is punted to an io-wq worker, and
+  // those hand-offs cost more than the syscalls they batch (measured on
+  // Linux 6.18, 2 cores: init and a bulk restore 5-18% slower through
+  // io_uring on ext4, XFS and btrfs; bench/RESULTS.md).
   const char* env = std::getenv("AGENTENV_URING");
-  if (env && std::string(env) == "off") return;
+  if (!env || std::string(env) != "on") return;
   auto r = std::make_unique<Ring>();
   if (io_uring_queue_init(kRingDepth, &r->ring, 0) == 0) ring_ = std::move(r);
 }

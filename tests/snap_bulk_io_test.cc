@@ -1,5 +1,5 @@
-// snap/bulk_io: restores through io_uring and through plain syscalls
-// (AGENTENV_URING=off, as where seccomp forbids io_uring) give the same
+// snap/bulk_io: restores through io_uring (AGENTENV_URING=on) and through
+// plain syscalls (the default, and where seccomp forbids io_uring) give the same
 // tree, and neither creates a file through a planted name or symlink.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,8 +21,8 @@ namespace {
 class UringEnv {
  public:
   explicit UringEnv(bool on) {
-    if (on) ::unsetenv("AGENTENV_URING");
-    else ::setenv("AGENTENV_URING", "off", 1);
+    if (on) ::setenv("AGENTENV_URING", "on", 1);
+    else ::unsetenv("AGENTENV_URING");
   }
   ~UringEnv() { ::unsetenv("AGENTENV_URING"); }
 };
