@@ -92,6 +92,26 @@ TEST_CASE("ignore: ?, classes, escapes, raw bytes, deep paths") {
   CHECK(r.Ignored(deep + "\xff", false));
 }
 
+TEST_CASE("ignore: a glob's literal prefix and suffix decide only together with the glob") {
+  IgnoreRules r = Rules("**/a*a\n**/#*#\n**/*.swp\n**/pre*\n**/x*\\*\n**/y*?\n**/[ab]*.c\n");
+  CHECK(r.Matches("d/aa", false));
+  CHECK(r.Matches("aXa", false));
+  CHECK_FALSE(r.Matches("a", false));  // starts and ends with "a", yet no match
+  CHECK_FALSE(r.Matches("#", false));
+  CHECK(r.Matches("#x#", false));
+  CHECK(r.Matches(".swp", false));
+  CHECK_FALSE(r.Matches("swp", false));
+  CHECK_FALSE(r.Matches("a.swpx", false));
+  CHECK(r.Matches("pre", false));
+  CHECK(r.Matches("x*", false));  // an escaped star after the last '*': a literal '*'
+  CHECK(r.Matches("xyz*", false));
+  CHECK_FALSE(r.Matches("xyz", false));
+  CHECK(r.Matches("yz", false));  // '?' after the star: no suffix to check
+  CHECK_FALSE(r.Matches("y", false));
+  CHECK(r.Matches("b1.c", false));
+  CHECK_FALSE(r.Matches("c1.c", false));
+}
+
 TEST_CASE("ignore: bad patterns fail with their line number") {
   auto r = IgnoreRules::Parse("# fine\n/ok\n[abc\n");
   REQUIRE_FALSE(r);

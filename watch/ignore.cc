@@ -132,8 +132,12 @@ bool MatchSegments(const std::vector<Seg>& segs, size_t si, const std::string_vi
       return false;
     }
     if (ci >= n) return false;
-    if (seg.kind == Seg::kLiteral ? comps[ci] != seg.text : !GlobMatch(seg.text, comps[ci]))
+    if (seg.kind == Seg::kLiteral) {
+      if (comps[ci] != seg.text) return false;
+    } else if (!comps[ci].starts_with(seg.prefix) || !comps[ci].ends_with(seg.suffix) ||
+               !GlobMatch(seg.text, comps[ci])) {
       return false;
+    }
   }
   return ci == n;
 }
@@ -223,9 +227,15 @@ Result<void> IgnoreRules::AddPattern(std::string_view line) {
       continue;
     }
     AE_TRY(CheckGlob(comp));
-    if (HasWildcard(comp))
-      rule.segments.push_back({Segment::kGlob, std::string(comp)});
-    else
+    if (HasWildcard(comp)) {
+      Segment seg{Segment::kGlob, std::string(comp)};
+      size_t special = comp.find_first_of("*?[\\");
+      seg.prefix = std::string(comp.substr(0, special));
+      size_t star = comp.rfind('*');
+      if (star != std::string_view::npos && comp.find_first_of("*?[\\", star + 1) == std::string_view::npos)
+        seg.suffix = std::string(comp.substr(star + 1));
+      rule.segments.push_back(std::move(seg));
+    } else
       rule.segments.push_back({Segment::kLiteral, Unescape(comp)});
   }
   if (rule.segments.empty()) return Fail(ErrorCode::kInvalid, "pattern matches nothing (empty)");

@@ -70,6 +70,11 @@ class IgnoreRules {
     // For kAnyDepth: how many segments follow when none of them is another
     // "**" (then only one split of the path can match), else -1.
     int fixed_tail = -1;
+    // For kGlob: the literal bytes every match starts and ends with (before
+    // the first wildcard or escape; after the last '*' when nothing else
+    // special follows it): a quick reject before the glob runs, since a
+    // scan asks about every entry of the tree ("*.swp" against "libc.so.6").
+    std::string prefix, suffix;
   };
   struct Rule {
     std::vector<Segment> segments;
