@@ -129,13 +129,19 @@ TEST_CASE("cli btrfs: restore swaps in the node's snapshot, and SIGKILL during i
     CHECK_FALSE(AgentenvJson(root, {"status"}).value("dirty", true));
   }
   INFO("killed mid-restore: " << killed);
-  // A swap again, from n2's files (all 300 differ from n1's: below 256
-  // differing paths a restore stays in place, which costs less).
-  REQUIRE(Agentenv(root, {"restore", "--in-place", n2}).code == 0);
-  json last = AgentenvJson(root, {"restore", n1});
+  // A swap again, to a node that surely has its snapshot (a swap killed
+  // after the exchange costs HEAD its snapshot, so n1 or n2 may have none)
+  // and differs from the live tree in 300 files (below 256 differing paths
+  // a restore stays in place, which costs less).
+  for (int i = 0; i < 300; ++i) WriteFile(w / ("f" + std::to_string(i)), "three\n");
+  WriteFile(w / "a", "three\n");
+  REQUIRE(AgentenvJson(root, {"snap", "-m", "three"}).value("created", false));
+  const std::string n3 = HeadId(root);
+  REQUIRE(Agentenv(root, {"restore", "--in-place", n1}).code == 0);
+  json last = AgentenvJson(root, {"restore", n3});
   INFO(last.dump());
   CHECK(last.value("swapped", false));
-  CHECK(ReadFile(w / "a") == "one\n");
+  CHECK(ReadFile(w / "a") == "three\n");
   CmdResult fsck = Agentenv(root, {"fsck"});
   INFO(fsck.Describe());
   CHECK(fsck.code == 0);
