@@ -26,30 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void NeedBtrfs(const BtrfsMount& m) {
-  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
-  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
-}
-
-store::ObjectId TreeOf(snap::Repo& r, const store::ObjectId& node) {
-  auto rec = r.Record(node);
-  REQUIRE(rec);
-  return rec->tree;
-}
-
-store::ObjectId HeadTree(snap::Repo& r) {
-  auto head = r.Head();
-  REQUIRE(head);
-  REQUIRE(*head);
-  return TreeOf(r, **head);
-}
-
-store::ObjectId FullScanTree(snap::Repo& r) {
-  auto t = r.LiveTree();
-  REQUIRE(t);
-  return *t;
-}
-
 snap::RestoreResult SwapTo(snap::Repo& r, const store::ObjectId& node) {
   auto res = r.Restore(node.Hex(), std::nullopt, snap::RestoreMode::kSwapIfUnused);
   REQUIRE(res);

@@ -25,28 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Skips the test where no loopback btrfs can be made.
-void NeedBtrfs(const BtrfsMount& m) {
-  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
-  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
-}
-
-// The tree of HEAD, and a full scan's tree of the live tree.
-store::ObjectId HeadTree(snap::Repo& r) {
-  auto head = r.Head();
-  REQUIRE(head);
-  REQUIRE(*head);
-  auto rec = r.Record(**head);
-  REQUIRE(rec);
-  return rec->tree;
-}
-
-store::ObjectId FullScanTree(snap::Repo& r) {
-  auto t = r.LiveTree();
-  REQUIRE(t);
-  return *t;
-}
-
 bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }

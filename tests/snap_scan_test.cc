@@ -20,15 +20,6 @@ namespace {
 
 using snap::Repo;
 
-store::ObjectId HeadTree(Repo& r) {
-  auto head = r.Head();
-  REQUIRE(head);
-  REQUIRE(*head);
-  auto rec = r.Record(**head);
-  REQUIRE(rec);
-  return rec->tree;
-}
-
 // Files written within the scan's racy window are not cached; wait it out.
 void PastRacyWindow() { std::this_thread::sleep_for(std::chrono::milliseconds(120)); }
 

@@ -384,4 +384,30 @@ inline store::ObjectId Snap(snap::Repo& r) {
   return *s->node;
 }
 
+// Skips the test where no loopback btrfs can be made.
+inline void NeedBtrfs(const BtrfsMount& m) {
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+}
+
+// The tree of `node`, of HEAD, and a full scan's tree of the live tree.
+inline store::ObjectId TreeOf(snap::Repo& r, const store::ObjectId& node) {
+  auto rec = r.Record(node);
+  REQUIRE(rec);
+  return rec->tree;
+}
+
+inline store::ObjectId HeadTree(snap::Repo& r) {
+  auto head = r.Head();
+  REQUIRE(head);
+  REQUIRE(*head);
+  return TreeOf(r, **head);
+}
+
+inline store::ObjectId FullScanTree(snap::Repo& r) {
+  auto t = r.LiveTree();
+  REQUIRE(t);
+  return *t;
+}
+
 }  // namespace agentenv::test
