@@ -66,20 +66,29 @@ bool Sampled(const ObjectId& id, double percent) {
   return double(v % 10000) < percent * 100;
 }
 
+// An index entry as the pack scan matches it with a record.
+struct Indexed {
+  ObjectId id;
+  uint64_t offset, size, stored_size;
+  uint32_t pack;
+  store::ObjectType type;
+  store::Codec codec;
+};
+
 class Checker {
  public:
   Checker(const store::Store& s, const FsckOptions& o, const FsckCallbacks& cb)
-      : s_(s), opts_(o), cb_(cb), in_flight_(uint64_t{64} << 20) {}
+      : s_(s), opts_(o), cb_(cb), in_flight_(uint64_t{16} << 20) {}
   Result<FsckReport> Run();
 
  private:
   void Report(Severity sev, std::string kind, std::optional<ObjectId> id,
               std::optional<uint32_t> pack, std::optional<uint64_t> offset, std::string what);
-  Result<void> ScanOne(const store::PackInfo& p);
+  // Scans pack p; `entries`: the index entries pointing into it, by offset.
+  Result<void> ScanOne(const store::PackInfo& p, std::span<const Indexed> entries);
   void Verify(const ObjectId& id, const store::RecordHeader& h, uint32_t pack, uint64_t offset,
               std::span<const uint8_t> payload);
-  Result<std::vector<std::pair<ObjectId, store::ObjectInfo>>> Unseen();
-  Result<void> ResolveUnseen(const std::vector<std::pair<ObjectId, store::ObjectInfo>>& unseen);
+  Result<void> ResolveUnseen();
   void CheckManifests();
   void MarkBad(const ObjectId& id) {
     std::lock_guard lock(report_mu_);
@@ -92,14 +101,26 @@ class Checker {
   std::mutex report_mu_;  // report_, manifests_, bad_ and the finding callback
   FsckReport report_;
   FsckProgress progress_;
-  // Index entries are looked up in view_ as records are read, not loaded:
-  // memory does not grow with the store. An entry was found when a record
-  // at its place has its id; a pack whose found count falls short of
-  // indexed_ is walked again at the end to name the entries not found.
+  // Index entries are matched with the records as the packs are read,
+  // neither loaded whole (memory would grow with the store) nor looked up
+  // per record (a random read of the LMDB map each, at a million objects
+  // mostly a page fault): the packs go in groups of about kGroupEntries
+  // objects (FsckOptions::group_entries), one walk of view_ collects the entries pointing into a
+  // group's packs, sorted by place, and each pack's scan merges them with
+  // its records (both in offset order).
+  static constexpr uint64_t kGroupEntries = uint64_t{1} << 18;  // 256k: 16 MB
+  // Collects group_: the entries pointing into packs [first, last]; the
+  // first walk also counts every entry and takes the ones pointing into
+  // no known pack as unseen.
+  Result<void> Collect(uint32_t first, uint32_t last, uint64_t expected, bool first_walk,
+                       const std::set<uint32_t>& known);
+  void Unseen(const Indexed& e) {
+    unseen_.emplace_back(e.id, store::ObjectInfo{e.type, e.codec, e.size, e.stored_size, e.pack, e.offset});
+  }
   std::unique_ptr<store::IndexView> view_;
-  std::map<uint32_t, uint64_t> indexed_;  // pack -> index entries pointing into it
-  // Packs with entries not found -> offsets of the found ones (ascending).
-  std::map<uint32_t, std::vector<uint64_t>> short_;
+  std::vector<Indexed> group_;  // by (pack, offset)
+  // Index entries no record matched: resolved once the view is closed.
+  std::vector<std::pair<ObjectId, store::ObjectInfo>> unseen_;
   std::vector<store::PackInfo> unopened_;  // gone (ENOENT): compacted meanwhile, or missing
   std::set<uint32_t> vanished_;  // packs deleted by a compaction during the check
   std::set<ObjectId> bad_;       // indexed objects whose record is wrong
@@ -144,25 +165,26 @@ void Checker::Verify(const ObjectId& id, const store::RecordHeader& h, uint32_t 
   }
 }
 
-Result<void> Checker::ScanOne(const store::PackInfo& p) {
+Result<void> Checker::ScanOne(const store::PackInfo& p, std::span<const Indexed> entries) {
   std::string path = store::PackPath(s_.dir(), p.pack);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     int e = errno;
+    for (const Indexed& x : entries) Unseen(x);
     if (e == ENOENT) {  // told apart once the view is closed (Run)
       unopened_.push_back(p);
       progress_.bytes_done += p.committed;
       return {};
     }
-    if (indexed_.count(p.pack)) short_[p.pack];
     Report(Severity::kError, "pack-missing", std::nullopt, p.pack, std::nullopt,
            std::string("cannot open: ") + std::strerror(e));
     return {};
   }
   const bool verify = opts_.verify_content;
   std::shared_ptr<const store::PackMapping> map;  // while verifying: the pack's bytes
-  // Records go to the workers in groups of about 1 MiB: one task per small
-  // record cost more in wake-ups than its hashing.
+  // Records go to the workers in groups of about 1 MiB (payload and job
+  // together: a million tiny records queued are 100 MB of jobs): one task
+  // per small record cost more in wake-ups than its hashing.
   constexpr uint64_t kGroupBytes = 1 << 20;
   struct Job {
     store::RecordHeader h;
@@ -186,29 +208,30 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     group_bytes = 0;
   };
   uint64_t records = 0, stored = 0, logical = 0, unindexed = 0, last_progress = 0;
-  std::vector<uint64_t> found;  // offsets of records an index entry points at
+  size_t next = 0;  // entries before it are matched or unseen
   auto on_record = [&](const store::ScannedRecord& r) -> Result<void> {
     const store::RecordHeader& h = r.header;
     ++records;
     stored += h.stored_size;
     logical += h.size;
-    AE_ASSIGN(std::optional<store::ObjectInfo> entry, view_->Lookup(h.id));
-    if (!entry || entry->pack != p.pack || entry->offset != r.offset) {
+    // The entries at offsets before this record point at no record start.
+    while (next < entries.size() && entries[next].offset < r.offset) Unseen(entries[next++]);
+    const Indexed* entry = nullptr;
+    for (; next < entries.size() && entries[next].offset == r.offset; ++next) {
+      if (!entry && entries[next].id == h.id) entry = &entries[next];
+      else Unseen(entries[next]);
+    }
+    if (!entry) {
       ++unindexed;  // a dropped object's record (or an older copy)
-    } else {
-      const store::ObjectInfo& info = *entry;
-      found.push_back(r.offset);
-      if (h.type != info.type || h.codec != info.codec || h.size != info.size ||
-          h.stored_size != info.stored_size) {
-        MarkBad(h.id);
-        Report(Severity::kError, "index-mismatch", h.id, p.pack, r.offset,
-               "index entry does not match the record header");
-      } else if (verify && (h.type != store::ObjectType::kChunk ||
-                            Sampled(h.id, opts_.subset_percent))) {
-        group.push_back(Job{h, r.offset, r.payload});
-        group_bytes += r.payload.size();
-        if (group_bytes >= kGroupBytes) flush();
-      }
+    } else if (h.type != entry->type || h.codec != entry->codec || h.size != entry->size ||
+               h.stored_size != entry->stored_size) {
+      MarkBad(h.id);
+      Report(Severity::kError, "index-mismatch", h.id, p.pack, r.offset,
+             "index entry does not match the record header");
+    } else if (verify && (h.type != store::ObjectType::kChunk || Sampled(h.id, opts_.subset_percent))) {
+      group.push_back(Job{h, r.offset, r.payload});
+      group_bytes += r.payload.size() + sizeof(Job);
+      if (group_bytes >= kGroupBytes) flush();
     }
     ++report_.records;
     uint64_t end = r.offset + store::kRecordHeaderSize + h.stored_size;
@@ -237,7 +260,7 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
     r = store::ScanPack(fd.get(), p.committed, on_record, on_damage, false);
   }
   if (!r) return Wrap(path, r.error());
-  if (found.size() != indexed_[p.pack]) short_[p.pack] = std::move(found);
+  for (; next < entries.size(); ++next) Unseen(entries[next]);  // past the last record
   progress_.bytes_done += p.committed - last_progress;
   report_.bytes_checked += p.committed;
   report_.dead_records += unindexed;
@@ -254,23 +277,9 @@ Result<void> Checker::ScanOne(const store::PackInfo& p) {
   return {};
 }
 
-// The index entries of the short packs that no scanned record matched;
-// one more walk of the view, made only when something is wrong.
-Result<std::vector<std::pair<ObjectId, store::ObjectInfo>>> Checker::Unseen() {
-  std::vector<std::pair<ObjectId, store::ObjectInfo>> out;
-  if (short_.empty()) return out;
-  AE_TRY(view_->ForEach([&](const ObjectId& id, const store::ObjectInfo& info) -> Result<void> {
-    auto it = short_.find(info.pack);
-    if (it != short_.end() && !std::binary_search(it->second.begin(), it->second.end(), info.offset))
-      out.emplace_back(id, info);
-    return {};
-  }));
-  return out;
-}
-
 // Index entries no scanned record matched: moved by a concurrent
 // compaction (re-read them where they are now) or missing.
-Result<void> Checker::ResolveUnseen(const std::vector<std::pair<ObjectId, store::ObjectInfo>>& unseen) {
+Result<void> Checker::ResolveUnseen() {
   if (!unopened_.empty()) {
     AE_ASSIGN(auto now, store::ListPacks(s_));
     for (const store::PackInfo& p : unopened_) {
@@ -284,7 +293,7 @@ Result<void> Checker::ResolveUnseen(const std::vector<std::pair<ObjectId, store:
              std::string("cannot open: ") + std::strerror(ENOENT));
     }
   }
-  for (const auto& [id, info] : unseen) {
+  for (const auto& [id, info] : unseen_) {
     if (vanished_.count(info.pack)) {
       auto now = s_.Stat(id);
       bool dropped_since = !now && now.error().code == ErrorCode::kNotFound;
@@ -324,22 +333,33 @@ void Checker::CheckManifests() {
   }
 }
 
-Result<FsckReport> Checker::Run() {
-  AE_ASSIGN(view_, store::OpenIndexView(s_));
-  const std::vector<store::PackInfo> packs = view_->packs();
-  std::set<uint32_t> known;
-  AE_TRY(view_->ForEach([&](const ObjectId&, const store::ObjectInfo& info) {
-    ++report_.objects;
-    ++indexed_[info.pack];
+Result<void> Checker::Collect(uint32_t first, uint32_t last, uint64_t expected, bool first_walk,
+                              const std::set<uint32_t>& known) {
+  group_.clear();
+  group_.reserve(expected);
+  AE_TRY(view_->ForEach([&](const ObjectId& id, const store::ObjectInfo& info) {
+    if (first_walk) {
+      ++report_.objects;
+      if (!known.count(info.pack)) unseen_.emplace_back(id, info);
+    }
+    if (info.pack >= first && info.pack <= last && known.count(info.pack))
+      group_.push_back(Indexed{id, info.offset, info.size, info.stored_size, info.pack, info.type, info.codec});
     return Result<void>();
   }));
+  std::sort(group_.begin(), group_.end(), [](const Indexed& a, const Indexed& b) {
+    return a.pack != b.pack ? a.pack < b.pack : a.offset < b.offset;
+  });
+  return {};
+}
+
+Result<FsckReport> Checker::Run() {
+  AE_ASSIGN(view_, store::OpenIndexView(s_));
+  const std::vector<store::PackInfo> packs = view_->packs();  // by pack number
+  std::set<uint32_t> known;
   for (const auto& p : packs) {
     known.insert(p.pack);
     progress_.bytes_total += p.committed;
   }
-  // Entries pointing into a pack the packs table does not have.
-  for (const auto& [pack, n] : indexed_)
-    if (!known.count(pack)) short_[pack];
   AE_ASSIGN(auto files, store::ListPackFiles(s_.dir()));
   for (uint32_t f : files) {
     if (!known.count(f)) {
@@ -349,21 +369,35 @@ Result<FsckReport> Checker::Run() {
   }
   unsigned threads = opts_.threads ? opts_.threads : std::max(1u, std::thread::hardware_concurrency());
   pool_ = std::make_unique<store::WorkerPool>(threads);
+  // Groups of whole packs; a pack with more records than a group holds is
+  // a group of its own. At least one walk, which counts the entries.
+  const uint64_t group_entries = opts_.group_entries ? opts_.group_entries : kGroupEntries;
   Result<void> scanned;
-  for (const auto& p : packs) {
-    ++report_.packs;
-    scanned = ScanOne(p);
-    if (!scanned) break;
-  }
+  size_t begin = 0;
+  do {
+    size_t end = begin;
+    uint64_t expected = 0;
+    while (end < packs.size() && (end == begin || expected + packs[end].objects <= group_entries))
+      expected += packs[end++].objects;
+    scanned = Collect(end > begin ? packs[begin].pack : 1, end > begin ? packs[end - 1].pack : 0, expected,
+                      begin == 0, known);
+    std::span<const Indexed> rest(group_);
+    for (size_t i = begin; scanned && i < end; ++i) {
+      const store::PackInfo& p = packs[i];
+      auto at = std::partition_point(rest.begin(), rest.end(), [&](const Indexed& e) { return e.pack == p.pack; });
+      ++report_.packs;
+      scanned = ScanOne(p, rest.first(size_t(at - rest.begin())));
+      rest = rest.subspan(size_t(at - rest.begin()));
+    }
+    begin = end;
+  } while (scanned && begin < packs.size());
   in_flight_.Drain();
   pool_.reset();  // joins: every Verify is done
   AE_TRY(scanned);
-  for (const store::PackInfo& p : unopened_)
-    if (indexed_.count(p.pack)) short_[p.pack];
-  AE_ASSIGN(auto unseen, Unseen());
+  std::vector<Indexed>().swap(group_);
   view_.reset();  // the store may be used again
   if (cb_.progress) cb_.progress(progress_);
-  AE_TRY(ResolveUnseen(unseen));
+  AE_TRY(ResolveUnseen());
   CheckManifests();
   return report_;
 }

@@ -28,6 +28,10 @@ struct FsckOptions {
   double subset_percent = 100;
   // Hashing threads; 0 means one per core.
   unsigned threads = 0;
+  // Index entries held at once while matching them with the records
+  // (packs go in groups of about this many objects, one index walk each);
+  // 0: 256k (16 MB). Small values are for tests.
+  uint64_t group_entries = 0;
 };
 
 enum class Severity {

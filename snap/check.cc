@@ -122,6 +122,29 @@ Result<uint64_t> CompareWithRecount(
 
 constexpr uint64_t kCountFindings = 20;  // listed one by one; the rest summed up
 
+
+// Whether every object `txn`'s recount table names is stored: the ids come
+// in id order, so the store is asked in sorted batches (one forward cursor
+// each) rather than one random index lookup per object.
+Result<bool> AllStored(const store::Store& s, MetaDb::Txn& txn) {
+  constexpr size_t kBatch = 1 << 16;
+  std::vector<store::ObjectId> batch;
+  batch.reserve(kBatch);
+  bool all = true;
+  auto flush = [&]() -> Result<void> {
+    AE_ASSIGN(auto missing, s.Missing(batch));
+    all = all && missing.empty();
+    batch.clear();
+    return {};
+  };
+  AE_TRY(txn.ForEachCounted(MetaDb::Txn::Counts::kRecount, [&](const store::ObjectId& id) -> Result<void> {
+    batch.push_back(id);
+    return batch.size() == kBatch ? flush() : Result<void>();
+  }));
+  AE_TRY(flush());
+  return all;
+}
+
 }  // namespace
 
 Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFinding&)>& finding) {
@@ -130,12 +153,31 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
     if (!known) ++errors;
     if (finding) finding({std::move(kind), std::move(message), known});
   };
-  DamageWalker walker(*store_);
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
   std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
   for (const NodeRecord& r : nodes) known.insert(r.id);
+  // Everything history reaches, once: a recount into the scratch table
+  // (in a write transaction that keeps history still and is aborted, so
+  // nothing changes; counts live in LMDB, not in memory), then one sorted
+  // sweep of it against the store. When all of it is there, no node can
+  // miss anything; only then is each node walked on its own (to name what
+  // it misses and where), which costs an index lookup per file.
+  AE_ASSIGN(auto txn, meta_->Begin());
+  Result<RefStats> recount = CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kRecount);
+  bool whole = false;
+  if (recount) {
+    AE_ASSIGN(whole, AllStored(*store_, *txn));
+  }
+  DamageWalker walker(*store_);
   for (const NodeRecord& r : nodes) {
-    AE_ASSIGN(Damage d, walker.Node(r));
+    Damage d;
+    if (whole) {
+      auto n = LoadNode(*store_, r.id);
+      if (!n) d.Add("bad-node", "node object: " + n.error().message);
+      else if (n->tree != r.tree) d.Add("bad-node", "index and node object disagree on the tree");
+    } else {
+      AE_ASSIGN(d, walker.Node(r));
+    }
     if (d.problems && r.damaged()) report("known-damaged", Name(r.id) + " (marked damaged): " + d.Describe(), true);
     else if (d.problems) report(d.kind, Name(r.id) + ": " + d.Describe());
     else if (r.damaged())
@@ -147,23 +189,20 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
   for (const auto& [ref, id] : refs) {
     if (!known.count(id)) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
   }
-  // The reference counts against a recount, only when history is whole: a
-  // lost object makes its children's counts differ from a recount, and
-  // --repair rebuilds them. The write transaction keeps the history still
-  // while counting and is aborted, so nothing changes; counts live in LMDB,
-  // not in memory.
+  // The reference counts against the recount, only when history is
+  // whole: a lost object makes its children's counts differ from a
+  // recount, and --repair rebuilds them.
   if (errors) return errors;
-  AE_ASSIGN(auto txn, meta_->Begin());
+  if (!recount) return Unexpected<Error>(recount.error());  // not damage the walk could name
   AE_ASSIGN(bool counted, txn->Counted());
   if (!counted) return errors;  // built by the first retain or gc
-  uint64_t shown = 0;
-  AE_ASSIGN(uint64_t differ,
-            CompareWithRecount(*store_, *meta_, *txn, [&](const store::ObjectId& id, uint64_t live, uint64_t recount) {
-              if (shown++ >= kCountFindings) return;
-              report("refcount", "object " + id.Hex() + ": reference count " + std::to_string(live) +
-                                     ", but " + std::to_string(recount) +
-                                     " references exist (fsck --repair recounts)");
-            }));
+  uint64_t differ = 0;
+  AE_TRY(txn->CompareCounts([&](const store::ObjectId& id, uint64_t live, uint64_t recounted) -> Result<void> {
+    if (differ++ < kCountFindings)
+      report("refcount", "object " + id.Hex() + ": reference count " + std::to_string(live) + ", but " +
+                             std::to_string(recounted) + " references exist (fsck --repair recounts)");
+    return {};
+  }));
   if (differ > kCountFindings)
     report("refcount", std::to_string(differ - kCountFindings) + " more objects have a wrong reference count");
   return errors;

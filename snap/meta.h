@@ -154,6 +154,9 @@ class MetaDb {
     // for every id whose counts differ; stops at fn's first error.
     Result<void> CompareCounts(
         const std::function<Result<void>(const store::ObjectId&, uint64_t live, uint64_t recount)>& fn);
+    // Calls fn with every id of a count table, in id order; stops at fn's
+    // first error.
+    Result<void> ForEachCounted(Counts table, const std::function<Result<void>(const store::ObjectId&)>& fn);
     // Whether the refcount table holds every reference (a repository made
     // before reference counting has no counts until they are built once).
     Result<bool> Counted();

@@ -144,6 +144,22 @@ Result<void> MetaDb::Txn::CompareCounts(
   return err;
 }
 
+Result<void> MetaDb::Txn::ForEachCounted(Counts table,
+                                         const std::function<Result<void>(const store::ObjectId&)>& fn) {
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, table == Counts::kLive ? db_->refcount_ : db_->recount_, &c));
+  MDB_val k, v;
+  Result<void> err;
+  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+  for (; rc == 0 && err; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    db_->trim_->Tick();
+    err = fn(IdOf(k));
+  }
+  mdb_cursor_close(c);
+  if (err && rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return err;
+}
+
 Result<bool> MetaDb::Txn::Counted() {
   MDB_val k = Val(kCountedKey.data(), kCountedKey.size()), v;
   int rc = mdb_get(txn_, db_->info_, &k, &v);

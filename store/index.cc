@@ -129,6 +129,33 @@ Result<std::optional<ObjectInfo>> Index::Lookup(const ObjectId& id) const {
   return out;
 }
 
+Result<std::vector<ObjectId>> Index::Missing(std::span<const ObjectId> ids) const {
+  std::vector<ObjectId> out;
+  AE_TRY(Read([&](MDB_txn* txn) -> Result<void> {
+    MDB_cursor* cur = nullptr;
+    if (int rc = mdb_cursor_open(txn, objects_, &cur); rc) return MdbFail(dir_, rc);
+    // A positioned cursor looks for the next key on its current leaf page
+    // first: ascending ids walk the leaves forward instead of descending
+    // from the root (and faulting a random page in) for each.
+    int rc = 0;
+    for (const ObjectId& id : ids) {
+      trim_->Tick();
+      MDB_val k = Val(id.bytes.data(), 32), v;
+      rc = mdb_cursor_get(cur, &k, &v, MDB_SET);
+      if (rc == MDB_NOTFOUND) {
+        out.push_back(id);
+        rc = 0;
+      } else if (rc) {
+        break;
+      }
+    }
+    mdb_cursor_close(cur);
+    if (rc) return MdbFail(dir_, rc);
+    return {};
+  }));
+  return out;
+}
+
 Result<void> Index::Walk(MDB_txn* txn, const ObjectId* after, size_t limit,
                          const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn,
                          size_t* count) const {
@@ -188,8 +215,13 @@ Result<void> Index::ForEach(
 class IndexViewImpl : public IndexView {
  public:
   explicit IndexViewImpl(const Index* ix) : ix_(ix) {}
+  // A view is for a long scan: what it mapped is unmapped when it closes
+  // (under lock_, so that the map does not move meanwhile), not left to
+  // count against the process while it goes on with other maps.
   ~IndexViewImpl() override {
-    if (txn_) mdb_txn_abort(txn_);
+    if (!txn_) return;
+    mdb_txn_abort(txn_);
+    ix_->trim_->Trim();
   }
   const std::vector<PackInfo>& packs() const override { return packs_; }
   Result<std::optional<ObjectInfo>> Lookup(const ObjectId& id) const override { return ix_->Get(txn_, id); }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ class Index {
 
   // All methods are thread-safe.
   Result<std::optional<ObjectInfo>> Lookup(const ObjectId& id) const;
+  // See Store::Missing.
+  Result<std::vector<ObjectId>> Missing(std::span<const ObjectId> ids) const;
   // Calls fn for every object in id order. Reads in pages of a few
   // thousand entries, each page in its own read transaction, so fn may call
   // back into the index and long walks pin no old snapshot; objects

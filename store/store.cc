@@ -94,6 +94,10 @@ Result<bool> StoreImpl::Has(const ObjectId& id) const {
   return info.has_value();
 }
 
+Result<std::vector<ObjectId>> StoreImpl::Missing(std::span<const ObjectId> ids) const {
+  return index_->Missing(ids);
+}
+
 Result<ObjectInfo> StoreImpl::Stat(const ObjectId& id) const {
   AE_ASSIGN(auto info, index_->Lookup(id));
   if (!info) return Fail(ErrorCode::kNotFound, "object " + id.Hex() + ": not found");

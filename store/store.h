@@ -146,6 +146,11 @@ class Store {
   static Result<std::unique_ptr<Store>> Open(const std::string& dir, Mode mode);
 
   virtual Result<bool> Has(const ObjectId& id) const = 0;
+  // The ids of `ids` (ascending; repeats allowed) that are not stored, in
+  // one pass of one index cursor: a batch of sorted ids reads each index
+  // page once, where a Has per id would jump around the map. Errors: I/O,
+  // kCorrupt (bad entry).
+  virtual Result<std::vector<ObjectId>> Missing(std::span<const ObjectId> ids) const = 0;
   // Errors: "object <hex>: not found", I/O.
   virtual Result<ObjectInfo> Stat(const ObjectId& id) const = 0;
   // Returns the object's bytes, verified against its id. For whole objects

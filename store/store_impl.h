@@ -34,6 +34,7 @@ class StoreImpl final : public Store {
   StoreImpl(std::string dir, std::unique_ptr<Index> index, StoreParams params);
 
   Result<bool> Has(const ObjectId& id) const override;
+  Result<std::vector<ObjectId>> Missing(std::span<const ObjectId> ids) const override;
   Result<ObjectInfo> Stat(const ObjectId& id) const override;
   Result<std::vector<uint8_t>> Get(const ObjectId& id) const override;
   Result<void> ReadFile(const FileRef& f, const ByteSink& sink) const override;

@@ -1,6 +1,8 @@
 // Round trips, dedup and sparse output of the object store.
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <thread>
 
 #include "store/inspect.h"
@@ -95,6 +97,30 @@ TEST_CASE("store: Put, Get, Has and missing objects") {
   // Create refuses an existing store; Open refuses a non-store.
   CHECK(Store::Open(t.str() + "/s", Store::Mode::kCreate).error().code == ErrorCode::kExists);
   CHECK(!Store::Open(t.str(), Store::Mode::kOpen));
+}
+
+TEST_CASE("store: Missing names the ids of a sorted list that are not stored") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto b = *s->BeginBatch();
+  std::vector<ObjectId> stored, absent;
+  for (int i = 0; i < 3000; ++i) stored.push_back(*b->Put(ObjectType::kChunk, RandomBytes(40, i)));
+  CommitOk(*b);
+  for (int i = 0; i < 500; ++i) absent.push_back(ObjectId::Of(RandomBytes(41, i)));
+  std::vector<ObjectId> all = stored;
+  all.insert(all.end(), absent.begin(), absent.end());
+  all.push_back(stored[17]);  // repeats are allowed
+  all.push_back(absent[3]);
+  std::sort(all.begin(), all.end());
+  auto missing = s->Missing(all);
+  REQUIRE(missing);
+  std::vector<ObjectId> want = absent;
+  want.push_back(absent[3]);
+  std::sort(want.begin(), want.end());
+  CHECK(*missing == want);
+  CHECK(s->Missing({})->empty());
+  std::sort(stored.begin(), stored.end());
+  CHECK(s->Missing(stored)->empty());
 }
 
 TEST_CASE("store: the same content twice is stored once") {

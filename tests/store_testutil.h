@@ -59,11 +59,12 @@ inline void CommitOk(store::Batch& b) {
 }
 
 // Runs fsck and returns its findings (messages).
-inline std::vector<fsck::FsckFinding> Fsck(const store::Store& s, fsck::FsckReport* report = nullptr) {
+inline std::vector<fsck::FsckFinding> Fsck(const store::Store& s, fsck::FsckReport* report = nullptr,
+                                           const fsck::FsckOptions& opts = {}) {
   std::vector<fsck::FsckFinding> findings;
   fsck::FsckCallbacks cb;
   cb.finding = [&](const fsck::FsckFinding& f) { findings.push_back(f); };
-  auto r = fsck::CheckStore(s, fsck::FsckOptions{}, cb);
+  auto r = fsck::CheckStore(s, opts, cb);
   INFO((r ? "" : r.error().message));
   REQUIRE(r);
   if (report) *report = *r;
