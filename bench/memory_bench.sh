@@ -10,8 +10,8 @@
 #   file (a whole-tree restore), fsck, and the daemon after it has
 #   captured a change (its high-water mark includes its start-up walk);
 #   peers: `git add -A` + `git commit` into a fresh repository of the tree.
-# Peak RSS by bench/peak_rss: the total (getrusage), and its anonymous part
-# (heap: what the process owns) and file-backed part (mapped LMDB pages:
+# Peak RSS by bench/peak_rss (wall time beside it): the total (getrusage),
+# and its anonymous part (heap: what the process owns) and file-backed part (mapped LMDB pages:
 # page cache, shared, dropped under pressure without I/O) sampled every 2 ms.
 #
 # Usage: bench/memory_bench.sh [agentenv-binary]
@@ -76,12 +76,15 @@ show() {
   printf '  %-30s %6d MB   (anon %5d MB, file-backed %5d MB)\n' "$1" $(( maxrss_kb / 1024 )) \
     $(( anon_kb / 1024 )) $(( file_kb / 1024 ))
 }
-# rss LABEL cmd...: runs cmd, prints LABEL and its peak RSS.
+# rss LABEL cmd...: runs cmd, prints LABEL, its peak RSS and wall time.
 rss() {
   local label=$1; shift
   local out; out=$(mktemp)
+  local t0; t0=$(date +%s%N)
   "$PEAK" "$@" >/dev/null 2>"$out" || { cat "$out" >&2; die "failed: $*"; }
-  show "$label" "$out"
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  show "$label" "$out" | tr -d '\n'
+  printf '   %6d ms\n' "$ms"
   rm -f "$out"
 }
 
