@@ -232,7 +232,10 @@ void UndoName(const NameOp& op) {
 
 [[noreturn]] void PowerCut(const std::string& what) {
   State& s = S();
-  s.active = false;
+  // `active` stays set: another thread's call must keep going through the
+  // model and wait for the mutex held here until SIGKILL ends the process.
+  // Cleared, it would bypass the model and reach the disk after the cut
+  // (a restore's workers created temp files that the undo had missed).
   for (auto& [key, u] : s.inodes) {
     int fl = ::fcntl(u.fd, F_GETFL);
     if (fl >= 0 && (fl & O_APPEND)) ::fcntl(u.fd, F_SETFL, fl & ~O_APPEND);  // we are about to die
