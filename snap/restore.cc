@@ -46,15 +46,42 @@ class Restorer {
   RestoreStats stats;
 
  private:
-  Result<void> Create(int fd, const Entry& e, const std::string& rel);
+  // A directory fd shared by the files queued in it, and by the metadata
+  // of its subdirectories waiting for the next Flush.
+  using DirFd = std::shared_ptr<const UniqueFd>;
+  // Makes directory `dir` match `to` like Apply, but leaves its files
+  // queued and its subdirectories' metadata pending: files from many small
+  // directories then go to the workers in one Flush.
+  Result<void> ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
+                        const store::ObjectId& to);
+  // Sets the metadata of directory entry `e` of `parent` once the files
+  // queued so far are written (creating them moves its mtime).
+  Result<void> DirDone(const DirFd& parent, const Entry& e, const std::string& rel);
+  Result<void> Create(const DirFd& dir, const Entry& e, const std::string& rel);
   // Queues regular file `e` to be written into `fd` (kept open until the
   // next Flush, which the end of every Apply does).
-  Result<void> WriteFile(int fd, const Entry& e, const std::string& rel);
-  // Writes every queued file: create temp names, content, metadata, rename.
+  Result<void> WriteFile(const DirFd& dir, const Entry& e, const std::string& rel);
+  // Writes every queued file (create temp names, content, metadata,
+  // rename), then sets the pending directories' metadata.
   Result<void> Flush();
+  struct Queued;
+  enum class How : uint8_t { kWritten, kCloned, kCopied };
+  // Flush's two ways: each file start to end on a worker (plain
+  // syscalls), or each step for the whole batch (io_uring). *how: where
+  // each content came from; *clean: no warning (its stat can be cached).
+  Result<void> WriteEach(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                         std::vector<uint8_t>& clean);
+  Result<void> WriteBatched(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                            std::vector<uint8_t>& clean);
+  // Writes a streamed file's content into its open temp file. Thread-safe.
+  Result<How> Stream(Queued& q);
+  // Sets the metadata of q's temp file. Thread-safe.
+  Result<void> FinishTemp(Queued& q, bool* clean);
   Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
   Result<void> RemoveContents(int fd, const std::string& rel);
-  Result<void> SetMeta(int fd, const Entry& e, const std::string& rel);
+  // Thread-safe (stats and the owner tally under meta_mu_); *warned is set
+  // when it added a warning.
+  Result<void> SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned = nullptr);
   // Records a stat cache entry for regular file `e`, now in place as
   // `e.name` in `fd` with all of its metadata applied.
   void SeedStat(int fd, const Entry& e, const std::string& rel);
@@ -77,11 +104,18 @@ class Restorer {
   const store::Store& s_;
   const RestoreOptions& opt_;
   struct Queued {
+    DirFd dir;  // keeps file.dirfd open
     NewFile file;
     Entry entry;
     bool stream = false;  // content written by the store, not from `file.data`
   };
   std::vector<std::unique_ptr<Queued>> queue_;
+  struct PendingMeta {
+    DirFd parent;
+    Entry entry;
+    std::string rel;
+  };
+  std::vector<PendingMeta> pending_meta_;  // in the order directories were finished: children first
   uint64_t queued_bytes_ = 0;
   // Stat cache entries handed to opt_.stat_sink at a time.
   static constexpr size_t kStatBatch = 16384;
@@ -89,8 +123,11 @@ class Restorer {
   BulkIo io_;
   std::atomic<uint64_t> tmp_counter_{0};
   int64_t start_ns_;
-  uint64_t unowned_ = 0;
-  std::string first_unowned_;
+  // stats.meta_updated, stats.warnings, unowned_, first_unowned_ while
+  // SetMeta runs on several threads (Flush).
+  std::mutex meta_mu_;
+  uint64_t unowned_ = 0;           // GUARDED_BY(meta_mu_) during Flush
+  std::string first_unowned_;      // GUARDED_BY(meta_mu_) during Flush
   std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it
 };
 
@@ -145,6 +182,7 @@ bool Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
 }
 
 void Restorer::LoseOwner(const Entry& e, const std::string& rel) {
+  std::lock_guard lock(meta_mu_);
   if (unowned_++ == 0)
     first_unowned_ = rel + ": owner " + std::to_string(e.meta.uid) + ":" + std::to_string(e.meta.gid);
 }
@@ -165,8 +203,11 @@ Result<void> Restorer::SetRootMeta(int root_fd, const Meta& m) {
   return SetMeta(root_fd, root, ".");
 }
 
-Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
-  ++stats.meta_updated;
+Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned) {
+  {
+    std::lock_guard lock(meta_mu_);
+    ++stats.meta_updated;
+  }
   const bool symlink = e.kind == Kind::kSymlink;
   if (opt_.privileged) return ApplyMeta(fd, e.name, e.meta, symlink, true, rel);
   Result<void> r;
@@ -182,7 +223,9 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel) {
   r = ApplyMeta(fd, e.name, e.meta, symlink, false, rel);
   if (!r && r.error().errno_value == EPERM) {
     // e.g. security.* xattrs need privilege: report, do not stop.
+    std::lock_guard lock(meta_mu_);
     stats.warnings.push_back(r.error().message);
+    if (warned) *warned = true;
     return {};
   }
   return r;
@@ -217,7 +260,8 @@ bool HasZeroBlock(const std::vector<uint8_t>& data) {
   return false;
 }
 
-Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel) {
+Result<void> Restorer::WriteFile(const DirFd& dir, const Entry& e, const std::string& rel) {
+  int fd = dir->get();
   // A new read-only tree: a lower's identical file serves as it is.
   if (opt_.link_sources && opt_.sources && opt_.sources->LinkTo(rel, e, fd, e.name)) {
     ++stats.files_linked;
@@ -225,6 +269,7 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
     return {};
   }
   auto q = std::make_unique<Queued>();
+  q->dir = dir;
   q->file.dirfd = fd;
   q->file.tmp = RestoreTempName(tmp_counter_++);
   q->file.name = e.name;
@@ -246,63 +291,16 @@ Result<void> Restorer::WriteFile(int fd, const Entry& e, const std::string& rel)
 }
 
 Result<void> Restorer::Flush() {
-  if (queue_.empty()) return {};
+  if (queue_.empty() && pending_meta_.empty()) return {};
   std::vector<std::unique_ptr<Queued>> batch = std::move(queue_);
   queue_.clear();
   queued_bytes_ = 0;
-  std::vector<NewFile*> files;
-  for (auto& q : batch) files.push_back(&q->file);
-  std::vector<bool> clean(batch.size(), false);
-  Result<void> r = io_.CreateAndWrite(files);
-  // Streamed contents, each into its own fd, on every core: the cheapest
-  // way first. A clone from a source (a lower, the live tree, a scanned
-  // directory) or from the packs (raw records) shares extents; a kernel
-  // copy from a source costs no decompression; else the store writes it.
-  std::vector<size_t> streamed;
-  for (size_t i = 0; r && i < batch.size(); ++i)
-    if (batch[i]->stream) streamed.push_back(i);
-  enum class How : uint8_t { kWritten, kCloned, kCopied };
   std::vector<How> how(batch.size(), How::kWritten);
-  std::vector<Result<void>> wrote(batch.size());
-  ParallelFor(streamed.size(), [&](size_t k) {
-    size_t i = streamed[k];
-    Queued& q = *batch[i];
-    int fd = q.file.fd.get();
-    if (opt_.reflink && opt_.sources && opt_.sources->CloneTo(q.file.rel, q.entry, fd)) {
-      how[i] = How::kCloned;
-      return;
-    }
-    if (opt_.reflink) {
-      auto c = s_.CloneFileTo(q.entry.file(), fd);
-      if (!c) {
-        wrote[i] = Wrap(q.file.rel, c.error());
-        return;
-      }
-      if (*c) {
-        how[i] = How::kCloned;
-        return;
-      }
-    }
-    if (opt_.sources && opt_.sources->CopyTo(q.file.rel, q.entry, fd)) {
-      how[i] = How::kCopied;
-      return;
-    }
-    if (Result<void> w = s_.WriteFileTo(q.entry.file(), fd); !w) wrote[i] = Wrap(q.file.rel, w.error());
-  });
-  for (size_t i : streamed)
-    if (r && !wrote[i]) r = std::move(wrote[i]);
-  if (r) r = io_.Close(files);
-  for (size_t i = 0; r && i < batch.size(); ++i) {
-    size_t warnings = stats.warnings.size();
-    Entry t = batch[i]->entry;
-    t.name = batch[i]->file.tmp;
-    r = SetMeta(batch[i]->file.dirfd, t, batch[i]->file.rel);
-    clean[i] = stats.warnings.size() == warnings;
-  }
-  if (r) r = io_.RenameAndStat(files);
+  std::vector<uint8_t> clean(batch.size(), 0);  // not vector<bool>: written from several threads
+  Result<void> r = io_.uring() ? WriteBatched(batch, how, clean) : WriteEach(batch, how, clean);
   if (!r) {
-    for (NewFile* f : files)
-      if (f->created) ::unlinkat(f->dirfd, f->tmp.c_str(), 0);
+    for (auto& q : batch)
+      if (q->file.created) ::unlinkat(q->file.dirfd, q->file.tmp.c_str(), 0);
     return r;
   }
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -314,18 +312,114 @@ Result<void> Restorer::Flush() {
     if (how[i] == How::kCopied) ++stats.files_copied;
     if (clean[i]) SeedStat(q.entry, q.file.rel, q.file.st);
   }
+  std::vector<PendingMeta> dirs = std::move(pending_meta_);
+  pending_meta_.clear();
+  for (const PendingMeta& d : dirs) AE_TRY(SetMeta(d.parent->get(), d.entry, d.rel));
   return {};
 }
 
-Result<void> Restorer::Create(int fd, const Entry& e, const std::string& rel) {
+Result<void> Restorer::DirDone(const DirFd& parent, const Entry& e, const std::string& rel) {
+  if (queue_.empty()) return SetMeta(parent->get(), e, rel);  // nothing left to write below it
+  pending_meta_.push_back({parent, e, rel});
+  // Each holds a directory open: a tree of many empty directories must
+  // not run out of file descriptors.
+  return pending_meta_.size() >= kMaxQueued ? Flush() : Result<void>();
+}
+
+Result<Restorer::How> Restorer::Stream(Queued& q) {
+  // The cheapest way first. A clone from a source (a lower, the live tree,
+  // a scanned directory) or from the packs (raw records) shares extents; a
+  // kernel copy from a source costs no decompression; else the store
+  // writes it.
+  int fd = q.file.fd.get();
+  if (opt_.reflink && opt_.sources && opt_.sources->CloneTo(q.file.rel, q.entry, fd)) return How::kCloned;
+  if (opt_.reflink) {
+    auto c = s_.CloneFileTo(q.entry.file(), fd);
+    if (!c) return Wrap(q.file.rel, c.error());
+    if (*c) return How::kCloned;
+  }
+  if (opt_.sources && opt_.sources->CopyTo(q.file.rel, q.entry, fd)) return How::kCopied;
+  if (Result<void> w = s_.WriteFileTo(q.entry.file(), fd); !w) return Wrap(q.file.rel, w.error());
+  return How::kWritten;
+}
+
+Result<void> Restorer::FinishTemp(Queued& q, bool* clean) {
+  bool warned = false;
+  Entry t = q.entry;
+  t.name = q.file.tmp;
+  AE_TRY(SetMeta(q.file.dirfd, t, q.file.rel, &warned));
+  *clean = !warned;
+  return {};
+}
+
+Result<void> Restorer::WriteEach(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                                 std::vector<uint8_t>& clean) {
+  // Every file's whole sequence (create, write, close, metadata, rename,
+  // stat) on one thread, the files on every core: the metadata calls are
+  // most of a restore's system time, and they run side by side too.
+  std::vector<Result<void>> res(batch.size());
+  std::atomic<bool> failed{false};
+  ParallelFor(batch.size(), [&](size_t i) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    Queued& q = *batch[i];
+    NewFile* f = &q.file;
+    std::span<NewFile* const> one(&f, 1);
+    Result<void> r = io_.CreateAndWrite(one);
+    if (r && q.stream) {
+      if (auto h = Stream(q)) how[i] = *h;
+      else r = Unexpected<Error>(h.error());
+    }
+    if (r) r = io_.Close(one);
+    bool ok = false;
+    if (r) r = FinishTemp(q, &ok);
+    if (r) r = io_.RenameAndStat(one);
+    clean[i] = r && ok;
+    if (!r) {
+      res[i] = std::move(r);
+      failed = true;
+    }
+  });
+  for (auto& r : res)
+    if (!r) return r;
+  return {};
+}
+
+Result<void> Restorer::WriteBatched(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                                    std::vector<uint8_t>& clean) {
+  // Each step for the whole batch, one io_uring submission per step; the
+  // streamed contents, each into its own fd, on every core.
+  std::vector<NewFile*> files;
+  for (auto& q : batch) files.push_back(&q->file);
+  AE_TRY(io_.CreateAndWrite(files));
+  std::vector<size_t> streamed;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (batch[i]->stream) streamed.push_back(i);
+  std::vector<Result<void>> wrote(batch.size());
+  ParallelFor(streamed.size(), [&](size_t k) {
+    size_t i = streamed[k];
+    if (auto h = Stream(*batch[i])) how[i] = *h;
+    else wrote[i] = Unexpected<Error>(h.error());
+  });
+  for (size_t i : streamed) AE_TRY(wrote[i]);
+  AE_TRY(io_.Close(files));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    bool ok = false;
+    AE_TRY(FinishTemp(*batch[i], &ok));
+    clean[i] = ok;
+  }
+  return io_.RenameAndStat(files);
+}
+
+Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::string& rel) {
   ++stats.created;
+  int fd = dir->get();
   switch (e.kind) {
-    case Kind::kFile: return WriteFile(fd, e, rel);
+    case Kind::kFile: return WriteFile(dir, e, rel);
     case Kind::kDir: {
       if (::mkdirat(fd, e.name.c_str(), 0700) != 0) return FailErrno(rel, errno);
       AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, e.name, rel));
-      AE_TRY(Apply(sub.get(), rel, std::nullopt, e.id));
-      return SetMeta(fd, e, rel);
+      AE_TRY(ApplyDir(std::make_shared<const UniqueFd>(std::move(sub)), rel, std::nullopt, e.id));
+      return DirDone(dir, e, rel);
     }
     case Kind::kSymlink:
       if (::symlinkat(e.target.c_str(), fd, e.name.c_str()) != 0) return FailErrno(rel, errno);
@@ -387,6 +481,16 @@ Result<void> Restorer::Remove(int fd, const std::string& name, bool is_dir, cons
 
 Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
                              const store::ObjectId& to) {
+  // A duplicate the queue may keep open past this call's fd.
+  UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!dup) return FailErrno(rel.empty() ? "." : rel, errno);
+  AE_TRY(ApplyDir(std::make_shared<const UniqueFd>(std::move(dup)), rel, from, to));
+  return Flush();
+}
+
+Result<void> Restorer::ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
+                                const store::ObjectId& to) {
+  int fd = dir->get();
   Tree a;
   if (from) {
     if (*from == to) return {};
@@ -402,7 +506,7 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
       continue;
     }
     if (i == a.size() || b[j].name < a[i].name) {
-      AE_TRY(Create(fd, b[j], Join(rel, b[j].name)));
+      AE_TRY(Create(dir, b[j], Join(rel, b[j].name)));
       ++j;
       continue;
     }
@@ -412,11 +516,11 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
     if (x.kind == Kind::kDir && y.kind == Kind::kDir) {
       if (x.id != y.id) {
         AE_ASSIGN(UniqueFd sub, EnterDir(fd, y.name, crel));
-        AE_TRY(Apply(sub.get(), crel, x.id, y.id));
+        AE_TRY(ApplyDir(std::make_shared<const UniqueFd>(std::move(sub)), crel, x.id, y.id));
       } else {
         ++stats.meta_only;
       }
-      AE_TRY(SetMeta(fd, y, crel));
+      AE_TRY(DirDone(dir, y, crel));
     } else if (x.kind == y.kind && x.kind != Kind::kHardlink &&
                (x.kind != Kind::kFile || (x.id == y.id && x.size == y.size)) &&
                x.target == y.target && x.rdev == y.rdev) {
@@ -425,14 +529,13 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
       AE_TRY(SetMeta(fd, y, crel));  // same content, other metadata
       if (y.kind == Kind::kFile && stats.warnings.size() == warnings) SeedStat(fd, y, crel);
     } else if (x.kind == Kind::kFile && y.kind == Kind::kFile) {
-      AE_TRY(WriteFile(fd, y, crel));  // replaced atomically by rename
+      AE_TRY(WriteFile(dir, y, crel));  // replaced atomically by rename
     } else if (!Kept(x, crel)) {
       AE_TRY(Remove(fd, x.name, x.kind == Kind::kDir, crel));
-      AE_TRY(Create(fd, y, crel));
+      AE_TRY(Create(dir, y, crel));
     }
   }
-  // Before the caller sets this directory's mtime, which renames change.
-  return Flush();
+  return {};
 }
 
 // Directories whose modes deny their unprivileged owner (e.g. 0000, set
