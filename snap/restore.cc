@@ -6,152 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 
-#include "snap/bulk_io.h"
 #include "snap/fsops.h"
-#include "store/worker_pool.h"
+#include "snap/restorer.h"
 
-namespace agentenv::snap {
-namespace {
+namespace agentenv::snap::restore_internal {
 
-// A batch is written when this many files or bytes are queued.
-constexpr size_t kMaxQueued = 256;
-constexpr uint64_t kMaxQueuedBytes = 32 << 20;
-
-class Restorer {
- public:
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {}
-
-  // Makes directory `fd` (now matching `from`, or empty) match `to`.
-  Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
-                     const store::ObjectId& to);
-  Result<void> Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
-                    const std::pair<std::string, std::string>& link);
-
-  // Sets the root directory's metadata.
-  Result<void> SetRootMeta(int root_fd, const Meta& m);
-  // Adds the warning about owners that could not be restored, if any.
-  void ReportOwners();
-  // The first error of opt_.stat_sink, if any.
-  const Result<void>& sink_error() const { return sink_error_; }
-
-  RestoreStats stats;
-
- private:
-  // A directory fd shared by the files queued in it, and by the metadata
-  // of its subdirectories waiting for the next Flush.
-  using DirFd = std::shared_ptr<const UniqueFd>;
-  // Makes directory `dir` match `to` like Apply, but leaves its files
-  // queued and its subdirectories' metadata pending: files from many small
-  // directories then go to the workers in one Flush.
-  Result<void> ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
-                        const store::ObjectId& to);
-  // Sets the metadata of directory entry `e` of `parent` once the files
-  // queued so far are written (creating them moves its mtime).
-  Result<void> DirDone(const DirFd& parent, const Entry& e, const std::string& rel);
-  Result<void> Create(const DirFd& dir, const Entry& e, const std::string& rel);
-  // Queues regular file `e` to be written into `fd` (kept open until the
-  // next Flush, which the end of every Apply does).
-  Result<void> WriteFile(const DirFd& dir, const Entry& e, const std::string& rel);
-  // Writes every queued file (create temp names, content, metadata,
-  // rename), then sets the pending directories' metadata.
-  Result<void> Flush();
-  struct Queued;
-  enum class How : uint8_t { kWritten, kCloned, kCopied };
-  // Flush's two ways: each file start to end on a worker (plain
-  // syscalls), or each step for the whole batch (io_uring). *how: where
-  // each content came from; *clean: no warning (its stat can be cached).
-  Result<void> WriteEach(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
-                         std::vector<uint8_t>& clean);
-  Result<void> WriteBatched(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
-                            std::vector<uint8_t>& clean);
-  // Writes a streamed file's content into its open temp file. Thread-safe.
-  Result<How> Stream(Queued& q);
-  // Sets the metadata of q's temp file. Thread-safe.
-  Result<void> FinishTemp(Queued& q, bool* clean);
-  Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
-  Result<void> RemoveContents(int fd, const std::string& rel);
-  // Thread-safe (stats and the owner tally under meta_mu_); *warned is set
-  // when it added a warning.
-  Result<void> SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned = nullptr);
-  // Records a stat cache entry for regular file `e`, now in place as
-  // `e.name` in `fd` with all of its metadata applied.
-  void SeedStat(int fd, const Entry& e, const std::string& rel);
-  void SeedStat(const Entry& e, const std::string& rel, const struct stat& st);
-  // Unprivileged: chowns `e` where allowed (a group we are in). False when
-  // `e` keeps another owner and can record the tree's in kOwnerXattr;
-  // other kinds that keep another owner are counted (LoseOwner).
-  bool TryOwner(int fd, const Entry& e, const std::string& rel);
-  void LoseOwner(const Entry& e, const std::string& rel);
-  // An ignored path of the live tree: never removed or replaced.
-  bool Kept(const Entry& e, const std::string& rel) const {
-    return opt_.ignored && opt_.ignored(rel, e.kind == Kind::kDir);
-  }
-  // Opens subdirectory `name` and makes sure we may change its entries.
-  Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
-  // Calls fn(k) for every k in [0, n), on the pool's threads and this
-  // one; returns when all calls have returned. fn must be thread-safe.
-  void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
-
-  const store::Store& s_;
-  const RestoreOptions& opt_;
-  struct Queued {
-    DirFd dir;  // keeps file.dirfd open
-    NewFile file;
-    Entry entry;
-    bool stream = false;  // content written by the store, not from `file.data`
-  };
-  std::vector<std::unique_ptr<Queued>> queue_;
-  struct PendingMeta {
-    DirFd parent;
-    Entry entry;
-    std::string rel;
-  };
-  std::vector<PendingMeta> pending_meta_;  // in the order directories were finished: children first
-  uint64_t queued_bytes_ = 0;
-  // Stat cache entries handed to opt_.stat_sink at a time.
-  static constexpr size_t kStatBatch = 16384;
-  Result<void> sink_error_;
-  BulkIo io_;
-  std::atomic<uint64_t> tmp_counter_{0};
-  int64_t start_ns_;
-  // stats.meta_updated, stats.warnings, unowned_, first_unowned_ while
-  // SetMeta runs on several threads (Flush).
-  std::mutex meta_mu_;
-  uint64_t unowned_ = 0;           // GUARDED_BY(meta_mu_) during Flush
-  std::string first_unowned_;      // GUARDED_BY(meta_mu_) during Flush
-  std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it
-};
-
-void Restorer::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < n;) fn(k);
-  };
-  unsigned helpers = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()) - 1, n > 0 ? n - 1 : 0);
-  if (helpers == 0) return work();
-  if (!pool_) pool_ = std::make_unique<store::WorkerPool>(std::max(1u, std::thread::hardware_concurrency()) - 1);
-  std::mutex mu;
-  std::condition_variable cv;
-  unsigned running = helpers;
-  for (unsigned t = 0; t < helpers; ++t)
-    pool_->Submit([&] {
-      work();
-      std::lock_guard lock(mu);
-      if (--running == 0) cv.notify_all();
-    });
-  work();
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return running == 0; });
-}
 
 Result<UniqueFd> Restorer::EnterDir(int fd, const std::string& name, const std::string& rel) {
   auto opened = OpenDirAt(fd, name, rel);
@@ -229,185 +92,6 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel, b
     return {};
   }
   return r;
-}
-
-void Restorer::SeedStat(int fd, const Entry& e, const std::string& rel) {
-  struct stat st;
-  if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) SeedStat(e, rel, st);
-}
-
-void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct stat& st) {
-  // A later write sets mtime to its own time; only when the restored mtime
-  // lies outside the current clock tick is that guaranteed to differ.
-  if (e.meta.mtime_ns >= start_ns_ - kRacyWindowNs || !S_ISREG(st.st_mode)) return;
-  StatEntry se{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim),
-               ToNs(st.st_ctim),    st.st_mode,          st.st_uid,           st.st_gid,
-               e.meta.xattrs,       store::FileRef{e.id, e.content, e.size}};
-  // The cache holds xattrs as on disk: with the owner SetMeta recorded.
-  if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
-  stats.stat_entries.emplace_back(rel, std::move(se));
-  if (opt_.stat_sink && stats.stat_entries.size() >= kStatBatch) {
-    Result<void> r = opt_.stat_sink(std::move(stats.stat_entries));
-    stats.stat_entries.clear();
-    if (!r && sink_error_) sink_error_ = r;
-  }
-}
-
-bool HasZeroBlock(const std::vector<uint8_t>& data) {
-  static const uint8_t zero[4096] = {};
-  for (size_t off = 0; off + sizeof zero <= data.size(); off += sizeof zero)
-    if (std::memcmp(data.data() + off, zero, sizeof zero) == 0) return true;
-  return false;
-}
-
-Result<void> Restorer::WriteFile(const DirFd& dir, const Entry& e, const std::string& rel) {
-  int fd = dir->get();
-  // A new read-only tree: a lower's identical file serves as it is.
-  if (opt_.link_sources && opt_.sources && opt_.sources->LinkTo(rel, e, fd, e.name)) {
-    ++stats.files_linked;
-    Advance(opt_.progress, 1, e.size);
-    return {};
-  }
-  auto q = std::make_unique<Queued>();
-  q->dir = dir;
-  q->file.dirfd = fd;
-  q->file.tmp = RestoreTempName(tmp_counter_++);
-  q->file.name = e.name;
-  q->file.rel = rel;
-  q->entry = e;
-  // Single-chunk files are written from memory in the batch; large files
-  // stream from the store, reflinked files are cloned, and a file with a
-  // zero block goes through WriteFileTo, which leaves a hole there.
-  q->stream = opt_.reflink || opt_.sources || e.content != store::ObjectType::kChunk;
-  if (!q->stream) {
-    AE_ASSIGN(q->file.data, s_.Get(e.id));
-    q->stream = HasZeroBlock(q->file.data);
-    if (q->stream) q->file.data.clear();
-  }
-  queued_bytes_ += q->file.data.size();
-  queue_.push_back(std::move(q));
-  if (queue_.size() >= kMaxQueued || queued_bytes_ >= kMaxQueuedBytes) return Flush();
-  return {};
-}
-
-Result<void> Restorer::Flush() {
-  if (queue_.empty() && pending_meta_.empty()) return {};
-  std::vector<std::unique_ptr<Queued>> batch = std::move(queue_);
-  queue_.clear();
-  queued_bytes_ = 0;
-  std::vector<How> how(batch.size(), How::kWritten);
-  std::vector<uint8_t> clean(batch.size(), 0);  // not vector<bool>: written from several threads
-  Result<void> r = io_.uring() ? WriteBatched(batch, how, clean) : WriteEach(batch, how, clean);
-  if (!r) {
-    for (auto& q : batch)
-      if (q->file.created) ::unlinkat(q->file.dirfd, q->file.tmp.c_str(), 0);
-    return r;
-  }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const Queued& q = *batch[i];
-    ++stats.files_written;
-    stats.bytes_written += q.entry.size;
-    Advance(opt_.progress, 1, q.entry.size);
-    if (how[i] == How::kCloned) ++stats.files_cloned;
-    if (how[i] == How::kCopied) ++stats.files_copied;
-    if (clean[i]) SeedStat(q.entry, q.file.rel, q.file.st);
-  }
-  std::vector<PendingMeta> dirs = std::move(pending_meta_);
-  pending_meta_.clear();
-  for (const PendingMeta& d : dirs) AE_TRY(SetMeta(d.parent->get(), d.entry, d.rel));
-  return {};
-}
-
-Result<void> Restorer::DirDone(const DirFd& parent, const Entry& e, const std::string& rel) {
-  if (queue_.empty()) return SetMeta(parent->get(), e, rel);  // nothing left to write below it
-  pending_meta_.push_back({parent, e, rel});
-  // Each holds a directory open: a tree of many empty directories must
-  // not run out of file descriptors.
-  return pending_meta_.size() >= kMaxQueued ? Flush() : Result<void>();
-}
-
-Result<Restorer::How> Restorer::Stream(Queued& q) {
-  // The cheapest way first. A clone from a source (a lower, the live tree,
-  // a scanned directory) or from the packs (raw records) shares extents; a
-  // kernel copy from a source costs no decompression; else the store
-  // writes it.
-  int fd = q.file.fd.get();
-  if (opt_.reflink && opt_.sources && opt_.sources->CloneTo(q.file.rel, q.entry, fd)) return How::kCloned;
-  if (opt_.reflink) {
-    auto c = s_.CloneFileTo(q.entry.file(), fd);
-    if (!c) return Wrap(q.file.rel, c.error());
-    if (*c) return How::kCloned;
-  }
-  if (opt_.sources && opt_.sources->CopyTo(q.file.rel, q.entry, fd)) return How::kCopied;
-  if (Result<void> w = s_.WriteFileTo(q.entry.file(), fd); !w) return Wrap(q.file.rel, w.error());
-  return How::kWritten;
-}
-
-Result<void> Restorer::FinishTemp(Queued& q, bool* clean) {
-  bool warned = false;
-  Entry t = q.entry;
-  t.name = q.file.tmp;
-  AE_TRY(SetMeta(q.file.dirfd, t, q.file.rel, &warned));
-  *clean = !warned;
-  return {};
-}
-
-Result<void> Restorer::WriteEach(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
-                                 std::vector<uint8_t>& clean) {
-  // Every file's whole sequence (create, write, close, metadata, rename,
-  // stat) on one thread, the files on every core: the metadata calls are
-  // most of a restore's system time, and they run side by side too.
-  std::vector<Result<void>> res(batch.size());
-  std::atomic<bool> failed{false};
-  ParallelFor(batch.size(), [&](size_t i) {
-    if (failed.load(std::memory_order_relaxed)) return;
-    Queued& q = *batch[i];
-    NewFile* f = &q.file;
-    std::span<NewFile* const> one(&f, 1);
-    Result<void> r = io_.CreateAndWrite(one);
-    if (r && q.stream) {
-      if (auto h = Stream(q)) how[i] = *h;
-      else r = Unexpected<Error>(h.error());
-    }
-    if (r) r = io_.Close(one);
-    bool ok = false;
-    if (r) r = FinishTemp(q, &ok);
-    if (r) r = io_.RenameAndStat(one);
-    clean[i] = r && ok;
-    if (!r) {
-      res[i] = std::move(r);
-      failed = true;
-    }
-  });
-  for (auto& r : res)
-    if (!r) return r;
-  return {};
-}
-
-Result<void> Restorer::WriteBatched(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
-                                    std::vector<uint8_t>& clean) {
-  // Each step for the whole batch, one io_uring submission per step; the
-  // streamed contents, each into its own fd, on every core.
-  std::vector<NewFile*> files;
-  for (auto& q : batch) files.push_back(&q->file);
-  AE_TRY(io_.CreateAndWrite(files));
-  std::vector<size_t> streamed;
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (batch[i]->stream) streamed.push_back(i);
-  std::vector<Result<void>> wrote(batch.size());
-  ParallelFor(streamed.size(), [&](size_t k) {
-    size_t i = streamed[k];
-    if (auto h = Stream(*batch[i])) how[i] = *h;
-    else wrote[i] = Unexpected<Error>(h.error());
-  });
-  for (size_t i : streamed) AE_TRY(wrote[i]);
-  AE_TRY(io_.Close(files));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    bool ok = false;
-    AE_TRY(FinishTemp(*batch[i], &ok));
-    clean[i] = ok;
-  }
-  return io_.RenameAndStat(files);
 }
 
 Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::string& rel) {
@@ -538,6 +222,8 @@ Result<void> Restorer::ApplyDir(const DirFd& dir, const std::string& rel, const 
   return {};
 }
 
+namespace {
+
 // Directories whose modes deny their unprivileged owner (e.g. 0000, set
 // when their contents were done) get owner rwx while hardlinks are made
 // through them; the modes are put back on destruction.
@@ -597,6 +283,8 @@ Result<Entry> EntryAt(const store::Store& s, store::ObjectId tree, const std::st
   }
 }
 
+}  // namespace
+
 Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
                             const std::pair<std::string, std::string>& link) {
   const auto& [path, first] = link;
@@ -623,7 +311,11 @@ Result<void> Restorer::Link(int root_fd, const store::ObjectId& to_tree, const M
   return SetMeta(pdir.get(), pe, parent);
 }
 
-}  // namespace
+}  // namespace agentenv::snap::restore_internal
+
+namespace agentenv::snap {
+
+using restore_internal::Restorer;
 
 Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store::ObjectId& from,
                                  const store::ObjectId& to, const Meta& to_root,

@@ -1,0 +1,133 @@
+// snap/restorer: the restore's worker (internal to restore*.cc): walks a
+// directory from one tree to another, queues the files it writes and
+// writes them in batches. restore.cc holds the walk, restore_write.cc the
+// file writing.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "snap/bulk_io.h"
+#include "snap/restore.h"
+#include "store/worker_pool.h"
+
+namespace agentenv::snap::restore_internal {
+
+// A batch is written when this many files or bytes are queued.
+constexpr size_t kMaxQueued = 256;
+constexpr uint64_t kMaxQueuedBytes = 32 << 20;
+
+class Restorer {
+ public:
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {}
+
+  // Makes directory `fd` (now matching `from`, or empty) match `to`.
+  Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
+                     const store::ObjectId& to);
+  Result<void> Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
+                    const std::pair<std::string, std::string>& link);
+
+  // Sets the root directory's metadata.
+  Result<void> SetRootMeta(int root_fd, const Meta& m);
+  // Adds the warning about owners that could not be restored, if any.
+  void ReportOwners();
+  // The first error of opt_.stat_sink, if any.
+  const Result<void>& sink_error() const { return sink_error_; }
+
+  RestoreStats stats;
+
+ private:
+  // A directory fd shared by the files queued in it, and by the metadata
+  // of its subdirectories waiting for the next Flush.
+  using DirFd = std::shared_ptr<const UniqueFd>;
+  // Makes directory `dir` match `to` like Apply, but leaves its files
+  // queued and its subdirectories' metadata pending: files from many small
+  // directories then go to the workers in one Flush.
+  Result<void> ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
+                        const store::ObjectId& to);
+  // Sets the metadata of directory entry `e` of `parent` once the files
+  // queued so far are written (creating them moves its mtime).
+  Result<void> DirDone(const DirFd& parent, const Entry& e, const std::string& rel);
+  Result<void> Create(const DirFd& dir, const Entry& e, const std::string& rel);
+  // Queues regular file `e` to be written into `fd` (kept open until the
+  // next Flush, which the end of every Apply does).
+  Result<void> WriteFile(const DirFd& dir, const Entry& e, const std::string& rel);
+  // Writes every queued file (create temp names, content, metadata,
+  // rename), then sets the pending directories' metadata.
+  Result<void> Flush();
+  struct Queued;
+  enum class How : uint8_t { kWritten, kCloned, kCopied };
+  // Flush's two ways: each file start to end on a worker (plain
+  // syscalls), or each step for the whole batch (io_uring). *how: where
+  // each content came from; *clean: no warning (its stat can be cached).
+  Result<void> WriteEach(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                         std::vector<uint8_t>& clean);
+  Result<void> WriteBatched(std::vector<std::unique_ptr<Queued>>& batch, std::vector<How>& how,
+                            std::vector<uint8_t>& clean);
+  // Writes a streamed file's content into its open temp file. Thread-safe.
+  Result<How> Stream(Queued& q);
+  // Sets the metadata of q's temp file. Thread-safe.
+  Result<void> FinishTemp(Queued& q, bool* clean);
+  Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
+  Result<void> RemoveContents(int fd, const std::string& rel);
+  // Thread-safe (stats and the owner tally under meta_mu_); *warned is set
+  // when it added a warning.
+  Result<void> SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned = nullptr);
+  // Records a stat cache entry for regular file `e`, now in place as
+  // `e.name` in `fd` with all of its metadata applied.
+  void SeedStat(int fd, const Entry& e, const std::string& rel);
+  void SeedStat(const Entry& e, const std::string& rel, const struct stat& st);
+  // Unprivileged: chowns `e` where allowed (a group we are in). False when
+  // `e` keeps another owner and can record the tree's in kOwnerXattr;
+  // other kinds that keep another owner are counted (LoseOwner).
+  bool TryOwner(int fd, const Entry& e, const std::string& rel);
+  void LoseOwner(const Entry& e, const std::string& rel);
+  // An ignored path of the live tree: never removed or replaced.
+  bool Kept(const Entry& e, const std::string& rel) const {
+    return opt_.ignored && opt_.ignored(rel, e.kind == Kind::kDir);
+  }
+  // Opens subdirectory `name` and makes sure we may change its entries.
+  Result<UniqueFd> EnterDir(int fd, const std::string& name, const std::string& rel);
+  // Calls fn(k) for every k in [0, n), on the pool's threads and this
+  // one; returns when all calls have returned. fn must be thread-safe.
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
+
+  const store::Store& s_;
+  const RestoreOptions& opt_;
+  struct Queued {
+    DirFd dir;  // keeps file.dirfd open
+    NewFile file;
+    Entry entry;
+    bool stream = false;  // content written by the store, not from `file.data`
+  };
+  std::vector<std::unique_ptr<Queued>> queue_;
+  struct PendingMeta {
+    DirFd parent;
+    Entry entry;
+    std::string rel;
+  };
+  std::vector<PendingMeta> pending_meta_;  // in the order directories were finished: children first
+  uint64_t queued_bytes_ = 0;
+  // Stat cache entries handed to opt_.stat_sink at a time.
+  static constexpr size_t kStatBatch = 16384;
+  Result<void> sink_error_;
+  BulkIo io_;
+  std::atomic<uint64_t> tmp_counter_{0};
+  int64_t start_ns_;
+  // stats.meta_updated, stats.warnings, unowned_, first_unowned_ while
+  // SetMeta runs on several threads (Flush).
+  std::mutex meta_mu_;
+  uint64_t unowned_ = 0;           // GUARDED_BY(meta_mu_) during Flush
+  std::string first_unowned_;      // GUARDED_BY(meta_mu_) during Flush
+  std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it
+};
+
+}  // namespace agentenv::snap::restore_internal
