@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "snap/bulk_io.h"
+#include "snap/fsops.h"
 #include "snap/restore.h"
 #include "store/worker_pool.h"
 
