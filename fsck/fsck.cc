@@ -105,9 +105,9 @@ class Checker {
   // neither loaded whole (memory would grow with the store) nor looked up
   // per record (a random read of the LMDB map each, at a million objects
   // mostly a page fault): the packs go in groups of about kGroupEntries
-  // objects (FsckOptions::group_entries), one walk of view_ collects the entries pointing into a
-  // group's packs, sorted by place, and each pack's scan merges them with
-  // its records (both in offset order).
+  // objects (FsckOptions::group_entries), one walk of view_ collects the
+  // entries pointing into a group's packs, sorted by place, and each
+  // pack's scan merges them with its records (both in offset order).
   static constexpr uint64_t kGroupEntries = uint64_t{1} << 18;  // 256k: 16 MB
   // Collects group_: the entries pointing into packs [first, last]; the
   // first walk also counts every entry and takes the ones pointing into
