@@ -38,15 +38,7 @@ struct Damaged {
   std::string PackOf(const ObjectId& id) const {
     return store::PackPath(s->dir(), s->Stat(id)->pack);
   }
-  void Poke(const ObjectId& id, uint64_t rel, uint8_t x) {
-    auto info = *s->Stat(id);
-    UniqueFd fd(::open(PackOf(id).c_str(), O_RDWR));
-    REQUIRE(fd);
-    uint8_t c;
-    REQUIRE(::pread(fd.get(), &c, 1, info.offset + rel) == 1);
-    c ^= x;
-    REQUIRE(::pwrite(fd.get(), &c, 1, info.offset + rel) == 1);
-  }
+  void Poke(const ObjectId& id, uint64_t rel, uint8_t x) { PokeRecord(*s, id, rel, x); }
   // Repairs, then checks: the lost ids are exactly `expect`, fsck is
   // clean, every other object reads back intact.
   void RepairAndCheck(const std::set<ObjectId>& expect) {

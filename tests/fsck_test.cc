@@ -52,16 +52,7 @@ TEST_CASE("fsck: a flipped byte in stored data is reported with its id and locat
   auto raw_id = *b->Put(ObjectType::kChunk, raw);
   auto text_id = *b->Put(ObjectType::kChunk, text);
   CommitOk(*b);
-  for (auto id : {raw_id, text_id}) {
-    auto info = *s->Stat(id);
-    UniqueFd fd(::open(store::PackPath(s->dir(), info.pack).c_str(), O_RDWR));
-    REQUIRE(fd);
-    uint64_t at = info.offset + store::kRecordHeaderSize + info.stored_size / 2;
-    uint8_t c;
-    REQUIRE(::pread(fd.get(), &c, 1, at) == 1);
-    c ^= 0x10;
-    REQUIRE(::pwrite(fd.get(), &c, 1, at) == 1);
-  }
+  for (auto id : {raw_id, text_id}) PokeRecord(*s, id, store::kRecordHeaderSize + s->Stat(id)->stored_size / 2, 0x10);
   CHECK(s->Stat(raw_id)->codec == store::Codec::kRaw);
   CHECK(s->Stat(text_id)->codec == store::Codec::kZstd);
   auto findings = Fsck(*s);
@@ -177,13 +168,7 @@ TEST_CASE("fsck: index entries against records, in both directions, for every ob
   }
   SECTION("a lost chunk names its file's manifest") {
     auto chunks = *store::DecodeManifest(*s->Get(big.id));
-    auto info = *s->Stat(chunks[2].id);
-    UniqueFd fd(::open(store::PackPath(s->dir(), info.pack).c_str(), O_RDWR));
-    uint8_t x = 0;
-    uint64_t at = info.offset + store::kRecordHeaderSize + 7;
-    REQUIRE(::pread(fd.get(), &x, 1, at) == 1);
-    x ^= 1;
-    REQUIRE(::pwrite(fd.get(), &x, 1, at) == 1);
+    PokeRecord(*s, chunks[2].id, store::kRecordHeaderSize + 7, 1);
     auto f = Fsck(*s);
     CHECK(errors_about(f, "hash-mismatch") == std::set<store::ObjectId>{chunks[2].id});
     CHECK(errors_about(f, "missing-chunk") == std::set<store::ObjectId>{big.id});
@@ -230,13 +215,7 @@ TEST_CASE("fsck: index entries matched with records in groups of packs") {
   store::Index::Update u;
   u.objects = {{ids[1], a}, {ids[12], c}};
   REQUIRE(index.Apply(u));
-  auto flip = *s->Stat(ids[7]);
-  UniqueFd fd(::open(store::PackPath(s->dir(), flip.pack).c_str(), O_RDWR));
-  uint8_t x = 0;
-  uint64_t at = flip.offset + store::kRecordHeaderSize + 3;
-  REQUIRE(::pread(fd.get(), &x, 1, at) == 1);
-  x ^= 0x40;
-  REQUIRE(::pwrite(fd.get(), &x, 1, at) == 1);
+  PokeRecord(*s, ids[7], store::kRecordHeaderSize + 3, 0x40);
 
   auto summary = [](const std::vector<fsck::FsckFinding>& f) {
     std::set<std::pair<std::string, std::string>> out;

@@ -71,6 +71,18 @@ inline std::vector<fsck::FsckFinding> Fsck(const store::Store& s, fsck::FsckRepo
   return findings;
 }
 
+// Flips the bits `mask` of the byte `rel` bytes into object `id`'s record
+// (header first) in its pack file: damage for fsck to find.
+inline void PokeRecord(const store::Store& s, const store::ObjectId& id, uint64_t rel, uint8_t mask) {
+  auto info = *s.Stat(id);
+  UniqueFd fd(::open(store::PackPath(s.dir(), info.pack).c_str(), O_RDWR | O_CLOEXEC));
+  REQUIRE(fd);
+  uint8_t c;
+  REQUIRE(::pread(fd.get(), &c, 1, info.offset + rel) == 1);
+  c ^= mask;
+  REQUIRE(::pwrite(fd.get(), &c, 1, info.offset + rel) == 1);
+}
+
 inline uint64_t StoredBytes(const store::Store& s) {
   auto st = s.Stats();
   REQUIRE(st);
