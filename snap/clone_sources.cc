@@ -150,7 +150,7 @@ std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir)
       out = std::make_shared<const UniqueFd>(std::move(fd));
   }
   std::lock_guard lock(mu_);
-  if (scanned_dirs_.size() >= 256) {
+  if (scanned_dirs_.size() >= kMaxScannedDirs) {
     auto root = scanned_dirs_.extract("");
     scanned_dirs_.clear();
     scanned_dirs_.insert(std::move(root));

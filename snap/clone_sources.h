@@ -99,9 +99,11 @@ class CloneSources {
   int64_t scanned_before_ns_ = 0;  // OpenScanned: older ctimes are unchanged since the scan
   mutable std::mutex mu_;
   // OpenScanned's directories opened so far (null: changed since the
-  // scan), "" the root; cleared when large (a restore goes directory by
-  // directory, so the recent ones are the ones asked for again).
+  // scan), "" the root; cleared past kMaxScannedDirs (a restore goes
+  // directory by directory, so the recent ones are the ones asked for
+  // again, and each holds an fd).
   mutable std::map<std::string, std::shared_ptr<const UniqueFd>> scanned_dirs_;  // GUARDED_BY(mu_)
+  static constexpr size_t kMaxScannedDirs = 32;
   // Directory trees read so far, by (lower tree, directory path).
   mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_;  // GUARDED_BY(mu_)
 };

@@ -95,7 +95,8 @@ Result<void> Restorer::WriteFile(const DirFd& dir, const Entry& e, const std::st
   }
   queued_bytes_ += q->file.data.size();
   queue_.push_back(std::move(q));
-  if (queue_.size() >= kMaxQueued || queued_bytes_ >= kMaxQueuedBytes) return Flush();
+  bool many_dirs = HoldDir(dir);
+  if (queue_.size() >= kMaxQueued || queued_bytes_ >= kMaxQueuedBytes || many_dirs) return Flush();
   return {};
 }
 
@@ -104,6 +105,8 @@ Result<void> Restorer::Flush() {
   std::vector<std::unique_ptr<Queued>> batch = std::move(queue_);
   queue_.clear();
   queued_bytes_ = 0;
+  queued_dirs_ = 0;
+  last_queued_dir_ = nullptr;
   std::vector<How> how(batch.size(), How::kWritten);
   std::vector<uint8_t> clean(batch.size(), 0);  // not vector<bool>: written from several threads
   Result<void> r = io_.uring() ? WriteBatched(batch, how, clean) : WriteEach(batch, how, clean);
@@ -130,9 +133,8 @@ Result<void> Restorer::Flush() {
 Result<void> Restorer::DirDone(const DirFd& parent, const Entry& e, const std::string& rel) {
   if (queue_.empty()) return SetMeta(parent->get(), e, rel);  // nothing left to write below it
   pending_meta_.push_back({parent, e, rel});
-  // Each holds a directory open: a tree of many empty directories must
-  // not run out of file descriptors.
-  return pending_meta_.size() >= kMaxQueued ? Flush() : Result<void>();
+  bool many_dirs = HoldDir(parent);
+  return pending_meta_.size() >= kMaxQueued || many_dirs ? Flush() : Result<void>();
 }
 
 Result<Restorer::How> Restorer::Stream(Queued& q) {

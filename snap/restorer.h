@@ -22,9 +22,12 @@
 
 namespace agentenv::snap::restore_internal {
 
-// A batch is written when this many files or bytes are queued.
+// A batch is written when this many files or bytes are queued, or when
+// what is queued holds this many directories open (a tree of many small
+// directories must stay well within the usual limit of 1,024 fds).
 constexpr size_t kMaxQueued = 256;
 constexpr uint64_t kMaxQueuedBytes = 32 << 20;
+constexpr size_t kMaxQueuedDirs = 48;
 
 class Restorer {
  public:
@@ -117,6 +120,20 @@ class Restorer {
   };
   std::vector<PendingMeta> pending_meta_;  // in the order directories were finished: children first
   uint64_t queued_bytes_ = 0;
+  // Directories held open by queue_ and pending_meta_: counted each time
+  // the directory differs from the one of the item queued before (at
+  // least the distinct ones).
+  size_t queued_dirs_ = 0;
+  const UniqueFd* last_queued_dir_ = nullptr;
+  // Counts `dir` for an item about to be queued; true when the queue
+  // should be flushed after it.
+  bool HoldDir(const DirFd& dir) {
+    if (dir.get() != last_queued_dir_) {
+      last_queued_dir_ = dir.get();
+      ++queued_dirs_;
+    }
+    return queued_dirs_ >= kMaxQueuedDirs;
+  }
   // Stat cache entries handed to opt_.stat_sink at a time.
   static constexpr size_t kStatBatch = 16384;
   Result<void> sink_error_;

@@ -57,6 +57,19 @@ struct ScanDir {
   std::optional<store::ObjectId> id;  // stored during the walk
 };
 
+// A directory for a walk's worker to list. Its fd is open already, or the
+// worker opens it by name in its parent's fd, which the parent's pending
+// subdirectories share: so the open fds of a walk are its parents still
+// handing out subdirectories (about the depth per worker), not every
+// directory queued (a directory of 3,000 subdirectories would pass the
+// usual limit of 1,024 fds, and each growth of a threaded process's fd
+// table waits for an RCU grace period).
+struct WalkTask {
+  ScanDir* dir = nullptr;
+  UniqueFd fd;
+  std::shared_ptr<const UniqueFd> parent;
+};
+
 // Component-wise path order: the order of a walk with sorted entries.
 bool WalkOrder(const std::string& a, const std::string& b) {
   size_t i = 0, j = 0;
@@ -77,9 +90,10 @@ class Scanner {
  public:
   explicit Scanner(const ScanContext& ctx) : ctx_(ctx) {}
 
-  // Builds the entry for `name` (already lstat'ed) in `dirfd`. Regular files
-  // are looked up in the stat cache or stored. A path that vanished
-  // meanwhile fails with errno_value ENOENT.
+  // Fills in the entry for `name` (already lstat'ed) in `dirfd`, all but
+  // e->name, which the caller sets. Regular files are looked up in the
+  // stat cache or stored. A path that vanished meanwhile fails with
+  // errno_value ENOENT.
   Result<void> ReadEntry(int dirfd, const std::string& name, const std::string& rel,
                          const struct stat& st, const MetaDb::StatReader& cache, Entry* e);
   // Walks directory `fd` (tree-relative `rel`) and everything below it.
@@ -100,8 +114,14 @@ class Scanner {
   size_t prune_at_ = kPruneEvery;
 
  private:
-  Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
-                       std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs);
+  // Lists `d` (open as `fd`) into d.entries and appends a task for each
+  // subdirectory: with its fd when it had to be opened at once (see
+  // DirAccess), else to be opened from `fd`.
+  Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache, std::vector<WalkTask>* subdirs);
+  // Opens task.dir (not open yet) in `parent_fd`; nullopt when it was
+  // deleted meanwhile: it is then recorded empty, and the deletion's own
+  // change event brings the next snapshot up to date.
+  Result<std::optional<UniqueFd>> OpenTask(const WalkTask& task, int parent_fd);
   // Called when `d` is listed and when each of its subdirectories is
   // complete: the last call stores d's tree (unless hardlinks defer it) and
   // completes its parent in turn. So trees are encoded and hashed by the
@@ -114,23 +134,22 @@ class Scanner {
 
  public:
   bool has_links() const { return !links_.empty(); }
+  uid_t euid() const { return euid_; }
+
+ private:
+  // Read once per scan (a scan would otherwise ask once per directory),
+  // not once per process: a forked child may have dropped privileges.
+  const uid_t euid_ = ::geteuid();
 };
 
-// The effective uid, read once: the process never changes it, and a scan
-// would otherwise ask once per directory.
-uid_t Euid() {
-  static const uid_t euid = ::geteuid();
-  return euid;
-}
-
-// Unprivileged, reading our own file or directory whose mode denies us
-// (e.g. 0000) needs a moment of owner access: chmod leaves mtime alone and
-// the mode is put back on destruction.
+// Unprivileged (`euid`, the scan's effective uid), reading our own file or
+// directory whose mode denies us (e.g. 0000) needs a moment of owner
+// access: chmod leaves mtime alone and the mode is put back on destruction.
 class OwnerAccess {
  public:
-  OwnerAccess(int dirfd, const std::string& name, const struct stat& st) {
+  OwnerAccess(int dirfd, const std::string& name, const struct stat& st, uid_t euid) {
     mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
-    if (need == 0 || (st.st_mode & need) == need || Euid() == 0 || st.st_uid != Euid())
+    if (need == 0 || (st.st_mode & need) == need || euid == 0 || st.st_uid != euid)
       return;
     if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) != 0) return;
     dirfd_ = dirfd;
@@ -153,9 +172,9 @@ class OwnerAccess {
 // granting the owner rwx on the open fd until destruction.
 class DirAccess {
  public:
-  explicit DirAccess(int fd) {
+  DirAccess(int fd, uid_t euid) {
     struct stat st;
-    if (Euid() == 0 || ::fstat(fd, &st) != 0 || st.st_uid != Euid() ||
+    if (euid == 0 || ::fstat(fd, &st) != 0 || st.st_uid != euid ||
         (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
       return;
     fd_ = fd;
@@ -164,6 +183,8 @@ class DirAccess {
   ~DirAccess() {
     if (fd_ >= 0) ::fchmod(fd_, mode_);
   }
+  // Whether lookups in the directory work only while this lives.
+  bool granted() const { return fd_ >= 0; }
   DirAccess(const DirAccess&) = delete;
   DirAccess& operator=(const DirAccess&) = delete;
 
@@ -195,20 +216,19 @@ Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::strin
 }
 
 // OpenDirAt; our own directory that denies us is opened with OwnerAccess.
-Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel) {
+Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel, uid_t euid) {
   auto sub = OpenDirAt(fd, name, rel);
   struct stat st;
   if (sub || sub.error().errno_value != EACCES ||
       ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
     return sub;
-  OwnerAccess access(fd, name, st);
+  OwnerAccess access(fd, name, st, euid);
   return OpenDirAt(fd, name, rel);
 }
 
 Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::string& rel,
                                 const struct stat& st, const MetaDb::StatReader& cache, Entry* e) {
-  OwnerAccess access(dirfd, name, st);
-  e->name = name;
+  OwnerAccess access(dirfd, name, st, euid_);
   e->meta.mode = st.st_mode & 07777;
   e->meta.uid = st.st_uid;
   e->meta.gid = st.st_gid;
@@ -282,8 +302,11 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 }
 
 Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
-                              std::vector<std::pair<ScanDir*, UniqueFd>>* subdirs) {
-  DirAccess access(fd);
+                              std::vector<WalkTask>* subdirs) {
+  DirAccess access(fd, euid_);
+  // Few allocations per entry: each name read moves into its entry and
+  // one path buffer serves them all (with two workers, freeing another
+  // thread's allocations contends on glibc's arena locks).
   std::vector<std::string> names;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
   if (Result<void> listed = ReadDirNames(fd, d.rel, &names, /*rewind=*/!d.parent); !listed) {
@@ -294,8 +317,12 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
     names.clear();
   }
   std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    std::string rel = Join(d.rel, name);
+  d.entries.reserve(names.size());
+  std::string rel = d.rel.empty() ? std::string() : d.rel + "/";
+  const size_t base = rel.size();
+  for (std::string& name : names) {
+    rel.resize(base);
+    rel += name;
     struct stat st;
     if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // deleted while we scan
@@ -305,7 +332,8 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
     bool ignored = ctx_.ignored && ctx_.ignored(rel, is_dir);
     if (ignored && !is_dir) continue;
     Entry e;
-    Result<void> r = ReadEntry(fd, name, rel, st, cache, &e);
+    e.name = std::move(name);
+    Result<void> r = ReadEntry(fd, e.name, rel, st, cache, &e);
     if (!r && r.error().errno_value == ENOENT) continue;
     AE_TRY(r);
     if (ignored) MakePlaceholder(&e);
@@ -316,21 +344,22 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   for (size_t i = 0; i < d.entries.size(); ++i) {
     Entry& e = d.entries[i];
     if (e.kind == Kind::kDir && e.id != EmptyTreeId()) {  // placeholders have their (empty) tree
-      std::string rel = Join(d.rel, e.name);
       auto sub = std::make_unique<ScanDir>();
-      sub->rel = rel;
+      sub->rel = Join(d.rel, e.name);
       sub->parent = &d;
       sub->index = i;
-      auto sfd = OpenScanDir(fd, e.name, rel);
-      if (!sfd && (sfd.error().errno_value == ENOENT || sfd.error().errno_value == ENOTDIR)) {
-        // Deleted while we scan: record it empty; the deletion's own
-        // change event brings the next snapshot up to date.
-        e.id = EmptyTreeId();
-        continue;
+      WalkTask task;
+      task.dir = sub.get();
+      if (access.granted()) {  // lookups here work only until we return
+        AE_ASSIGN(auto opened, OpenTask(task, fd));
+        if (!opened) {
+          e.id = EmptyTreeId();
+          continue;
+        }
+        task.fd = std::move(*opened);
       }
-      if (!sfd) return Unexpected<Error>(sfd.error());
       d.pending.fetch_add(1);  // before any worker can see the subdirectory
-      subdirs->emplace_back(sub.get(), std::move(*sfd));
+      subdirs->push_back(std::move(task));
       d.subdirs.emplace_back(i, std::move(sub));
     }
   }
@@ -342,19 +371,45 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   return {};
 }
 
+Result<std::optional<UniqueFd>> Scanner::OpenTask(const WalkTask& task, int parent_fd) {
+  const ScanDir& d = *task.dir;
+  // The parent's entries stay put until all its subdirectories are done.
+  auto sfd = OpenScanDir(parent_fd, d.parent->entries[d.index].name, d.rel, euid_);
+  if (!sfd && (sfd.error().errno_value == ENOENT || sfd.error().errno_value == ENOTDIR))
+    return std::optional<UniqueFd>();
+  if (!sfd) return Unexpected<Error>(sfd.error());
+  return std::optional<UniqueFd>(std::move(*sfd));
+}
+
 Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& rel) {
   auto root = std::make_unique<ScanDir>();
   root->rel = rel;
   std::mutex qmu;
   std::condition_variable cv;
-  std::vector<std::pair<ScanDir*, UniqueFd>> stack;
-  stack.emplace_back(root.get(), std::move(fd));
+  std::vector<WalkTask> stack;
+  stack.push_back({root.get(), std::move(fd), nullptr});
   size_t busy = 0;
   Result<void> failed;
+  auto list = [&](WalkTask& task, const MetaDb::StatReader& cache, std::vector<WalkTask>* subdirs) -> Result<void> {
+    if (!task.fd) {
+      AE_ASSIGN(auto opened, OpenTask(task, task.parent->get()));
+      task.parent.reset();
+      if (!opened) return Done(task.dir);  // listed as empty
+      task.fd = std::move(*opened);
+    }
+    AE_TRY(ListDir(*task.dir, task.fd.get(), cache, subdirs));
+    AE_TRY(Done(task.dir));
+    bool share = std::any_of(subdirs->begin(), subdirs->end(), [](const WalkTask& t) { return !t.fd; });
+    if (!share) return {};
+    auto shared = std::make_shared<const UniqueFd>(std::move(task.fd));
+    for (WalkTask& t : *subdirs)
+      if (!t.fd) t.parent = shared;
+    return {};
+  };
   auto worker = [&] {
     auto cache = ctx_.meta.ReadStats();
     for (;;) {
-      std::pair<ScanDir*, UniqueFd> task;
+      WalkTask task;
       {
         std::unique_lock lock(qmu);
         cv.wait(lock, [&] { return !stack.empty() || busy == 0 || !failed; });
@@ -363,14 +418,13 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
         stack.pop_back();
         ++busy;
       }
-      std::vector<std::pair<ScanDir*, UniqueFd>> subdirs;
-      Result<void> r = cache ? ListDir(*task.first, task.second.get(), **cache, &subdirs)
-                             : Result<void>(Unexpected<Error>(cache.error()));
-      if (r) r = Done(task.first);
+      std::vector<WalkTask> subdirs;
+      Result<void> r = cache ? list(task, **cache, &subdirs) : Result<void>(Unexpected<Error>(cache.error()));
       std::unique_lock lock(qmu);
       --busy;
       if (!r && failed) failed = r;
-      // Deepest first keeps the number of open directory fds small.
+      // Deepest first: a parent's fd is closed once its last subdirectory
+      // is opened, so the fds open are about the depth.
       for (auto& s : subdirs) stack.push_back(std::move(s));
       cv.notify_all();
     }
@@ -391,12 +445,14 @@ Result<void> Scanner::Done(ScanDir* d) {
       AE_ASSIGN(d->id, PutTree(d->entries));
       // Each subdirectory writes only its own entry of the parent.
       if (d->parent) d->parent->entries[d->index].id = *d->id;
-      // Stored: nothing reads this directory's entries or its finished
-      // subdirectories again, so memory follows the walk's frontier, not
-      // the tree. (A deferred directory keeps them: FixHardlinks and
-      // PutTrees need them, and so do its ancestors, deferred in turn.)
+      // Stored: nothing reads this directory's entries again, so memory
+      // follows the walk's frontier, not the tree. (A deferred directory
+      // keeps them: FixHardlinks and PutTrees need them, and so do its
+      // ancestors, deferred in turn.) The finished subdirectories' small
+      // shells stay until the walk ends: freeing them here, often on
+      // another thread than the one that made them, contended on glibc's
+      // arena locks.
       Tree().swap(d->entries);
-      d->subdirs.clear();
     }
     d = d->parent;
   }
@@ -474,7 +530,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
                                 int fd, const std::string& rel, const store::ObjectId& old_id,
                                 const PathTrie& trie, bool* need_full) {
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, old_id));
-  DirAccess access(fd);
+  DirAccess access(fd, sc.euid());
   for (const auto& [name, kid] : trie.kids) {
     if (IsRestoreTempName(name)) continue;
     std::string crel = Join(rel, name);
@@ -489,6 +545,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
     }
     if (ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode))) {
       Entry e;
+      e.name = name;
       if (S_ISDIR(st.st_mode)) {
         AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
         MakePlaceholder(&e);
@@ -504,9 +561,10 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
       return store::ObjectId{};
     }
     Entry e;
+    e.name = name;
     AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
     if (e.kind == Kind::kDir) {
-      auto opened = OpenScanDir(fd, name, crel);
+      auto opened = OpenScanDir(fd, name, crel, sc.euid());
       if (!opened && (opened.error().errno_value == ENOENT || opened.error().errno_value == ENOTDIR)) {
         if (had) entries.erase(it);  // deleted while we scan
         continue;
@@ -539,7 +597,7 @@ Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaD
 Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const MetaDb::StatReader& cache, int fd,
                                    const std::string& rel, const store::ObjectId& lower) {
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, lower));
-  DirAccess access(fd);
+  DirAccess access(fd, sc.euid());
   std::vector<std::string> names;
   AE_TRY(ReadDirNames(fd, rel, &names, /*rewind=*/true));
   for (const std::string& name : names) {
@@ -559,12 +617,13 @@ Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const Me
       continue;
     }
     Entry e;
+    e.name = name;
     AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
     if (e.kind == Kind::kDir && ignored) {
       MakePlaceholder(&e);
     } else if (e.kind == Kind::kDir) {
       AE_ASSIGN(Xattrs raw, ReadXattrs(fd, name, crel));
-      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel));
+      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel, sc.euid()));
       if (had && it->kind == Kind::kDir && !Opaque(raw)) {
         AE_ASSIGN(e.id, MergeUpper(sc, ctx, cache, sub.get(), crel, it->id));
       } else {

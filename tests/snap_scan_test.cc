@@ -2,6 +2,7 @@
 // node without changes, and the stat cache skips unchanged files yet sees
 // content changes that keep size and mtime.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,6 +230,61 @@ TEST_CASE("stat cache: unchanged files are not read, same-size same-mtime edits 
   CHECK(ReadFileAt(p) == RandomString(5000, 7));
   REQUIRE(r->Restore(s3->node->Hex()));
   CHECK(ReadFileAt(p) == changed);
+}
+
+// Lowers the soft limit on open files for its lifetime.
+class FdLimit {
+ public:
+  explicit FdLimit(rlim_t soft) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    struct rlimit lower = saved_;
+    lower.rlim_cur = std::min<rlim_t>(soft, saved_.rlim_max);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lower) == 0);
+  }
+  ~FdLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+
+ private:
+  struct rlimit saved_;
+};
+
+TEST_CASE("a directory of more subdirectories than the fd limit seeds, scans and restores within it", "[snap]") {
+  TempDir t;
+  auto r = MakeRepo(t.str() + "/repo");
+  const std::string w = r->work_dir();
+  const std::string src = t.str() + "/src";
+  REQUIRE(::mkdir(src.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((src + "/wide").c_str(), 0755) == 0);
+  // Walks used to hold every queued directory open, and restores every
+  // directory of a batch: 1,500 of them each failed under the limit.
+  constexpr int kDirs = 1500;
+  for (int d = 0; d < kDirs; ++d) {
+    std::string dd = src + "/wide/s" + std::to_string(d);
+    REQUIRE(::mkdir(dd.c_str(), 0750) == 0);
+    REQUIRE(::mkdir((dd + "/empty").c_str(), 0700) == 0);
+    REQUIRE(WriteFileAt(dd + "/f", "file " + std::to_string(d)));
+  }
+  Manifest want = Capture(src);
+  FdLimit limit(128);
+  auto seeded = r->Seed(src, "seed");
+  REQUIRE(seeded);
+  REQUIRE(seeded->node);
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+  PastRacyWindow();
+  auto again = r->Snapshot({});
+  REQUIRE(again);
+  CHECK(!again->node);
+
+  for (int d = 0; d < kDirs; d += 7) RemoveAt(AT_FDCWD, w + "/wide/s" + std::to_string(d));
+  REQUIRE(WriteFileAt(w + "/wide/s1/f", "changed"));
+  store::ObjectId changed = Snap(*r);
+  REQUIRE(r->Restore(seeded->node->Hex()));
+  for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
+  REQUIRE(r->Restore(changed.Hex()));
+  auto n = snap::LoadNode(r->store(), changed);
+  REQUIRE(n);
+  CHECK(HeadTree(*r) == n->tree);
+  struct stat st;
+  CHECK(::lstat((w + "/wide/s0").c_str(), &st) != 0);
 }
 
 }  // namespace
