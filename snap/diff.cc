@@ -69,7 +69,7 @@ Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, con
         x.old_entry->id == x.new_entry->id && SameButMtime(x.old_entry->meta, x.new_entry->meta))
       return {};
     d.changes.Add(x.change);
-    if (x.change.op == '-' && !x.change.is_dir) d.deleted_files.push_back(x.change.path);
+    if (x.change.op == '-') (x.change.is_dir ? d.deleted_dirs : d.deleted_files).push_back(x.change.path);
     if (x.old_entry && x.old_entry->kind == Kind::kFile) {
       d.files--;
       d.bytes -= int64_t(x.old_entry->size);

@@ -38,6 +38,7 @@ bool SameButMtime(const Meta& a, const Meta& b);
 struct TreeDelta {
   ChangeTally changes;
   std::vector<std::string> deleted_files;  // paths of deleted non-directories
+  std::vector<std::string> deleted_dirs;   // paths of deleted directories
   int64_t files = 0, bytes = 0;
 };
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to);

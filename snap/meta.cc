@@ -99,6 +99,38 @@ std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
   return e;
 }
 
+std::vector<uint8_t> EncodeEntry(const EntryStat& e) {
+  ByteWriter w;
+  for (uint64_t v : {e.dev, e.ino, e.size, uint64_t(e.mode), uint64_t(e.uid), uint64_t(e.gid)}) w.Var(v);
+  w.Signed(e.mtime_ns);
+  w.Signed(e.ctime_ns);
+  w.Var(e.xattrs.size());
+  for (const auto& [k, v] : e.xattrs) {
+    w.Str(k);
+    w.Str(v);
+  }
+  w.Str(e.target);
+  return std::move(w).bytes();
+}
+
+std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
+  ByteReader r(b);
+  EntryStat e;
+  uint64_t mode, uid, gid, n;
+  if (!r.Var(&e.dev) || !r.Var(&e.ino) || !r.Var(&e.size) || !r.Var(&mode) || !r.Var(&uid) ||
+      !r.Var(&gid) || !r.Signed(&e.mtime_ns) || !r.Signed(&e.ctime_ns) || !r.Var(&n) || n > b.size())
+    return std::nullopt;
+  e.mode = uint32_t(mode);
+  e.uid = uint32_t(uid);
+  e.gid = uint32_t(gid);
+  e.xattrs.resize(n);
+  for (auto& [k, v] : e.xattrs) {
+    if (!r.Str(&k) || !r.Str(&v)) return std::nullopt;
+  }
+  if (!r.Str(&e.target)) return std::nullopt;
+  return e;
+}
+
 void BigEndian(uint64_t v, uint8_t out[8]) {
   for (int i = 7; i >= 0; --i, v >>= 8) out[i] = uint8_t(v);
 }
@@ -128,7 +160,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   }
   // Tables added after the first format: created in older indexes too.
   for (auto [name, dbi] : {std::pair{"refcount", &db->refcount_}, {"garbage", &db->garbage_},
-                           {"recount", &db->recount_}}) {
+                           {"recount", &db->recount_}, {"entries", &db->entries_}}) {
     if (rc == 0) rc = mdb_dbi_open(txn, name, MDB_CREATE, dbi);
   }
   if (rc == 0) rc = mdb_txn_commit(txn);
@@ -289,24 +321,64 @@ Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
 }
 
 MetaDb::StatReader::~StatReader() {
-  if (cursor_) mdb_cursor_close(cursor_);
+  for (MDB_cursor* c : {stat_.cursor, entries_.cursor})
+    if (c) mdb_cursor_close(c);
   if (txn_) mdb_txn_abort(txn_);
 }
 
-std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
-  // A full scan asks once per file: no key copy for the usual short path.
-  trim_->Tick();
+namespace {
+
+int CompareKey(const MDB_val& k, std::string_view key) {
+  std::string_view have(static_cast<const char*>(k.mv_data), k.mv_size);
+  return have.compare(key);
+}
+
+}  // namespace
+
+std::optional<std::span<const uint8_t>> MetaDb::StatReader::Find(Cursor& c, std::string_view path) const {
+  // A full scan asks once per entry: no key copy for the usual short path,
+  // and the trimmer hears of reads in groups (one shared counter bumped
+  // per read would bounce between the workers' caches).
+  if (++reads_ == kTickEvery) {
+    trim_->Tick(reads_);
+    reads_ = 0;
+  }
   std::string long_key = path.size() > kMaxPathKey ? PathKey(path) : std::string();
-  MDB_val k = long_key.empty() ? Val(path.data(), path.size()) : Val(long_key.data(), long_key.size()), v;
-  if (mdb_cursor_get(cursor_, &k, &v, MDB_SET_KEY) != 0) return std::nullopt;
-  return DecodeStat(Span(v));
+  std::string_view key = long_key.empty() ? path : std::string_view(long_key);
+  MDB_val k, v;
+  // The entries of a directory come in name order, which is key order,
+  // with at most the keys of a subdirectory's entries between two of them:
+  // a few steps forward from the last key usually reach the next one (or
+  // pass where it would be: absent) without a search.
+  if (c.positioned && mdb_cursor_get(c.cursor, &k, &v, MDB_GET_CURRENT) == 0 && CompareKey(k, key) < 0) {
+    for (int step = 0; step < kMaxSteps; ++step) {
+      if (mdb_cursor_get(c.cursor, &k, &v, MDB_NEXT) != 0) return std::nullopt;  // past the last key
+      int cmp = CompareKey(k, key);
+      if (cmp == 0) return Span(v);
+      if (cmp > 0) return std::nullopt;
+    }
+  }
+  k = Val(key.data(), key.size());
+  c.positioned = mdb_cursor_get(c.cursor, &k, &v, MDB_SET_RANGE) == 0;
+  if (!c.positioned || CompareKey(k, key) != 0) return std::nullopt;
+  return Span(v);
+}
+
+std::optional<StatEntry> MetaDb::StatReader::Get(std::string_view path) const {
+  auto v = Find(stat_, path);
+  return v ? DecodeStat(*v) : std::nullopt;
+}
+
+std::optional<EntryStat> MetaDb::StatReader::GetEntry(std::string_view path) const {
+  auto v = Find(entries_, path);
+  return v ? DecodeEntry(*v) : std::nullopt;
 }
 
 Result<std::unique_ptr<MetaDb::StatReader>> MetaDb::ReadStats() const {
   auto r = std::unique_ptr<StatReader>(new StatReader);
   MDB_TRY(dir_, mdb_txn_begin(env_, nullptr, MDB_RDONLY, &r->txn_));
-  r->dbi_ = stat_;
-  MDB_TRY(dir_, mdb_cursor_open(r->txn_, r->dbi_, &r->cursor_));
+  MDB_TRY(dir_, mdb_cursor_open(r->txn_, stat_, &r->stat_.cursor));
+  MDB_TRY(dir_, mdb_cursor_open(r->txn_, entries_, &r->entries_.cursor));
   r->trim_ = trim_.get();
   return r;
 }
@@ -405,10 +477,29 @@ Result<void> MetaDb::Txn::DeleteStat(std::string_view path) {
   return {};
 }
 
+Result<void> MetaDb::Txn::PutEntry(std::string_view path, const EntryStat& e) {
+  db_->trim_->Tick();
+  std::string key = PathKey(path);
+  auto bytes = EncodeEntry(e);
+  MDB_val k = Val(key.data(), key.size()), v = Val(bytes.data(), bytes.size());
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->entries_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeleteEntry(std::string_view path) {
+  db_->trim_->Tick();
+  std::string key = PathKey(path);
+  MDB_val k = Val(key.data(), key.size());
+  int rc = mdb_del(txn_, db_->entries_, &k, nullptr);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return {};
+}
+
 Result<uint64_t> MetaDb::Txn::ClearStats() {
   MDB_stat st;
   MDB_TRY(db_->dir_, mdb_stat(txn_, db_->stat_, &st));
   MDB_TRY(db_->dir_, mdb_drop(txn_, db_->stat_, 0));
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->entries_, 0));
   return uint64_t(st.ms_entries);
 }
 

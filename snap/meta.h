@@ -3,7 +3,9 @@
 // Tables: nodes (id -> NodeRecord), seq (creation order -> id), children
 // (parent -> child ids), refs (name -> id: "HEAD", "tag/<name>"), stat
 // (tree-relative path -> StatEntry, the stat cache that lets a snapshot skip
-// reading unchanged files), refcount (object id -> references, absent = 0),
+// reading unchanged files), entries (path -> EntryStat, the same for the
+// xattrs of directories and special files and the targets of symlinks),
+// refcount (object id -> references, absent = 0),
 // garbage (ids whose count reached 0: gc's candidates) and recount (scratch
 // for fsck's comparison, empty outside its aborted transaction). Node
 // objects in the store are the truth; this index makes log/head/branches
@@ -23,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,19 @@ struct StatEntry {
   store::FileRef ref;
 };
 
+// What a directory, symlink or special file looked like when its xattrs
+// (and a symlink's target) were last read. It references no content, so
+// the entry cache is outside reference counting and fsck; an entry that
+// does not match the stat of the path now is simply not used.
+struct EntryStat {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  uint32_t mode = 0;  // full st_mode
+  uint32_t uid = 0, gid = 0;
+  Xattrs xattrs;       // as on disk
+  std::string target;  // symlinks
+};
+
 class MetaDb {
  public:
   // Errors: "dir: reason".
@@ -81,21 +97,31 @@ class MetaDb {
   // Every node record in creation order (retention, gc).
   Result<std::vector<NodeRecord>> AllNodes() const;
 
-  // A read view of the stat cache for one thread (holds a read transaction).
+  // A read view of the stat and entry caches for one thread (holds a read
+  // transaction).
   class StatReader {
    public:
     ~StatReader();
     std::optional<StatEntry> Get(std::string_view path) const;
+    std::optional<EntryStat> GetEntry(std::string_view path) const;
 
    private:
     friend class MetaDb;
+    // A scan asks for the entries of one directory in name order, which is
+    // key order: the cursor steps forward from where the last lookup left
+    // it (at most kMaxSteps keys) before it searches.
+    struct Cursor {
+      MDB_cursor* cursor = nullptr;  // of txn_; positioning it changes no data
+      bool positioned = false;
+    };
+    // The value of `path` in c's table, if it has one.
+    std::optional<std::span<const uint8_t>> Find(Cursor& c, std::string_view path) const;
     MDB_txn* txn_ = nullptr;
-    MDB_dbi dbi_ = 0;
-    // A scan asks for the files of one directory in name order, which is
-    // key order: a positioned cursor finds the next key on the leaf page it
-    // is on without descending from the root again.
-    MDB_cursor* cursor_ = nullptr;  // of txn_; positioning it changes no data
+    mutable Cursor stat_, entries_;
+    static constexpr int kMaxSteps = 4;
     store::MapTrimmer* trim_ = nullptr;
+    mutable uint64_t reads_ = 0;  // not yet told to trim_
+    static constexpr uint64_t kTickEvery = 64;
   };
   Result<std::unique_ptr<StatReader>> ReadStats() const;
 
@@ -120,7 +146,10 @@ class MetaDb {
     Result<void> DeleteRef(const std::string& name);
     Result<void> PutStat(std::string_view path, const StatEntry& e);
     Result<void> DeleteStat(std::string_view path);
-    // Empties the stat cache; returns how many entries it had.
+    Result<void> PutEntry(std::string_view path, const EntryStat& e);
+    Result<void> DeleteEntry(std::string_view path);
+    // Empties the stat and entry caches; returns how many stat cache
+    // entries there were.
     Result<uint64_t> ClearStats();
     // The stat cache entry of `path` as this transaction sees it.
     Result<std::optional<StatEntry>> GetStat(std::string_view path);
@@ -176,7 +205,7 @@ class MetaDb {
   MetaDb() = default;
   std::string dir_;
   MDB_env* env_ = nullptr;
-  MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, info_ = 0;
+  MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, entries_ = 0, info_ = 0;
   MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0;
   // Ticked once per entry read or written by the bulk paths (stat cache,
   // count tables). The map never moves: its size is fixed at Open.

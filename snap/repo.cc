@@ -238,7 +238,10 @@ Result<void> Repo::PutStats(MetaDb::Txn& txn, const std::vector<std::pair<std::s
   AE_ASSIGN(bool counted, txn.Counted());
   RefCounter refs(*store_, txn, counted);
   for (const auto& [path, e] : entries) AE_TRY(refs.PutStat(path, e));
-  if (scanned) AE_TRY(HealStored(refs, *scanned));
+  if (scanned) {
+    for (const auto& [path, e] : scanned->entry_updates) AE_TRY(txn.PutEntry(path, e));
+    AE_TRY(HealStored(refs, *scanned));
+  }
   return {};
 }
 
@@ -445,6 +448,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   SnapResult res;
   res.hashed_files = sc.out.hashed_files;
   res.hashed_bytes = sc.out.hashed_bytes;
+  res.read_entries = sc.out.read_entries;
   res.walked = sc.out.walked;
   res.warnings = sc.out.warnings;
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;
@@ -496,10 +500,16 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   AE_ASSIGN(bool counted, txn->Counted());
   RefCounter refs(*store_, *txn, counted, MetaDb::Txn::Counts::kLive, load);
   for (const auto& [path, e] : sc.out.stat_updates) AE_TRY(refs.PutStat(path, e));
+  for (const auto& [path, e] : sc.out.entry_updates) AE_TRY(txn->PutEntry(path, e));
   if (move_head) {
     // Files gone from the live tree: their stat entries would otherwise
-    // keep their content referenced (and stored) for ever.
-    for (const std::string& path : delta.deleted_files) AE_TRY(refs.DeleteStat(path));
+    // keep their content referenced (and stored) for ever, and the entry
+    // cache would grow with every name ever used.
+    for (const std::string& path : delta.deleted_files) {
+      AE_TRY(refs.DeleteStat(path));
+      AE_TRY(txn->DeleteEntry(path));
+    }
+    for (const std::string& path : delta.deleted_dirs) AE_TRY(txn->DeleteEntry(path));
   }
   NodeRecord rec;
   rec.id = id;

@@ -45,6 +45,9 @@ struct SnapResult {
   ChangeSummary changes;
   std::string label;
   uint64_t hashed_files = 0, hashed_bytes = 0;
+  // Directories, symlinks and special files whose xattrs (and target) had
+  // to be read: the entry cache did not know them as they are.
+  uint64_t read_entries = 0;
   bool walked = false;  // the whole live tree was walked (no journal or btrfs change search)
   std::vector<std::string> warnings;
 };

@@ -106,6 +106,11 @@ class Scanner {
   Result<store::ObjectId> PutTrees(ScanDir& d);
   // Stores one tree and keeps its encoding in out.trees.
   Result<store::ObjectId> PutTree(const Tree& t);
+  // The output, once the scan is over.
+  ScanOutput Take() {
+    out.read_entries = read_entries_.load();
+    return std::move(out);
+  }
 
   ScanOutput out;
   std::mutex mu;  // guards out, links_, prune_at_
@@ -129,6 +134,7 @@ class Scanner {
   Result<void> Done(ScanDir* d);
 
   const ScanContext& ctx_;
+  std::atomic<uint64_t> read_entries_{0};  // out.read_entries, counted without mu
   // Regular files with more than one link, by (dev, ino): where they are.
   std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<ScanDir*, size_t>>> links_;
 
@@ -280,23 +286,47 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       return {};
     }
     case S_IFDIR: e->kind = Kind::kDir; break;
-    case S_IFLNK: {
-      e->kind = Kind::kSymlink;
-      std::string buf(std::max<size_t>(st.st_size, 255) + 1, '\0');
-      ssize_t n = ::readlinkat(dirfd, name.c_str(), buf.data(), buf.size());
-      if (n < 0) return FailErrno(rel, errno);
-      buf.resize(n);
-      e->target = std::move(buf);
-      break;
-    }
+    case S_IFLNK: e->kind = Kind::kSymlink; break;
     case S_IFIFO: e->kind = Kind::kFifo; break;
     case S_IFSOCK: e->kind = Kind::kSocket; break;
     case S_IFCHR: e->kind = Kind::kChar; e->rdev = st.st_rdev; break;
     case S_IFBLK: e->kind = Kind::kBlock; e->rdev = st.st_rdev; break;
     default: return Fail(ErrorCode::kUnsupported, rel + ": unknown file type");
   }
+  // The entry cache serves the live tree only: an overlay's upper or a
+  // foreign tree has other inodes, and its xattrs are read as they are.
+  const bool cacheable = ctx_.live && !ctx_.overlay_upper;
+  EntryStat now{ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+                ToNs(st.st_mtim), ToNs(st.st_ctim), st.st_mode, st.st_uid, st.st_gid, {}, {}};
+  if (cacheable) {
+    auto cached = cache.GetEntry(rel);
+    if (cached && cached->dev == now.dev && cached->ino == now.ino && cached->size == now.size &&
+        cached->mtime_ns == now.mtime_ns && cached->ctime_ns == now.ctime_ns && cached->mode == now.mode &&
+        cached->uid == now.uid && cached->gid == now.gid) {
+      // A symlink's target is fixed at creation, and setting an xattr
+      // moves ctime: neither can differ from what was read before.
+      e->target = std::move(cached->target);
+      e->meta.xattrs = std::move(cached->xattrs);
+      TakeOwnerXattr(&e->meta);
+      return {};
+    }
+  }
+  if (e->kind == Kind::kSymlink) {
+    std::string buf(std::max<size_t>(st.st_size, 255) + 1, '\0');
+    ssize_t n = ::readlinkat(dirfd, name.c_str(), buf.data(), buf.size());
+    if (n < 0) return FailErrno(rel, errno);
+    buf.resize(n);
+    e->target = std::move(buf);
+  }
   AE_ASSIGN(e->meta.xattrs, ReadXattrs(dirfd, name, rel));
   if (ctx_.overlay_upper) StripOverlayXattrs(&e->meta.xattrs);
+  read_entries_.fetch_add(1, std::memory_order_relaxed);
+  if (cacheable && now.ctime_ns < ctx_.start_ns - kRacyWindowNs) {
+    now.xattrs = e->meta.xattrs;  // as on disk: the owner xattr too
+    now.target = e->target;
+    std::lock_guard lock(mu);
+    out.entry_updates.emplace_back(rel, std::move(now));
+  }
   TakeOwnerXattr(&e->meta);
   return {};
 }
@@ -670,7 +700,7 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
   sc.out.links = sc.FixHardlinks();
   AE_ASSIGN(sc.out.tree, sc.PutTrees(*root));
   sc.out.walked = true;
-  return std::move(sc.out);
+  return sc.Take();
 }
 
 Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree) {
@@ -683,7 +713,7 @@ Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::
   // overlay records them as separate files (no index): so do we.
   sc.out.links.clear();
   sc.out.stat_updates.clear();  // they describe the upper, not the live tree
-  return std::move(sc.out);
+  return sc.Take();
 }
 
 Result<std::optional<ScanOutput>> ScanPaths(
@@ -728,7 +758,7 @@ Result<std::optional<ScanOutput>> ScanPaths(
   if (need_full) return std::nullopt;
   // No changed path touches a hardlink group, so the groups are as before.
   sc.out.links.assign(base_links.begin(), base_links.end());
-  return std::optional<ScanOutput>(std::move(sc.out));
+  return std::optional<ScanOutput>(sc.Take());
 }
 
 }  // namespace agentenv::snap

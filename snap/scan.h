@@ -4,7 +4,10 @@
 // task, opening everything relative to its parent's fd without following
 // symlinks (so paths longer than PATH_MAX work and nothing outside the tree
 // is read). Regular files whose stat matches the stat cache are not read;
-// others are streamed into the batch. A path scan rebuilds only the trees
+// others are streamed into the batch. Likewise the xattrs of directories
+// and special files and the targets of symlinks come from the entry cache
+// when their stat matches (a change to either moves ctime), so an
+// unchanged tree costs a stat per entry and no other syscall. A path scan rebuilds only the trees
 // along a list of changed paths, starting from a base tree.
 #pragma once
 
@@ -68,6 +71,10 @@ struct ScanOutput {
   uint64_t hashed_files = 0, hashed_bytes = 0;  // read this time (stat cache misses)
   bool walked = false;  // the whole tree was walked (not only changed paths)
   std::vector<std::pair<std::string, StatEntry>> stat_updates;  // for the stat cache
+  std::vector<std::pair<std::string, EntryStat>> entry_updates;  // for the entry cache
+  // Directories, symlinks and special files whose xattrs (and target) were
+  // read from disk, not from the entry cache.
+  uint64_t read_entries = 0;
   std::vector<std::string> warnings;  // what could not be recorded, path first
   // Encodings of the trees this scan put that the store did not have, so
   // that they can be read before the batch is committed (the node's change

@@ -43,8 +43,11 @@ class MapTrimmer {
   // has grown by half a budget since the last trim left it.
   // Thread-safe; same precondition as Trim. Costs an atomic increment
   // between checks.
-  void Tick() {
-    if (count_.fetch_add(1, std::memory_order_relaxed) % kCheckEvery == kCheckEvery - 1) Check();
+  void Tick() { Tick(1); }
+  // Counts `reads` reads at once (a reader that groups its ticks).
+  void Tick(uint64_t reads) {
+    uint64_t before = count_.fetch_add(reads, std::memory_order_relaxed);
+    if (before / kCheckEvery != (before + reads) / kCheckEvery) Check();
   }
   // Drops this process's mappings of every page of the map (found by
   // reading /proc/self/maps). Thread-safe. Precondition: no
