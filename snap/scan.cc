@@ -499,10 +499,10 @@ Result<store::ObjectId> Scanner::PutTrees(ScanDir& d) {
 
 Result<store::ObjectId> Scanner::PutTree(const Tree& t) {
   std::vector<uint8_t> bytes = EncodeTree(t);
-  AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes));
   // A tree the store already had is read from the store when needed; only
   // the new ones (not readable until the batch commits) are kept.
-  AE_ASSIGN(bool stored_before, ctx_.store.Has(id));
+  bool stored_before = false;
+  AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes, &stored_before));
   if (stored_before) return id;
   std::lock_guard lock(mu);
   out.trees.emplace(id, std::move(bytes));

@@ -75,6 +75,7 @@ class BatchImpl final : public Batch {
 
   Result<void> Init();
   Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data) override;
+  Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data, bool* was_stored) override;
   Result<FileRef> PutFile(int fd, std::string_view path) override;
   Result<void> Commit() override;
   uint64_t new_bytes() const override { return new_bytes_.load(); }
@@ -87,7 +88,9 @@ class BatchImpl final : public Batch {
     bool created = false;  // by this batch: removed if the batch is abandoned
     uint64_t committed = 0;
   };
-  Result<ObjectId> Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data);
+  // `was_stored` (may be null): see Batch::Put.
+  Result<ObjectId> Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data,
+                         bool* was_stored = nullptr);
   // Under mu_: creates a new pack file and returns its number. Errors: I/O.
   Result<uint32_t> NewPack();
   // Under mu_, with no write in flight: makes the pending objects durable
@@ -180,18 +183,32 @@ Result<ObjectId> BatchImpl::Put(ObjectType t, std::span<const uint8_t> data) {
   return Store(t, ObjectId::Of(data), data);
 }
 
-Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data) {
-  if (hash_only_) return id;
+Result<ObjectId> BatchImpl::Put(ObjectType t, std::span<const uint8_t> data, bool* was_stored) {
+  return Store(t, ObjectId::Of(data), data, was_stored);
+}
+
+Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data,
+                                  bool* was_stored) {
+  if (was_stored) *was_stored = false;
+  if (hash_only_) {
+    if (!was_stored) return id;
+    AE_ASSIGN(*was_stored, s_.Has(id));
+    return id;
+  }
   uint64_t steps_seen;
   {
     std::lock_guard lock(mu_);
     if (!failed_) return Unexpected<Error>(failed_.error());
     if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": put after the batch committed");
     if (pending_.count(id)) return id;
-    if (drops_.erase(id)) return id;  // dropped earlier in this batch: keep it after all
+    if (drops_.erase(id)) {  // dropped earlier in this batch: keep it after all
+      if (was_stored) *was_stored = true;
+      return id;
+    }
     steps_seen = steps_;
   }
   AE_ASSIGN(auto known, s_.index().Lookup(id));
+  if (was_stored) *was_stored = bool(known);
   if (known) return id;
   Encoded enc = Encode(data, s_.params().zstd_level);
   std::span<const uint8_t> payload = enc.codec == Codec::kRaw ? data : std::span(enc.bytes);

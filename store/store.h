@@ -93,6 +93,10 @@ class Batch {
   virtual ~Batch() = default;
   // Stores bytes as an object of type t (deduplicated). Errors: I/O.
   virtual Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data) = 0;
+  // Put, also setting *was_stored: whether the store had the object before
+  // this batch (or a step of it) put it, so that it is readable from the
+  // store now. One index lookup, where Put and then Store::Has take two.
+  virtual Result<ObjectId> Put(ObjectType t, std::span<const uint8_t> data, bool* was_stored) = 0;
   // Stores the rest of the stream `fd` (read to EOF) as one file: one chunk
   // when small, else FastCDC chunks plus a manifest. Memory is bounded for
   // any size. `path` is used in error messages only. Errors: read or I/O.

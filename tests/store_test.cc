@@ -99,6 +99,34 @@ TEST_CASE("store: Put, Get, Has and missing objects") {
   CHECK(!Store::Open(t.str(), Store::Mode::kOpen));
 }
 
+TEST_CASE("store: Put says whether the store had the object before the batch") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto tree = RandomBytes(1000, 7), other = RandomBytes(1000, 8);
+  {
+    auto b = *s->BeginBatch();
+    bool was = true;
+    auto id = b->Put(ObjectType::kTree, tree, &was);
+    REQUIRE(id);
+    CHECK(!was);
+    REQUIRE(b->Put(ObjectType::kTree, tree, &was));
+    CHECK(!was);  // pending in this batch: not readable from the store yet
+    CommitOk(*b);
+  }
+  auto b = *s->BeginBatch();
+  bool was = false;
+  REQUIRE(b->Put(ObjectType::kTree, tree, &was));
+  CHECK(was);
+  REQUIRE(b->Put(ObjectType::kTree, other, &was));
+  CHECK(!was);
+  // A batch that only hashes answers the same.
+  auto h = s->HashingBatch();
+  REQUIRE(h->Put(ObjectType::kTree, tree, &was));
+  CHECK(was);
+  REQUIRE(h->Put(ObjectType::kTree, RandomBytes(10, 9), &was));
+  CHECK(!was);
+}
+
 TEST_CASE("store: Missing names the ids of a sorted list that are not stored") {
   TempDir t;
   auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
