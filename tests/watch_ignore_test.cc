@@ -141,3 +141,35 @@ TEST_CASE("ignore: defaults skip system noise and editor files, keep real conten
   REQUIRE(r.AddPattern("/work/cache/"));
   CHECK(r.Ignored("work/cache", true));
 }
+
+TEST_CASE("ignore: the depth and last-name shortcuts give the general match's verdict") {
+  // "a//b" splits into the same components as "a/b" but takes the general
+  // way (split, then every rule's segments): the verdicts must agree.
+  IgnoreRules r = Rules(
+      "/tmp\nvar/lib/*/lists\n**/*.swp\n!**/keep.swp\n**/build/\n**/b\n**/x/**/y\n"
+      "/a/**\n!a/b/c\n**/[0-9]*.log\n");
+  const char* names[] = {"a", "b", "c", "tmp", "x", "y", "var", "lib", "apt", "lists", "build",
+                         "f.swp", "keep.swp", "1.log", "x.log"};
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1103515245 + 12345, (seed >> 8) % 15; };
+  int checked = 0, ignored = 0;
+  for (int i = 0; i < 5000; ++i) {
+    size_t depth = 1 + next() % 5;
+    std::string clean, general;
+    for (size_t d = 0; d < depth; ++d) {
+      std::string name = names[next()];
+      clean += (d ? "/" : "") + name;
+      general += (d ? "//" : "") + name;
+    }
+    for (bool is_dir : {false, true}) {
+      bool v = r.Matches(clean, is_dir);
+      INFO(clean << (is_dir ? " (dir)" : ""));
+      CHECK(v == r.Matches(general, is_dir));
+      ++checked;
+      ignored += v;
+    }
+  }
+  CHECK(checked == 10000);
+  CHECK(ignored > 500);  // the rules do match: the comparison is not all "no"
+  CHECK(ignored < 9500);
+}

@@ -1,5 +1,6 @@
 #include "watch/ignore.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace agentenv::watch {
@@ -115,6 +116,13 @@ bool GlobMatch(std::string_view p, std::string_view s) {
   return pi == p.size();
 }
 
+// One literal or glob segment against one component.
+template <class Seg>
+bool SegmentMatches(const Seg& seg, std::string_view comp) {
+  if (seg.kind == Seg::kLiteral) return comp == seg.text;
+  return comp.starts_with(seg.prefix) && comp.ends_with(seg.suffix) && GlobMatch(seg.text, comp);
+}
+
 template <class Seg>
 bool MatchSegments(const std::vector<Seg>& segs, size_t si, const std::string_view* comps,
                    size_t ci, size_t n) {
@@ -131,13 +139,7 @@ bool MatchSegments(const std::vector<Seg>& segs, size_t si, const std::string_vi
         if (MatchSegments(segs, si + 1, comps, k, n)) return true;
       return false;
     }
-    if (ci >= n) return false;
-    if (seg.kind == Seg::kLiteral) {
-      if (comps[ci] != seg.text) return false;
-    } else if (!comps[ci].starts_with(seg.prefix) || !comps[ci].ends_with(seg.suffix) ||
-               !GlobMatch(seg.text, comps[ci])) {
-      return false;
-    }
+    if (ci >= n || !SegmentMatches(seg, comps[ci])) return false;
   }
   return ci == n;
 }
@@ -250,6 +252,8 @@ Result<void> IgnoreRules::AddPattern(std::string_view line) {
     tail = -1;
   }
   rule.fixed_len = tail;
+  rule.last_name_only = rule.segments.size() == 2 && rule.segments[0].kind == Segment::kAnyDepth &&
+                        rule.segments[1].kind != Segment::kAnyDepth;
   rules_.push_back(std::move(rule));
   return {};
 }
@@ -296,6 +300,31 @@ bool IgnoreRules::Ignored(std::string_view relpath, bool is_dir) const {
 
 bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
   if (rules_.empty()) return false;
+  // A scan asks about every entry, and most rules decide from the depth
+  // alone (no "**": a fixed component count) or from the last name alone
+  // ("**/*.swp"): the path is split only for a rule that needs more. A
+  // path with empty components ("a//b", "/a") takes the general way.
+  if (!relpath.empty() && relpath.front() != '/' && relpath.back() != '/' &&
+      relpath.find("//") == std::string_view::npos) {
+    size_t n = 1 + size_t(std::count(relpath.begin(), relpath.end(), '/'));
+    std::string_view last = relpath.substr(relpath.rfind('/') + 1);  // npos + 1 == 0
+    std::string_view buf[kInlineComponents];
+    std::vector<std::string_view> overflow;
+    const std::string_view* comps = nullptr;
+    for (size_t i = rules_.size(); i-- > 0;) {
+      const Rule& r = rules_[i];
+      if ((r.dir_only && !is_dir) || (r.fixed_len >= 0 && static_cast<size_t>(r.fixed_len) != n)) continue;
+      bool hit;
+      if (r.last_name_only) {
+        hit = SegmentMatches(r.segments[1], last);
+      } else {
+        if (!comps) Split(relpath, buf, overflow, comps);
+        hit = MatchSegments(r.segments, 0, comps, 0, n);
+      }
+      if (hit) return !r.negate;
+    }
+    return false;
+  }
   std::string_view buf[kInlineComponents];
   std::vector<std::string_view> overflow;
   const std::string_view* comps;

@@ -79,6 +79,7 @@ class IgnoreRules {
   struct Rule {
     std::vector<Segment> segments;
     int fixed_len = -1;  // component count when there is no "**": a quick reject
+    bool last_name_only = false;  // "**/<one segment>": only the last name decides
     bool negate = false;
     bool dir_only = false;
   };
