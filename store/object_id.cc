@@ -38,10 +38,14 @@ Result<ObjectId> ObjectId::FromHex(std::string_view hex) {
 }
 
 ObjectId ObjectId::Of(std::span<const uint8_t> data) {
+  // Fetched once: EVP_sha256() makes every digest look the implementation
+  // up again in the provider store, under a lock the workers share (a scan
+  // hashes a tree per directory).
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   ObjectId id;
   unsigned int len = 0;
   // EVP_Digest only fails on allocation failure, which we treat like new.
-  if (EVP_Digest(data.data(), data.size(), id.bytes.data(), &len, EVP_sha256(), nullptr) != 1) {
+  if (!sha256 || EVP_Digest(data.data(), data.size(), id.bytes.data(), &len, sha256, nullptr) != 1) {
     std::abort();
   }
   return id;
