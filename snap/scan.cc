@@ -114,6 +114,8 @@ class Scanner {
 
   ScanOutput out;
   std::mutex mu;  // guards out, links_, prune_at_
+  // Entry cache entries one scan records at most (~100 bytes each).
+  static constexpr size_t kMaxEntryUpdates = 65536;
   // out.trees is pruned of committed trees each time it grows by this many.
   static constexpr size_t kPruneEvery = 4096;
   size_t prune_at_ = kPruneEvery;
@@ -325,7 +327,9 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
     now.xattrs = e->meta.xattrs;  // as on disk: the owner xattr too
     now.target = e->target;
     std::lock_guard lock(mu);
-    out.entry_updates.emplace_back(rel, std::move(now));
+    // Bounded: a first scan of a tree of a million symlinks records the
+    // first kMaxEntryUpdates, the next scans the rest.
+    if (out.entry_updates.size() < kMaxEntryUpdates) out.entry_updates.emplace_back(rel, std::move(now));
   }
   TakeOwnerXattr(&e->meta);
   return {};
