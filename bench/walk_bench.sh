@@ -11,6 +11,9 @@
 #      snap with no change
 #   2. restore HEAD~1 (the 10 files back) vs rsync -a --delete of the same
 #      tree state into the live tree
+#   3. the floor of a durable snapshot: bench/commit_floor (three ordered
+#      small appends + fdatasync on the same filesystem: pack, index,
+#      history) added to the bare walk
 #
 # The live tree is the cached rootfs plus COPIES-1 copies of its /usr under
 # /srv (COPIES=3: about 43k entries, the size of a dev rootfs), on a fresh
@@ -20,6 +23,7 @@
 # Usage: bench/walk_bench.sh [agentenv-binary]
 # Env:   ROOTFS (/var/tmp/agentenv-bench/rootfs), REPS (7), FS (ext4|xfs),
 #        SIZE_GB (8), COPIES (3), STAT_WALK (build/bench/stat_walk),
+#        COMMIT_FLOOR (build/bench/commit_floor),
 #        AGENTENV_URING (passed through).
 # Needs root (loop device; the rootfs holds root-owned files), git, rsync.
 set -euo pipefail
@@ -31,11 +35,13 @@ FS=${FS:-ext4}
 SIZE_GB=${SIZE_GB:-8}
 COPIES=${COPIES:-3}
 STAT_WALK=${STAT_WALK:-$PWD/build/bench/stat_walk}
+COMMIT_FLOOR=${COMMIT_FLOOR:-$PWD/build/bench/commit_floor}
 
 die() { echo "walk_bench: $*" >&2; exit 1; }
 note() { printf '%s\n' "$*" >&2; }
 [ -x "$AE" ] || die "$AE: not an executable (build: scripts/build.sh)"
 [ -x "$STAT_WALK" ] || die "$STAT_WALK: not built (scripts/build.sh builds bench/ too)"
+[ -x "$COMMIT_FLOOR" ] || die "$COMMIT_FLOOR: not built (scripts/build.sh builds bench/ too)"
 [ -d "$ROOTFS/usr" ] || die "$ROOTFS: no rootfs (bench/make_rootfs.sh builds one)"
 [ "$(id -u)" = 0 ] || die "needs root (loop device, root-owned files)"
 for t in git rsync "mkfs.$FS"; do command -v "$t" >/dev/null || die "$t: not installed"; done
@@ -103,8 +109,12 @@ GIT=(git --git-dir="$MNT/git" --work-tree="$T" -c user.name=bench -c user.email=
 "${GIT[@]}" init -q
 "${GIT[@]}" add -A >>"$LOG" 2>&1 && "${GIT[@]}" commit -q -m init >>"$LOG" 2>&1
 # The rsync peer restores the same tree state: a copy of the live tree as
-# HEAD~1 will have it (made before the timed changes).
+# HEAD~1 will have it (made before the timed changes). Made once: each round
+# ends with the live tree back in that state (rsync -a --delete from it), and
+# a 1.5 GB copy in every round left the filesystem busy (journal, writeback)
+# for whichever tool came next.
 RS=$MNT/rsync-prev
+cp -a "$T" "$RS"
 sync
 
 # Warm-up, not counted: every tool's metadata in the page cache.
@@ -114,10 +124,9 @@ change10; timed warm "$AE" snap -m warm; timed warm bash -c '"$@" add -A && "$@"
 
 fnd=() sw1=() swn=() snap=() gitc=() nochange=() rest=() rsd=()
 for r in $(seq "$REPS"); do
-  timed fnd find "$T" -printf '%i %s %T@\n'
-  timed sw1 "$STAT_WALK" "$T" 1
-  timed swn "$STAT_WALK" "$T"
-  rm -rf "$RS"; cp -a "$T" "$RS"   # HEAD's tree state, for rsync
+  sync; timed fnd find "$T" -printf '%i %s %T@\n'
+  sync; timed sw1 "$STAT_WALK" "$T" 1
+  sync; timed swn "$STAT_WALK" "$T"
   sync; change10
   timed snap "$AE" snap -m "step $r"
   sync; timed gitc bash -c '"$@" add -A && "$@" commit -q -m step' _ "${GIT[@]}"
@@ -134,6 +143,9 @@ SAMPLES+=("find -printf: $(samples "${fnd[@]}")" "stat_walk 1 thread: $(samples 
           "restore: $(samples "${rest[@]}")" "rsync -a --delete: $(samples "${rsd[@]}")")
 S=$(median "${snap[@]}") N=$(median "${nochange[@]}") R=$(median "${rest[@]}")
 FLOOR=$(median "${swn[@]}")
+read -r CF CF_SAMPLES < <("$COMMIT_FLOOR" "$MNT" 15) || die "commit_floor failed"
+CF_NS=$(awk -v m="$CF" 'BEGIN {printf "%d", m * 1e6}')
+SAMPLES+=("commit floor: $CF_SAMPLES")
 row "snap, 10 changed files" "$S" "git add -A && commit" "$(median "${gitc[@]}")" ">=3"
 row "snap, 10 changed files" "$S" "stat_walk ($(nproc) threads)" "$FLOOR" "<=1.5"
 row "snap, no change" "$N" "stat_walk ($(nproc) threads)" "$FLOOR" "<=1.5"
@@ -141,6 +153,7 @@ row "snap, no change" "$N" "find -printf" "$(median "${fnd[@]}")" ""
 row "snap, no change" "$N" "stat_walk (1 thread)" "$(median "${sw1[@]}")" ""
 row "restore HEAD~1 (10 files)" "$R" "rsync -a --delete" "$(median "${rsd[@]}")" ">=10"
 row "restore HEAD~1 (10 files)" "$R" "stat_walk ($(nproc) threads)" "$FLOOR" ""
+row "snap, 10 changed files" "$S" "floor: stat_walk + commit_floor" "$(awk -v a="$FLOOR" -v b="$CF_NS" 'BEGIN {printf "%d", a + b}')" ""
 
 echo "no-daemon walk vs floor and peers: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) cores, load $LOAD0 -> $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "live tree: $NENT entries ($ROOTFS + $((COPIES - 1)) copies of its /usr); loopback $FS ${SIZE_GB} GB (fallocate); medians of $REPS; no daemon; AGENTENV_URING=${AGENTENV_URING:-default}"
@@ -148,6 +161,8 @@ echo
 echo "| operation | agentenv | peer | peer time | peer/agentenv | target | verdict |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
+echo
+echo "commit_floor (3 ordered appends + fdatasync): $(msf "$CF_NS") ms; 3x git needs a snap of at most $(awk -v g="$(median "${gitc[@]}")" 'BEGIN {printf "%.1f", g / 3e6}') ms"
 echo
 echo "samples (ms):"
 printf '  %s\n' "${SAMPLES[@]}"
