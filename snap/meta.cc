@@ -6,6 +6,7 @@
 
 #include "snap/meta_internal.h"
 #include "snap/varint.h"
+#include "store/nocow.h"
 
 namespace agentenv::snap {
 
@@ -138,7 +139,10 @@ void BigEndian(uint64_t v, uint8_t out[8]) {
 }  // namespace
 
 Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create) {
-  if (create && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(dir, errno);
+  if (create) {
+    if (::mkdir(dir.c_str(), 0755) == 0) store::MarkNoCow(dir);
+    else if (errno != EEXIST) return FailErrno(dir, errno);
+  }
   std::unique_ptr<MetaDb> db(new MetaDb);
   db->dir_ = dir;
   MDB_TRY(dir, mdb_env_create(&db->env_));

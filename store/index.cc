@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "store/le.h"
+#include "store/nocow.h"
 
 namespace agentenv::store {
 namespace {
@@ -50,7 +51,10 @@ MDB_val Val(const void* p, size_t n) { return MDB_val{n, const_cast<void*>(p)}; 
 }  // namespace
 
 Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool create) {
-  if (create && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(dir, errno);
+  if (create) {
+    if (::mkdir(dir.c_str(), 0755) == 0) MarkNoCow(dir);
+    else if (errno != EEXIST) return FailErrno(dir, errno);
+  }
   std::unique_ptr<Index> ix(new Index());
   ix->dir_ = dir;
   int rc = mdb_env_create(&ix->env_);

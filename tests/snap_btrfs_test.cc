@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <stdio.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -59,6 +61,30 @@ TEST_CASE("btrfs: the live tree is a subvolume and each node keeps a snapshot", 
   CHECK_FALSE(s3->node);
   CHECK_FALSE(s3->walked);
   CHECK(HeadTree(*r) == FullScanTree(*r));
+}
+
+TEST_CASE("btrfs: the LMDB files are not copy-on-write, the packs are", "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  auto r = MakeRepo(m.dir() + "/repo");
+  REQUIRE(WriteFileAt(r->work_dir() + "/a", RandomString(5000, 1)));
+  REQUIRE(r->Snapshot({}));
+  auto nocow = [](const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    int flags = 0;
+    REQUIRE(::ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) == 0);
+    return (flags & FS_NOCOW_FL) != 0;
+  };
+  CHECK(nocow(r->root() + "/meta/data.mdb"));
+  CHECK(nocow(r->root() + "/store/index/data.mdb"));
+  size_t packs = 0;
+  for (const auto& e : fs::directory_iterator(r->root() + "/store/packs")) {
+    CHECK_FALSE(nocow(e.path().string()));  // packs keep btrfs's checksums
+    ++packs;
+  }
+  CHECK(packs > 0);
 }
 
 TEST_CASE("btrfs change search names deletions, renames, hardlinks, xattrs and chmod", "[snap][btrfs][root]") {
