@@ -12,8 +12,9 @@
 #      stays in place: fewer paths differ than the swap threshold);
 #      restore of HEAD~1 across a large change (BIG removed) by swap, in
 #      place, and rsync -a --delete from a copy of that tree
-#   4. snap of 10 changed files in synthetic trees of 10k and 100k files:
-#      the cost must not grow with the tree
+#   4. snap of 10 changed files in synthetic trees of 10k and 100k files
+#      (the same 10 directories changed in both): the cost must not grow
+#      with the tree
 #
 # Usage: bench/btrfs_bench.sh [agentenv-binary]
 # Env:   ROOTFS (default /var/tmp/agentenv-bench/rootfs), REPS (5), BIG (usr:
@@ -223,7 +224,12 @@ for size in $SIZES; do
   s=()
   for r in $(seq "$REPS"); do
     sync
-    for i in $(seq 0 9); do j=$((i * size / 1000)); head -c 102400 /dev/urandom >"$root/work/current/d$((j / 100))/e$j/f$r"; done
+    # The same shape in every size: one file in each of e0, e10, ..., e90
+    # (10 directories of 100 files under d0), so the trees a snap rewrites
+    # are the same and only the size of the rest differs. (Spreading the
+    # files over the tree, as this did before, touched one top directory
+    # in the 10k tree and ten in the 100k one.)
+    for i in $(seq 0 9); do j=$((i * 10)); head -c 102400 /dev/urandom >"$root/work/current/d0/e$j/f$r"; done
 
     timed s "$AE" snap --root "$root" -m "step $r"
   done
