@@ -16,14 +16,14 @@
 #
 # Usage: bench/memory_bench.sh [agentenv-binary]
 # Env:   SIZES ("100000 1000000"), IMG_DIR (/var/tmp: where the loopback
-#        image goes), PEERS ("git").
+#        image goes), PEERS ("git"; empty: none).
 # Needs root (loop device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AE=${1:-$PWD/build/cli/agentenv}
 SIZES=${SIZES:-100000 1000000}
 IMG_DIR=${IMG_DIR:-/var/tmp}
-PEERS=${PEERS:-git}
+PEERS=${PEERS-git}  # empty: no peers
 
 die() { echo "memory_bench: $*" >&2; exit 1; }
 [ -x "$AE" ] || die "$AE: not an executable (build: scripts/build.sh)"
