@@ -1,6 +1,6 @@
 #include "watch/ignore.h"
 
-#include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace agentenv::watch {
@@ -302,15 +302,25 @@ bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
   if (rules_.empty()) return false;
   // A scan asks about every entry, and most rules decide from the depth
   // alone (no "**": a fixed component count) or from the last name alone
-  // ("**/*.swp"): the path is split only for a rule that needs more. A
-  // path with empty components ("a//b", "/a") takes the general way.
-  if (!relpath.empty() && relpath.front() != '/' && relpath.back() != '/' &&
-      relpath.find("//") == std::string_view::npos) {
-    size_t n = 1 + size_t(std::count(relpath.begin(), relpath.end(), '/'));
-    std::string_view last = relpath.substr(relpath.rfind('/') + 1);  // npos + 1 == 0
-    std::string_view buf[kInlineComponents];
-    std::vector<std::string_view> overflow;
-    const std::string_view* comps = nullptr;
+  // ("**/*.swp"): the path is split only for a rule that needs more (the
+  // split buffer is not even made otherwise). A path with empty
+  // components ("a//b", "/a", "a/") takes the general way.
+  size_t n = 1, last_slash = std::string_view::npos;
+  bool clean = !relpath.empty();
+  for (size_t i = 0; i < relpath.size() && clean; ++i) {
+    if (relpath[i] != '/') continue;
+    clean = i > 0 && i + 1 < relpath.size() && relpath[i - 1] != '/';
+    ++n;
+    last_slash = i;
+  }
+  if (clean) {
+    std::string_view last = relpath.substr(last_slash + 1);  // npos + 1 == 0
+    struct Components {
+      std::string_view buf[kInlineComponents];
+      std::vector<std::string_view> overflow;
+      const std::string_view* comps = nullptr;
+    };
+    std::optional<Components> split;
     for (size_t i = rules_.size(); i-- > 0;) {
       const Rule& r = rules_[i];
       if ((r.dir_only && !is_dir) || (r.fixed_len >= 0 && static_cast<size_t>(r.fixed_len) != n)) continue;
@@ -318,8 +328,11 @@ bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
       if (r.last_name_only) {
         hit = SegmentMatches(r.segments[1], last);
       } else {
-        if (!comps) Split(relpath, buf, overflow, comps);
-        hit = MatchSegments(r.segments, 0, comps, 0, n);
+        if (!split) {
+          split.emplace();
+          Split(relpath, split->buf, split->overflow, split->comps);
+        }
+        hit = MatchSegments(r.segments, 0, split->comps, 0, n);
       }
       if (hit) return !r.negate;
     }
@@ -328,7 +341,7 @@ bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
   std::string_view buf[kInlineComponents];
   std::vector<std::string_view> overflow;
   const std::string_view* comps;
-  size_t n = Split(relpath, buf, overflow, comps);
+  n = Split(relpath, buf, overflow, comps);
   return n > 0 && Verdict(comps, n, is_dir) == 1;
 }
 
