@@ -255,6 +255,7 @@ Result<void> IgnoreRules::AddPattern(std::string_view line) {
   rule.last_name_only = rule.segments.size() == 2 && rule.segments[0].kind == Segment::kAnyDepth &&
                         rule.segments[1].kind != Segment::kAnyDepth;
   rules_.push_back(std::move(rule));
+  Index(uint32_t(rules_.size() - 1));
   return {};
 }
 
@@ -274,7 +275,22 @@ std::vector<std::string> IgnoreRules::LiteralPaths() const {
 }
 
 void IgnoreRules::Add(const IgnoreRules& more) {
+  size_t from = rules_.size();
   rules_.insert(rules_.end(), more.rules_.begin(), more.rules_.end());
+  for (size_t i = from; i < rules_.size(); ++i) Index(uint32_t(i));
+}
+
+void IgnoreRules::Index(uint32_t i) {
+  const Rule& r = rules_[i];
+  if (!r.last_name_only) {
+    other_.push_back(i);
+    return;
+  }
+  const Segment& seg = r.segments[1];
+  // A literal name ends with its own last byte, a glob with its literal
+  // suffix's (none when it ends with a wildcard).
+  const std::string& tail = seg.kind == Segment::kLiteral ? seg.text : seg.suffix;
+  by_last_[tail.empty() ? 256 : static_cast<unsigned char>(tail.back())].push_back(i);
 }
 
 int IgnoreRules::Verdict(const std::string_view* comps, size_t n, bool is_dir) const {
@@ -321,22 +337,32 @@ bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
       const std::string_view* comps = nullptr;
     };
     std::optional<Components> split;
-    for (size_t i = rules_.size(); i-- > 0;) {
-      const Rule& r = rules_[i];
-      if ((r.dir_only && !is_dir) || (r.fixed_len >= 0 && static_cast<size_t>(r.fixed_len) != n)) continue;
-      bool hit;
-      if (r.last_name_only) {
-        hit = SegmentMatches(r.segments[1], last);
-      } else {
-        if (!split) {
-          split.emplace();
-          Split(relpath, split->buf, split->overflow, split->comps);
+    // The last matching rule wins: the highest index that matches.
+    int64_t best = -1;
+    auto try_names = [&](const std::vector<uint32_t>& list) {
+      for (size_t k = list.size(); k-- > 0 && int64_t(list[k]) > best;) {
+        const Rule& r = rules_[list[k]];
+        if (!(r.dir_only && !is_dir) && SegmentMatches(r.segments[1], last)) {
+          best = list[k];
+          return;
         }
-        hit = MatchSegments(r.segments, 0, split->comps, 0, n);
       }
-      if (hit) return !r.negate;
+    };
+    try_names(by_last_[static_cast<unsigned char>(last.back())]);
+    try_names(by_last_[256]);
+    for (size_t k = other_.size(); k-- > 0 && int64_t(other_[k]) > best;) {
+      const Rule& r = rules_[other_[k]];
+      if ((r.dir_only && !is_dir) || (r.fixed_len >= 0 && static_cast<size_t>(r.fixed_len) != n)) continue;
+      if (!split) {
+        split.emplace();
+        Split(relpath, split->buf, split->overflow, split->comps);
+      }
+      if (MatchSegments(r.segments, 0, split->comps, 0, n)) {
+        best = other_[k];
+        break;
+      }
     }
-    return false;
+    return best >= 0 && !rules_[size_t(best)].negate;
   }
   std::string_view buf[kInlineComponents];
   std::vector<std::string_view> overflow;

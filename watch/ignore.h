@@ -86,8 +86,17 @@ class IgnoreRules {
 
   // -1: no rule matched, 0: kept by a '!' rule, 1: ignored.
   int Verdict(const std::string_view* comps, size_t n, bool is_dir) const;
+  // Files rule `i` in by_last_ or other_.
+  void Index(uint32_t i);
 
   std::vector<Rule> rules_;
+  // Indexes of rules_, each list in rule order. "**/<name>" rules by the
+  // byte a matching name must end with (its literal suffix's last byte;
+  // 256: any), so that Matches tries only those that can match the name
+  // at hand ("*.swp" is never tried against "copyright"); other_: every
+  // other rule.
+  std::vector<uint32_t> by_last_[257];
+  std::vector<uint32_t> other_;
 };
 
 }  // namespace agentenv::watch
