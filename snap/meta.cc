@@ -64,16 +64,36 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
   return n;
 }
 
-std::vector<uint8_t> EncodeStat(const StatEntry& e) {
-  ByteWriter w;
-  for (uint64_t v : {e.dev, e.ino, e.size, uint64_t(e.mode), uint64_t(e.uid), uint64_t(e.gid)}) w.Var(v);
-  w.Signed(e.mtime_ns);
-  w.Signed(e.ctime_ns);
-  w.Var(e.xattrs.size());
-  for (const auto& [k, v] : e.xattrs) {
+// The fields both caches start with.
+void WriteFields(ByteWriter& w, const StatFields& f) {
+  for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
+  w.Signed(f.mtime_ns);
+  w.Signed(f.ctime_ns);
+  w.Var(f.xattrs.size());
+  for (const auto& [k, v] : f.xattrs) {
     w.Str(k);
     w.Str(v);
   }
+}
+
+bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
+  uint64_t mode, uid, gid, n;
+  if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
+      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns) || !r.Var(&n) || n > max)
+    return false;
+  f->mode = uint32_t(mode);
+  f->uid = uint32_t(uid);
+  f->gid = uint32_t(gid);
+  f->xattrs.resize(n);
+  for (auto& [k, v] : f->xattrs) {
+    if (!r.Str(&k) || !r.Str(&v)) return false;
+  }
+  return true;
+}
+
+std::vector<uint8_t> EncodeStat(const StatEntry& e) {
+  ByteWriter w;
+  WriteFields(w, e);
   w.Raw(e.ref.id.bytes.data(), 32);
   w.U8(uint8_t(e.ref.type));
   w.Var(e.ref.size);
@@ -83,33 +103,16 @@ std::vector<uint8_t> EncodeStat(const StatEntry& e) {
 std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
   ByteReader r(b);
   StatEntry e;
-  uint64_t mode, uid, gid, n;
   uint8_t type;
-  if (!r.Var(&e.dev) || !r.Var(&e.ino) || !r.Var(&e.size) || !r.Var(&mode) || !r.Var(&uid) ||
-      !r.Var(&gid) || !r.Signed(&e.mtime_ns) || !r.Signed(&e.ctime_ns) || !r.Var(&n) || n > b.size())
+  if (!ReadFields(r, b.size(), &e) || !r.Raw(e.ref.id.bytes.data(), 32) || !r.U8(&type) || !r.Var(&e.ref.size))
     return std::nullopt;
-  e.mode = uint32_t(mode);
-  e.uid = uint32_t(uid);
-  e.gid = uint32_t(gid);
-  e.xattrs.resize(n);
-  for (auto& [k, v] : e.xattrs) {
-    if (!r.Str(&k) || !r.Str(&v)) return std::nullopt;
-  }
-  if (!r.Raw(e.ref.id.bytes.data(), 32) || !r.U8(&type) || !r.Var(&e.ref.size)) return std::nullopt;
   e.ref.type = store::ObjectType(type);
   return e;
 }
 
 std::vector<uint8_t> EncodeEntry(const EntryStat& e) {
   ByteWriter w;
-  for (uint64_t v : {e.dev, e.ino, e.size, uint64_t(e.mode), uint64_t(e.uid), uint64_t(e.gid)}) w.Var(v);
-  w.Signed(e.mtime_ns);
-  w.Signed(e.ctime_ns);
-  w.Var(e.xattrs.size());
-  for (const auto& [k, v] : e.xattrs) {
-    w.Str(k);
-    w.Str(v);
-  }
+  WriteFields(w, e);
   w.Str(e.target);
   return std::move(w).bytes();
 }
@@ -117,18 +120,7 @@ std::vector<uint8_t> EncodeEntry(const EntryStat& e) {
 std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
   ByteReader r(b);
   EntryStat e;
-  uint64_t mode, uid, gid, n;
-  if (!r.Var(&e.dev) || !r.Var(&e.ino) || !r.Var(&e.size) || !r.Var(&mode) || !r.Var(&uid) ||
-      !r.Var(&gid) || !r.Signed(&e.mtime_ns) || !r.Signed(&e.ctime_ns) || !r.Var(&n) || n > b.size())
-    return std::nullopt;
-  e.mode = uint32_t(mode);
-  e.uid = uint32_t(uid);
-  e.gid = uint32_t(gid);
-  e.xattrs.resize(n);
-  for (auto& [k, v] : e.xattrs) {
-    if (!r.Str(&k) || !r.Str(&v)) return std::nullopt;
-  }
-  if (!r.Str(&e.target)) return std::nullopt;
+  if (!ReadFields(r, b.size(), &e) || !r.Str(&e.target)) return std::nullopt;
   return e;
 }
 
@@ -463,41 +455,34 @@ Result<void> MetaDb::Txn::DeleteRef(const std::string& name) {
   return {};
 }
 
-Result<void> MetaDb::Txn::PutStat(std::string_view path, const StatEntry& e) {
+Result<void> MetaDb::Txn::PutPath(MDB_dbi dbi, std::string_view path, const std::vector<uint8_t>& bytes) {
   db_->trim_->Tick();
   std::string key = PathKey(path);
-  auto bytes = EncodeStat(e);
   MDB_val k = Val(key.data(), key.size()), v = Val(bytes.data(), bytes.size());
-  MDB_TRY(db_->dir_, mdb_put(txn_, db_->stat_, &k, &v, 0));
+  MDB_TRY(db_->dir_, mdb_put(txn_, dbi, &k, &v, 0));
   return {};
 }
 
-Result<void> MetaDb::Txn::DeleteStat(std::string_view path) {
+Result<void> MetaDb::Txn::DeletePath(MDB_dbi dbi, std::string_view path) {
   db_->trim_->Tick();
   std::string key = PathKey(path);
   MDB_val k = Val(key.data(), key.size());
-  int rc = mdb_del(txn_, db_->stat_, &k, nullptr);
+  int rc = mdb_del(txn_, dbi, &k, nullptr);
   if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
   return {};
 }
+
+Result<void> MetaDb::Txn::PutStat(std::string_view path, const StatEntry& e) {
+  return PutPath(db_->stat_, path, EncodeStat(e));
+}
+
+Result<void> MetaDb::Txn::DeleteStat(std::string_view path) { return DeletePath(db_->stat_, path); }
 
 Result<void> MetaDb::Txn::PutEntry(std::string_view path, const EntryStat& e) {
-  db_->trim_->Tick();
-  std::string key = PathKey(path);
-  auto bytes = EncodeEntry(e);
-  MDB_val k = Val(key.data(), key.size()), v = Val(bytes.data(), bytes.size());
-  MDB_TRY(db_->dir_, mdb_put(txn_, db_->entries_, &k, &v, 0));
-  return {};
+  return PutPath(db_->entries_, path, EncodeEntry(e));
 }
 
-Result<void> MetaDb::Txn::DeleteEntry(std::string_view path) {
-  db_->trim_->Tick();
-  std::string key = PathKey(path);
-  MDB_val k = Val(key.data(), key.size());
-  int rc = mdb_del(txn_, db_->entries_, &k, nullptr);
-  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
-  return {};
-}
+Result<void> MetaDb::Txn::DeleteEntry(std::string_view path) { return DeletePath(db_->entries_, path); }
 
 Result<uint64_t> MetaDb::Txn::ClearStats() {
   MDB_stat st;

@@ -53,13 +53,23 @@ struct NodeRecord {
   bool damaged() const { return flags & kDamaged; }
 };
 
-// What a file looked like when its content id was last computed.
-struct StatEntry {
+// The stat of a path as a cache recorded it, and its xattrs as on disk.
+struct StatFields {
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;
   uint32_t mode = 0;  // full st_mode
   uint32_t uid = 0, gid = 0;
   Xattrs xattrs;
+  // Whether `now` is the path as recorded: every field but xattrs equal
+  // (an xattr change moves ctime).
+  bool Matches(const StatFields& now) const {
+    return dev == now.dev && ino == now.ino && size == now.size && mtime_ns == now.mtime_ns &&
+           ctime_ns == now.ctime_ns && mode == now.mode && uid == now.uid && gid == now.gid;
+  }
+};
+
+// What a file looked like when its content id was last computed.
+struct StatEntry : StatFields {
   store::FileRef ref;
 };
 
@@ -67,12 +77,7 @@ struct StatEntry {
 // (and a symlink's target) were last read. It references no content, so
 // the entry cache is outside reference counting and fsck; an entry that
 // does not match the stat of the path now is simply not used.
-struct EntryStat {
-  uint64_t dev = 0, ino = 0, size = 0;
-  int64_t mtime_ns = 0, ctime_ns = 0;
-  uint32_t mode = 0;  // full st_mode
-  uint32_t uid = 0, gid = 0;
-  Xattrs xattrs;       // as on disk
+struct EntryStat : StatFields {
   std::string target;  // symlinks
 };
 
@@ -196,6 +201,9 @@ class MetaDb {
 
    private:
     friend class MetaDb;
+    // A row of a path-keyed table (stat or entries).
+    Result<void> PutPath(MDB_dbi dbi, std::string_view path, const std::vector<uint8_t>& bytes);
+    Result<void> DeletePath(MDB_dbi dbi, std::string_view path);
     const MetaDb* db_ = nullptr;
     MDB_txn* txn_ = nullptr;
   };

@@ -135,6 +135,12 @@ class Scanner {
   // walk's workers, bottom-up, while other directories are still listed.
   Result<void> Done(ScanDir* d);
 
+  // The stat fields a cache records for `st` (xattrs not read yet).
+  StatFields FieldsOf(const struct stat& st) const {
+    return {ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+            ToNs(st.st_mtim), ToNs(st.st_ctim), st.st_mode, st.st_uid, st.st_gid, {}};
+  }
+
   const ScanContext& ctx_;
   std::atomic<uint64_t> read_entries_{0};  // out.read_entries, counted without mu
   // Regular files with more than one link, by (dev, ino): where they are.
@@ -244,14 +250,9 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
   switch (st.st_mode & S_IFMT) {
     case S_IFREG: {
       e->kind = Kind::kFile;
-      StatEntry now{ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
-                    ToNs(st.st_mtim),    ToNs(st.st_ctim),    st.st_mode,
-                    st.st_uid,           st.st_gid,           {},
-                    {}};
+      StatEntry now{FieldsOf(st), {}};
       auto cached = cache.Get(rel);
-      if (cached && cached->dev == now.dev && cached->ino == now.ino && cached->size == now.size &&
-          cached->mtime_ns == now.mtime_ns && cached->ctime_ns == now.ctime_ns &&
-          cached->mode == now.mode && cached->uid == now.uid && cached->gid == now.gid) {
+      if (cached && cached->Matches(now)) {
         e->meta.xattrs = cached->xattrs;  // as on disk: the owner xattr too
         TakeOwnerXattr(&e->meta);
         e->id = cached->ref.id;
@@ -298,13 +299,10 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
   // The entry cache serves the live tree only: an overlay's upper or a
   // foreign tree has other inodes, and its xattrs are read as they are.
   const bool cacheable = ctx_.live && !ctx_.overlay_upper;
-  EntryStat now{ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
-                ToNs(st.st_mtim), ToNs(st.st_ctim), st.st_mode, st.st_uid, st.st_gid, {}, {}};
+  EntryStat now{FieldsOf(st), {}};
   if (cacheable) {
     auto cached = cache.GetEntry(rel);
-    if (cached && cached->dev == now.dev && cached->ino == now.ino && cached->size == now.size &&
-        cached->mtime_ns == now.mtime_ns && cached->ctime_ns == now.ctime_ns && cached->mode == now.mode &&
-        cached->uid == now.uid && cached->gid == now.gid) {
+    if (cached && cached->Matches(now)) {
       // A symlink's target is fixed at creation, and setting an xattr
       // moves ctime: neither can differ from what was read before.
       e->target = std::move(cached->target);
