@@ -110,6 +110,7 @@ std::string Name(const store::ObjectId& id) { return "node " + id.Hex().substr(0
 Result<uint64_t> CompareWithRecount(
     const store::Store& s, const MetaDb& meta, MetaDb::Txn& txn,
     const std::function<void(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
+  AE_TRY(ApplyDeferred(s, txn));  // the stored counts include what snapshots deferred
   AE_TRY(CountAll(s, meta, txn, MetaDb::Txn::Counts::kRecount));
   uint64_t differ = 0;
   AE_TRY(txn.CompareCounts([&](const store::ObjectId& id, uint64_t live, uint64_t recount) -> Result<void> {
@@ -196,6 +197,7 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
   if (!recount) return Unexpected<Error>(recount.error());  // not damage the walk could name
   AE_ASSIGN(bool counted, txn->Counted());
   if (!counted) return errors;  // built by the first retain or gc
+  AE_TRY(ApplyDeferred(*store_, *txn));  // in this aborted transaction: nothing changes
   uint64_t differ = 0;
   AE_TRY(txn->CompareCounts([&](const store::ObjectId& id, uint64_t live, uint64_t recounted) -> Result<void> {
     if (differ++ < kCountFindings)

@@ -191,16 +191,34 @@ class MetaDb {
     // Calls fn with every id of a count table, in id order; stops at fn's
     // first error.
     Result<void> ForEachCounted(Counts table, const std::function<Result<void>(const store::ObjectId&)>& fn);
-    // Whether the refcount table holds every reference (a repository made
-    // before reference counting has no counts until they are built once).
+    // Whether the refcount table holds every reference, or every one but
+    // those of deferred nodes (a repository made before reference counting
+    // has no counts until they are built once). SetCounted says all are
+    // counted (and drops the deferred rows).
     Result<bool> Counted();
     Result<void> SetCounted();
+    // Node references a snapshot deferred (snap/refcount.h): rows of
+    // (node id, root tree) keyed by the node's seq. DeferNode marks the
+    // table as holding deferred rows (an older binary then sees the count
+    // table as not built and recounts instead of trusting it);
+    // ClearDeferred empties it and clears that mark. Rows written before an
+    // older binary's recount are stale: ForEachDeferred skips them and
+    // DeferNode drops them.
+    Result<void> DeferNode(uint64_t seq, const store::ObjectId& node, const store::ObjectId& tree);
+    Result<uint64_t> DeferredNodes();
+    // Calls fn(node, tree) for each deferred row, oldest first.
+    Result<void> ForEachDeferred(
+        const std::function<Result<void>(const store::ObjectId& node, const store::ObjectId& tree)>& fn);
+    Result<void> ClearDeferred();
     Result<void> PutGarbage(const store::ObjectId& id);
     Result<void> DeleteGarbage(const store::ObjectId& id);
     Result<void> Commit();
 
    private:
     friend class MetaDb;
+    // The "refcount" row of the info table: the counting rules' version.
+    Result<std::string> CountedMark();
+    Result<void> SetCountedMark(std::string_view mark);
     // A row of a path-keyed table (stat or entries).
     Result<void> PutPath(MDB_dbi dbi, std::string_view path, const std::vector<uint8_t>& bytes);
     Result<void> DeletePath(MDB_dbi dbi, std::string_view path);
@@ -214,7 +232,7 @@ class MetaDb {
   std::string dir_;
   MDB_env* env_ = nullptr;
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, entries_ = 0, info_ = 0;
-  MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0;
+  MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0, deferred_ = 0;
   // Ticked once per entry read or written by the bulk paths (stat cache,
   // count tables). The map never moves: its size is fixed at Open.
   std::unique_ptr<store::MapTrimmer> trim_;

@@ -1,5 +1,6 @@
 // The reference count tables of the metadata index (refcount, garbage,
 // recount; see meta.h and snap/refcount.h).
+#include <array>
 #include <cstring>
 
 #include "snap/meta.h"
@@ -53,9 +54,92 @@ Result<uint64_t> MetaDb::CountedObjects() const {
 
 namespace {
 constexpr std::string_view kCountedKey = "refcount";
-// Version of the counting rules the refcount table follows (snap/refcount.h).
+// Version of the counting rules the refcount table follows (snap/refcount.h):
+// "1": every reference is counted; "2": every one except those of the nodes
+// in the deferred table. A binary older than deferral knows only "1", so it
+// recounts a table marked "2" instead of trusting it; rows it leaves in the
+// deferred table are stale once it has written "1".
 constexpr std::string_view kCountedVersion = "1";
+constexpr std::string_view kCountedDeferred = "2";
+
+// Big-endian, so that rows sort oldest first.
+std::array<uint8_t, 8> SeqKey(uint64_t seq) {
+  std::array<uint8_t, 8> k;
+  for (int i = 0; i < 8; ++i) k[i] = uint8_t(seq >> (56 - 8 * i));
+  return k;
+}
 }  // namespace
+
+// The counted mark's value, empty when absent.
+Result<std::string> MetaDb::Txn::CountedMark() {
+  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()), v;
+  int rc = mdb_get(txn_, db_->info_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::string();
+  MDB_TRY(db_->dir_, rc);
+  return std::string(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+Result<void> MetaDb::Txn::SetCountedMark(std::string_view mark) {
+  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()), v = Val(mark.data(), mark.size());
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &v, 0));
+  return {};
+}
+
+Result<void> MetaDb::Txn::DeferNode(uint64_t seq, const store::ObjectId& node, const store::ObjectId& tree) {
+  AE_ASSIGN(std::string mark, CountedMark());
+  if (mark != kCountedDeferred) {
+    MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));  // stale rows, if any
+    AE_TRY(SetCountedMark(kCountedDeferred));
+  }
+  auto key = SeqKey(seq);
+  uint8_t row[64];
+  std::memcpy(row, node.bytes.data(), 32);
+  std::memcpy(row + 32, tree.bytes.data(), 32);
+  MDB_val k = Val(key.data(), key.size()), v = Val(row, sizeof row);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->deferred_, &k, &v, 0));
+  return {};
+}
+
+Result<uint64_t> MetaDb::Txn::DeferredNodes() {
+  AE_ASSIGN(std::string mark, CountedMark());
+  if (mark != kCountedDeferred) return uint64_t{0};
+  MDB_stat st;
+  MDB_TRY(db_->dir_, mdb_stat(txn_, db_->deferred_, &st));
+  return uint64_t(st.ms_entries);
+}
+
+Result<void> MetaDb::Txn::ForEachDeferred(
+    const std::function<Result<void>(const store::ObjectId&, const store::ObjectId&)>& fn) {
+  AE_ASSIGN(std::string mark, CountedMark());
+  if (mark != kCountedDeferred) return {};
+  // Collected first: fn writes to other tables of this transaction, and
+  // there are at most a few dozen rows.
+  std::vector<std::pair<store::ObjectId, store::ObjectId>> rows;
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->deferred_, &c));
+  MDB_val k, v;
+  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+  for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    if (v.mv_size != 64) {
+      mdb_cursor_close(c);
+      return Fail(ErrorCode::kCorrupt, db_->dir_ + ": deferred reference row of " + std::to_string(v.mv_size) +
+                                           " bytes, not 64 (fsck --repair recounts)");
+    }
+    auto* p = static_cast<const uint8_t*>(v.mv_data);
+    rows.emplace_back(IdOf(Val(p, 32)), IdOf(Val(p + 32, 32)));
+  }
+  mdb_cursor_close(c);
+  if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  for (const auto& [node, tree] : rows) AE_TRY(fn(node, tree));
+  return {};
+}
+
+Result<void> MetaDb::Txn::ClearDeferred() {
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));
+  AE_ASSIGN(std::string mark, CountedMark());
+  if (mark == kCountedDeferred) AE_TRY(SetCountedMark(kCountedVersion));
+  return {};
+}
 
 Result<std::optional<MetaDb::Txn::RefRow>> MetaDb::Txn::AdjustRef(Counts table, const store::ObjectId& id,
                                                                   int64_t delta) {
@@ -106,6 +190,7 @@ Result<void> MetaDb::Txn::ClearCounts(Counts table) {
   }
   MDB_TRY(db_->dir_, mdb_drop(txn_, db_->refcount_, 0));
   MDB_TRY(db_->dir_, mdb_drop(txn_, db_->garbage_, 0));
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));
   MDB_val k = Val(kCountedKey.data(), kCountedKey.size());
   int rc = mdb_del(txn_, db_->info_, &k, nullptr);
   if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
@@ -161,18 +246,13 @@ Result<void> MetaDb::Txn::ForEachCounted(Counts table,
 }
 
 Result<bool> MetaDb::Txn::Counted() {
-  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()), v;
-  int rc = mdb_get(txn_, db_->info_, &k, &v);
-  if (rc == MDB_NOTFOUND) return false;
-  MDB_TRY(db_->dir_, rc);
-  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size) == kCountedVersion;
+  AE_ASSIGN(std::string mark, CountedMark());
+  return mark == kCountedVersion || mark == kCountedDeferred;
 }
 
 Result<void> MetaDb::Txn::SetCounted() {
-  MDB_val k = Val(kCountedKey.data(), kCountedKey.size()),
-          v = Val(kCountedVersion.data(), kCountedVersion.size());
-  MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &v, 0));
-  return {};
+  MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));  // every node is counted now
+  return SetCountedMark(kCountedVersion);
 }
 
 Result<void> MetaDb::Txn::PutGarbage(const store::ObjectId& id) {

@@ -76,6 +76,11 @@ Result<void> RefCounter::AddNode(const store::ObjectId& node, const store::Objec
   return Add(tree, store::ObjectType::kTree);
 }
 
+Result<void> RefCounter::DeferNode(uint64_t seq, const store::ObjectId& node, const store::ObjectId& tree) {
+  if (!enabled_) return {};
+  return txn_.DeferNode(seq, node, tree);
+}
+
 Result<void> RefCounter::ReleaseNode(const store::ObjectId& node, const store::ObjectId& tree) {
   if (!enabled_) return {};
   AE_TRY(Release(node, store::ObjectType::kNode));
@@ -114,6 +119,17 @@ Result<void> RefCounter::DeleteStat(std::string_view path) {
 Result<uint64_t> RefCounter::ClearStats() {
   if (enabled_) AE_TRY(txn_.ForEachStat([this](const StatEntry& e) { return Release(e.ref.id, e.ref.type); }));
   return txn_.ClearStats();
+}
+
+Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, TreeLoader load) {
+  RefCounter rc(store, txn, true, MetaDb::Txn::Counts::kLive, std::move(load));
+  uint64_t n = 0;
+  AE_TRY(txn.ForEachDeferred([&](const store::ObjectId& node, const store::ObjectId& tree) {
+    ++n;
+    return rc.AddNode(node, tree);
+  }));
+  AE_TRY(txn.ClearDeferred());
+  return n;
 }
 
 Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,

@@ -17,6 +17,19 @@
 // the garbage table; gc drops those still at 0. Counts live in LMDB (meta/),
 // never all in memory.
 //
+// A snapshot defers its node's references: it only records (node, root
+// tree) in meta/'s deferred table, and the increments are made later, for
+// many nodes at once, by ApplyDeferred. Each new tree adds a reference to
+// every child, and ids are random, so one snapshot's increments dirty a
+// page of the count table per few children; applied together, the
+// increments of dozens of snapshots share those pages. Deferred counts are
+// never too low where it matters: whatever reads counts to drop or release
+// (gc, retain, fsck) applies the deferred rows first, and counts a snapshot
+// does not defer (its stat cache's) are made at once, so a release matches
+// its own add. An object whose count reaches 0 while deferred references to
+// it wait goes to the garbage table, and gc keeps it: gc drops only ids
+// still at 0 once the deferred rows are applied.
+//
 // A RefCounter works inside one MetaDb write transaction, so references
 // change atomically with the records that make them. Not thread-safe (one
 // transaction, one thread).
@@ -47,6 +60,9 @@ class RefCounter {
   RefCounter(const store::Store& store, MetaDb::Txn& txn, bool enabled,
              MetaDb::Txn::Counts table = MetaDb::Txn::Counts::kLive, TreeLoader load = {});
 
+  // A node record was added with sequence number `seq`: records its
+  // references to be counted by ApplyDeferred. Errors: I/O.
+  Result<void> DeferNode(uint64_t seq, const store::ObjectId& node, const store::ObjectId& tree);
   // A node record was added (or removed): its node object and root tree.
   // Errors: I/O, kCorrupt (a tree or manifest going 0 -> 1 does not decode;
   // one that is missing counts but has no children, as in a damaged node).
@@ -87,6 +103,16 @@ class RefCounter {
   TreeLoader load_;
   RefStats stats_;
 };
+
+// Snapshots apply the deferred rows once this many wait.
+inline constexpr uint64_t kDeferredNodesMax = 64;
+
+// Counts the references of every deferred node (AddNode for each, oldest
+// first) and empties the deferred table, inside `txn`; returns how many
+// nodes were applied. `load` reads trees (default: from `store`). Callers
+// hold the repository lock, and the count table must be built (Counted).
+// Errors: as AddNode.
+Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, TreeLoader load = {});
 
 // Builds a count table from scratch inside `txn`: clears it, then adds every
 // node record and stat cache entry. For kLive it then puts every stored

@@ -493,9 +493,9 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   AE_TRY(CommitContent(sc));
 
   // The commit point: the node record and every reference it adds (its
-  // store objects are durable by now) in one transaction. A crash before
-  // leaves objects nothing counts, which gc --full reclaims; counts are
-  // never too low.
+  // store objects are durable by now; its tree's references deferred, see
+  // refcount.h) in one transaction. A crash before leaves objects nothing
+  // counts, which gc --full reclaims; counts are never too low.
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_ASSIGN(bool counted, txn->Counted());
   RefCounter refs(*store_, *txn, counted, MetaDb::Txn::Counts::kLive, load);
@@ -520,7 +520,11 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   rec.changes = n.changes.total();
   rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
   AE_TRY(txn->PutNode(rec));
-  AE_TRY(refs.AddNode(id, n.tree));
+  AE_TRY(refs.DeferNode(rec.seq, id, n.tree));
+  if (counted) {
+    AE_ASSIGN(uint64_t deferred, txn->DeferredNodes());
+    if (deferred >= kDeferredNodesMax) AE_TRY(ApplyDeferred(*store_, *txn, load));
+  }
   AE_TRY(HealStored(refs, sc.out));
   if (n.parent) {
     AE_TRY(txn->AddChild(*n.parent, id));

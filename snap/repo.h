@@ -245,6 +245,10 @@ class Repo {
   // high). Holds the lock while dropping, so no snapshot deduplicates
   // against a dropped id; compaction runs after. Errors: I/O, kCorrupt.
   Result<GcResult> Gc(const store::CompactOptions& compact = {}, bool full = false);
+  // Counts now the references snapshots deferred (snap/refcount.h; gc,
+  // retain and fsck do it themselves first), building the counts if the
+  // repository has none. Takes the lock. Errors: I/O, kCorrupt, kBusy.
+  Result<void> CountDeferred();
   // Checks that every node, the trees it reaches, their file contents
   // (and manifests' chunks) exist and decode, and that refs and parents
   // name nodes in history. One finding per affected node, naming the first

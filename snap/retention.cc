@@ -89,10 +89,21 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
 Result<bool> Repo::EnsureCounted(RefStats* stats) {
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_ASSIGN(bool counted, txn->Counted());
-  if (counted) return false;
+  if (counted) {
+    AE_ASSIGN(uint64_t applied, ApplyDeferred(*store_, *txn));
+    if (applied) AE_TRY(txn->Commit());
+    return false;
+  }
   AE_ASSIGN(*stats, CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kLive));
   AE_TRY(txn->Commit());
   return true;
+}
+
+Result<void> Repo::CountDeferred() {
+  AE_ASSIGN(WriteLock lock, Lock());
+  RefStats counting;
+  AE_TRY(EnsureCounted(&counting));
+  return {};
 }
 
 Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {

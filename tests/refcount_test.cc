@@ -2,7 +2,8 @@
 // share subtrees and chunks, dropping a node frees exactly what only it
 // reached (and du goes down), the cost follows what was dropped, kill -9
 // during snapshots and gc loses nothing and never undercounts, fsck finds
-// and repairs a wrong count, and an older repository gets counted once.
+// and repairs a wrong count, an older repository gets counted once, and
+// the references snapshots defer are counted before anything relies on them.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -91,6 +92,7 @@ Counts NaiveCounts(Repo& repo) {
 
 // The table equals the naive count for every stored and every counted id.
 void CheckExactCounts(Repo& repo) {
+  REQUIRE(repo.CountDeferred());
   Counts want = NaiveCounts(repo);
   REQUIRE(repo.store().ForEach([&](const ObjectId& id, const store::ObjectInfo&) -> Result<void> {
     want.try_emplace(id, 0);
@@ -142,6 +144,8 @@ TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and
   auto rec1 = *repo->Record(n1);
   ObjectId sub = TreeEntryId(*repo, rec1.tree, "a");
   CHECK(sub == TreeEntryId(*repo, rec1.tree, "b"));
+  CHECK(*repo->meta().RefCount(sub) == 0);  // deferred (refcount.h) ...
+  REQUIRE(repo->CountDeferred());           // ... until counted
   CHECK(*repo->meta().RefCount(sub) == 2);  // named by the root twice
   CHECK(*repo->meta().RefCount(n1) == 1);
   CHECK(*repo->meta().RefCount(rec1.tree) == 1);
@@ -149,6 +153,7 @@ TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and
 
   Write(w + "/a/f1", "changed");
   ObjectId n2 = SnapAt(*repo, t0 + kMs);
+  REQUIRE(repo->CountDeferred());
   CHECK(*repo->meta().RefCount(sub) == 3);  // root 1 (a, b) and root 2 (b)
   CheckExactCounts(*repo);
 
@@ -161,6 +166,72 @@ TEST_CASE("refcount: counts equal a recount after snapshots sharing subtrees and
   CheckExactCounts(*repo);
   CHECK(HistoryErrors(*repo) == 0);
   static_cast<void>(n2);
+}
+
+uint64_t DeferredNodes(Repo& repo) {
+  auto txn = *repo.meta().Begin();
+  auto n = txn->DeferredNodes();
+  REQUIRE(n);
+  return *n;
+}
+
+TEST_CASE("refcount: snapshots defer their tree references and gc, retain and fsck count them first",
+          "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  std::string x = RandomString(300000, 21);  // a manifest with chunks
+  int64_t t0 = OldDay();
+  Write(w + "/d/f", x);
+  Write(w + "/d/keep", "k");
+  ObjectId n1 = SnapAt(*repo, t0, "n1");
+  CHECK(DeferredNodes(*repo) == 1);
+  ObjectId fx = TreeEntryId(*repo, TreeEntryId(*repo, repo->Record(n1)->tree, "d"), "f");
+  CHECK(*repo->meta().RefCount(fx) == 1);  // the stat cache's, counted at once
+  // The stat cache moves to new content: x reaches 0 and is garbage, but
+  // n1's deferred tree still names it, so gc must keep it.
+  Write(w + "/d/f", "y");
+  SnapAt(*repo, t0 + kMs, "n2");
+  CHECK(DeferredNodes(*repo) == 2);
+  CHECK(*repo->meta().RefCount(fx) == 0);
+  CHECK(HistoryErrors(*repo) == 0);  // fsck counts the deferred rows (and changes nothing)
+  CHECK(DeferredNodes(*repo) == 2);
+  auto gc = repo->Gc(store::CompactOptions{0.0});
+  REQUIRE(gc);
+  CHECK(gc->dropped_objects == 0);
+  CHECK(DeferredNodes(*repo) == 0);
+  CHECK(*repo->meta().RefCount(fx) == 1);
+  REQUIRE(repo->Restore(n1.Hex()));
+  CHECK(ReadString(w + "/d/f") == x);
+  CheckExactCounts(*repo);
+
+  // Retain drops a node whose references are still deferred: counted
+  // first, then released, never below 0.
+  Write(w + "/d/f", "z");
+  SnapAt(*repo, t0 + 2 * kMs, "n3");
+  Write(w + "/d/f", "w");
+  SnapAt(*repo, t0 + 3 * kMs, "n4");
+  Write(w + "/d/f", "v");
+  SnapAt(*repo, t0 + 3 * kMs + 1, "n5");  // n4 is neither a window's oldest nor the last
+  CHECK(DeferredNodes(*repo) > 0);
+  snap::RetentionPolicy keep;
+  keep.keep_last = 1;
+  keep.keep_within = std::chrono::seconds(0);
+  auto ret = repo->Retain(keep, false, snap::NowNs());
+  REQUIRE(ret);
+  CHECK_FALSE(ret->dropped.empty());
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+
+  // The kDeferredNodesMax-th deferred snapshot counts them all itself.
+  for (uint64_t i = 0; i < snap::kDeferredNodesMax; ++i) {
+    Write(w + "/d/f", "v" + std::to_string(i));
+    SnapAt(*repo, t0 + int64_t(4 + i) * kMs);
+    INFO("snapshot " << i);
+    CHECK(DeferredNodes(*repo) == (i + 1) % snap::kDeferredNodesMax);
+  }
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
 }
 
 TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared chunks stay, du goes down",
@@ -299,6 +370,7 @@ TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][
   ObjectId n = SnapAt(*repo, snap::NowNs());
   ObjectId sub = TreeEntryId(*repo, repo->Record(n)->tree, "d");
   CHECK(HistoryErrors(*repo) == 0);
+  REQUIRE(repo->CountDeferred());
   for (int64_t delta : {+1, -1}) {
     {
       auto txn = *repo->meta().Begin();
