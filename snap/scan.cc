@@ -212,21 +212,34 @@ class DirAccess {
 // not part of any tree. `rewind`: the fd may have been read before (the
 // caller's root fd, or a dup sharing its offset); a directory the scan
 // opened itself is at offset 0 already, and a walk saves the syscall.
-Result<void> ReadDirNames(int fd, const std::string& rel, std::vector<std::string>* names, bool rewind) {
+// The names are views into one buffer, each NUL-terminated: sorting moves
+// 16-byte views, not strings (sorting strings was 8% of a walk's user time).
+struct DirNames {
+  std::string bytes;
+  std::vector<std::string_view> names;
+};
+Result<void> ReadDirNames(int fd, const std::string& rel, DirNames* out, bool rewind) {
   if (rewind && ::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
   alignas(8) char buf[32768];
+  std::vector<std::pair<size_t, size_t>> at;  // offset and length in out->bytes
   for (;;) {
     long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FailErrno(rel.empty() ? "." : rel, errno);
-    if (n == 0) return {};
+    if (n == 0) break;
     for (long off = 0; off < n;) {
       auto* de = reinterpret_cast<struct dirent64*>(buf + off);
       std::string_view name = de->d_name;
-      if (name != "." && name != ".." && !IsRestoreTempName(name)) names->emplace_back(name);
+      if (name != "." && name != ".." && !IsRestoreTempName(name)) {
+        at.emplace_back(out->bytes.size(), name.size());
+        out->bytes.append(name.data(), name.size() + 1);  // with its NUL
+      }
       off += de->d_reclen;
     }
   }
+  out->names.reserve(at.size());
+  for (const auto& [off, len] : at) out->names.emplace_back(out->bytes.data() + off, len);
+  return {};
 }
 
 // OpenDirAt; our own directory that denies us is opened with OwnerAccess.
@@ -336,27 +349,28 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache,
                               std::vector<WalkTask>* subdirs) {
   DirAccess access(fd, euid_);
-  // Few allocations per entry: each name read moves into its entry and
-  // one path buffer serves them all (with two workers, freeing another
-  // thread's allocations contends on glibc's arena locks).
-  std::vector<std::string> names;
+  // Few allocations per entry: the names are read into one buffer, each
+  // entry's name is its only copy (none for a short name), and one path
+  // buffer serves them all (with two workers, freeing another thread's
+  // allocations contends on glibc's arena locks).
+  DirNames dir;
   std::vector<std::pair<size_t, std::pair<uint64_t, uint64_t>>> linked;  // entry index, dev/ino
-  if (Result<void> listed = ReadDirNames(fd, d.rel, &names, /*rewind=*/!d.parent); !listed) {
+  if (Result<void> listed = ReadDirNames(fd, d.rel, &dir, /*rewind=*/!d.parent); !listed) {
     // Removed after we opened it (a dead directory lists as ENOENT): record
     // it empty, like one gone before we got there; its deletion's own
     // events follow.
     if (listed.error().errno_value != ENOENT) return listed;
-    names.clear();
+    dir.names.clear();
   }
-  std::sort(names.begin(), names.end());
-  d.entries.reserve(names.size());
+  std::sort(dir.names.begin(), dir.names.end());
+  d.entries.reserve(dir.names.size());
   std::string rel = d.rel.empty() ? std::string() : d.rel + "/";
   const size_t base = rel.size();
-  for (std::string& name : names) {
+  for (std::string_view name : dir.names) {
     rel.resize(base);
     rel += name;
     struct stat st;
-    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(fd, name.data(), &st, AT_SYMLINK_NOFOLLOW) != 0) {  // NUL-terminated
       if (errno == ENOENT) continue;  // deleted while we scan
       return FailErrno(rel, errno);
     }
@@ -364,7 +378,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
     bool ignored = ctx_.ignored && ctx_.ignored(rel, is_dir);
     if (ignored && !is_dir) continue;
     Entry e;
-    e.name = std::move(name);
+    e.name = name;
     Result<void> r = ReadEntry(fd, e.name, rel, st, cache, &e);
     if (!r && r.error().errno_value == ENOENT) continue;
     AE_TRY(r);
@@ -630,9 +644,10 @@ Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const Me
                                    const std::string& rel, const store::ObjectId& lower) {
   AE_ASSIGN(Tree entries, LoadTree(ctx.store, lower));
   DirAccess access(fd, sc.euid());
-  std::vector<std::string> names;
-  AE_TRY(ReadDirNames(fd, rel, &names, /*rewind=*/true));
-  for (const std::string& name : names) {
+  DirNames dir;
+  AE_TRY(ReadDirNames(fd, rel, &dir, /*rewind=*/true));
+  for (std::string_view view : dir.names) {
+    const std::string name(view);
     std::string crel = Join(rel, name);
     auto it = std::lower_bound(entries.begin(), entries.end(), name,
                                [](const Entry& e, const std::string& n) { return e.name < n; });

@@ -29,6 +29,13 @@ std::string_view KindName(Kind k) {
 
 std::vector<uint8_t> EncodeTree(const Tree& t) {
   ByteWriter w;
+  // One allocation, usually: an entry's fixed fields take ~40-80 bytes.
+  size_t size = sizeof kMagic + 10;
+  for (const Entry& e : t) {
+    size += 80 + e.name.size() + e.target.size();
+    for (const auto& [k, v] : e.meta.xattrs) size += 20 + k.size() + v.size();
+  }
+  w.Reserve(size);
   w.Raw(kMagic, sizeof kMagic);
   w.Var(t.size());
   for (const Entry& e : t) {

@@ -14,13 +14,18 @@ namespace agentenv::snap {
 
 class ByteWriter {
  public:
+  void Reserve(size_t n) { b_.reserve(n); }
   void U8(uint8_t v) { b_.push_back(v); }
   void Var(uint64_t v) {
-    while (v >= 0x80) {
-      b_.push_back(uint8_t(v) | 0x80);
-      v >>= 7;
+    if (v < 0x80) {  // most modes, ids, sizes and counts of a tree
+      b_.push_back(uint8_t(v));
+      return;
     }
-    b_.push_back(uint8_t(v));
+    uint8_t tmp[10];
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7) tmp[n++] = uint8_t(v) | 0x80;
+    tmp[n++] = uint8_t(v);
+    b_.insert(b_.end(), tmp, tmp + n);
   }
   void Signed(int64_t v) { Var((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
   void Raw(const void* p, size_t n) {
