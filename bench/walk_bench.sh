@@ -81,14 +81,16 @@ samples() { local x out=""; for x in "$@"; do out+="$(msf "$x") "; done; echo "$
 ROWS=() SAMPLES=()
 # row WHAT AGENTENV_NS PEER PEER_NS TARGET: TARGET ">=Nx" (peer/agentenv at
 # least N) or "<=Nx" (agentenv/peer at most N)
+# (the ratio column of a "<=" row is agentenv/peer, which its target bounds)
 row() {
   local r v="-"
-  r=$(ratio "$4" "$2")
+  r=$(ratio "$4" "$2")x
   case $5 in
-    ">="*) v=$(awk -v r="$r" -v t="${5#>=}" 'BEGIN {print (r >= t+0 ? "PASS" : "MISS")}') ;;
-    "<="*) v=$(awk -v r="$(ratio "$2" "$4")" -v t="${5#<=}" 'BEGIN {print (r <= t+0 ? "PASS" : "MISS")}') ;;
+    ">="*) v=$(awk -v r="${r%x}" -v t="${5#>=}" 'BEGIN {print (r >= t+0 ? "PASS" : "MISS")}') ;;
+    "<="*) r="$(ratio "$2" "$4")x (agentenv/peer)"
+           v=$(awk -v r="${r%%x*}" -v t="${5#<=}" 'BEGIN {print (r <= t+0 ? "PASS" : "MISS")}') ;;
   esac
-  ROWS+=("| $1 | $(msf "$2") ms | $3 | $(msf "$4") ms | ${r}x | $5 | $v |")
+  ROWS+=("| $1 | $(msf "$2") ms | $3 | $(msf "$4") ms | $r | $5 | $v |")
 }
 
 export AGENTENV_ROOT=$MNT/ae

@@ -38,7 +38,13 @@ Result<std::unique_ptr<snap::Repo>> OpenRepo(const std::string& root) {
   // As LoadIgnoreRules; the literal paths let a restore by swap find the
   // ignored directories without a walk.
   repo->set_ignored([shared](std::string_view rel, bool is_dir) { return shared->Matches(rel, is_dir); },
-                    shared->LiteralPaths());
+                    shared->LiteralPaths(), [shared](std::string_view dir) -> snap::EntryFilter {
+                      // The view points into the rules, which this filter keeps
+                      // alive; a scan uses it only while it lists `dir`.
+                      return [view = shared->ForDir(dir)](std::string_view name, bool is_dir) {
+                        return view.Matches(name, is_dir);
+                      };
+                    });
   return repo;
 }
 

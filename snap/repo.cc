@@ -285,6 +285,7 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 std::unique_ptr<store::Batch>* batch, uint64_t stat_dev, bool live) {
   AE_ASSIGN(*batch, store_->BeginBatch());
   ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
+  ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
   ctx.stat_dev = stat_dev;
@@ -361,6 +362,7 @@ Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::O
   Scanned sc;
   AE_ASSIGN(sc.batch, store_->BeginBatch());
   ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, NowNs()};
+  ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
   ctx.overlay_upper = true;
@@ -620,6 +622,7 @@ Result<RepoStatus> Repo::PeekStatus() {
   AE_ASSIGN(UniqueFd work, OpenWork());
   std::unique_ptr<store::Batch> hashing = store_->HashingBatch();
   ScanContext ctx{*store_, *hashing, *meta_, ignored_, NowNs()};
+  ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   AE_ASSIGN(sc.out, ScanTree(ctx, work.get()));
   sc.out.trees.emplace(EmptyTreeId(), EncodeTree({}));

@@ -160,10 +160,12 @@ class Repo {
   MetaDb& meta() { return *meta_; }
   // Paths the scan skips and restore leaves alone. `literal`: the paths
   // the rules name without wildcards (watch::IgnoreRules::LiteralPaths),
-  // the only ignored places a restore by swap carries over.
-  void set_ignored(PathFilter f, std::vector<std::string> literal = {}) {
+  // the only ignored places a restore by swap carries over. `dir`: the
+  // same filter by directory (ScanContext::ignored_dir), for walks.
+  void set_ignored(PathFilter f, std::vector<std::string> literal = {}, DirFilter dir = {}) {
     ignored_ = std::move(f);
     ignored_literal_ = std::move(literal);
+    ignored_dir_ = std::move(dir);
   }
   // RestoreMode::kSwapIfUnused swaps only when the live tree and the target
   // differ in at least `paths` paths (0: always): a swap costs a fixed few
@@ -414,6 +416,7 @@ class Repo {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<MetaDb> meta_;
   PathFilter ignored_;
+  DirFilter ignored_dir_;
   std::vector<std::string> ignored_literal_;
   Progress* progress_ = nullptr;
   std::optional<std::string> backend_;

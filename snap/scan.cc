@@ -364,6 +364,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   }
   std::sort(dir.names.begin(), dir.names.end());
   d.entries.reserve(dir.names.size());
+  EntryFilter ignored_here = ctx_.ignored_dir ? ctx_.ignored_dir(d.rel) : EntryFilter();
   std::string rel = d.rel.empty() ? std::string() : d.rel + "/";
   const size_t base = rel.size();
   for (std::string_view name : dir.names) {
@@ -375,7 +376,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
       return FailErrno(rel, errno);
     }
     bool is_dir = S_ISDIR(st.st_mode);
-    bool ignored = ctx_.ignored && ctx_.ignored(rel, is_dir);
+    bool ignored = ignored_here ? ignored_here(name, is_dir) : ctx_.ignored && ctx_.ignored(rel, is_dir);
     if (ignored && !is_dir) continue;
     Entry e;
     e.name = name;

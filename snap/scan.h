@@ -42,6 +42,11 @@ constexpr int64_t kRacyWindowNs = 50'000'000;
 // never descends into those), so a filter need not consult a path's
 // ancestors.
 using PathFilter = std::function<bool(std::string_view rel, bool is_dir)>;
+// The same verdicts for the entries of one directory, by name: a scan makes
+// one per directory it lists (the filter can then drop, once, the rules that
+// cannot match there). DirFilter(dir)(name, is_dir) == PathFilter(dir/name).
+using EntryFilter = std::function<bool(std::string_view name, bool is_dir)>;
+using DirFilter = std::function<EntryFilter(std::string_view dir)>;
 
 struct ScanContext {
   const store::Store& store;
@@ -62,6 +67,9 @@ struct ScanContext {
   // cache entries (ScanOutput::stat_updates); a foreign tree (import,
   // init --from) would only spend memory on them.
   bool live = true;
+  // Optional, and then used instead of `ignored` for the entries of each
+  // directory listed.
+  DirFilter ignored_dir;
 };
 
 struct ScanOutput {

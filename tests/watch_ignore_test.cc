@@ -173,3 +173,35 @@ TEST_CASE("ignore: the depth and last-name shortcuts give the general match's ve
   CHECK(ignored > 500);  // the rules do match: the comparison is not all "no"
   CHECK(ignored < 9500);
 }
+
+TEST_CASE("ignore: a directory's view gives the path's verdict for each of its entries") {
+  IgnoreRules r = IgnoreRules::Defaults();
+  r.Add(Rules("var/lib/*/lists\n!**/keep.swp\n**/build/\n**/x/**/y\n/a/**\n!a/b/c\n**/[0-9]*.log\n"
+              "/var/cache/apt\n!/var/cache/apt/keep\nusr/*/doc/x?\n"));
+  const char* names[] = {"a", "b", "c", "tmp", "x", "y", "var", "lib", "apt", "lists", "build", "f.swp",
+                         "keep.swp", "1.log", "x.log", "cache", "keep", "usr", "share", "doc", "x1", "proc",
+                         "#n#", "n~", "4913"};
+  constexpr uint32_t kNames = sizeof names / sizeof names[0];
+  uint32_t seed = 777;
+  auto next = [&] { return seed = seed * 1103515245 + 12345, (seed >> 8) % kNames; };
+  int checked = 0, ignored = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string dir;
+    for (size_t d = 0, depth = next() % 5; d < depth; ++d) dir += (d ? "/" : "") + std::string(names[next()]);
+    IgnoreRules::DirView view = r.ForDir(dir);
+    for (int j = 0; j < 4; ++j) {
+      std::string name = names[next()];
+      std::string path = dir.empty() ? name : dir + "/" + name;
+      for (bool is_dir : {false, true}) {
+        bool v = r.Matches(path, is_dir);
+        INFO(path << (is_dir ? " (dir)" : ""));
+        CHECK(view.Matches(name, is_dir) == v);
+        ++checked;
+        ignored += v;
+      }
+    }
+  }
+  CHECK(checked == 24000);
+  CHECK(ignored > 1000);
+  CHECK(ignored < 23000);
+}

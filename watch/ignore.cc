@@ -314,6 +314,61 @@ bool IgnoreRules::Ignored(std::string_view relpath, bool is_dir) const {
   return false;
 }
 
+IgnoreRules::DirView IgnoreRules::ForDir(std::string_view dir) const {
+  DirView v;
+  v.rules_ = this;
+  v.dir_ = dir;
+  std::string_view buf[kInlineComponents];
+  std::vector<std::string_view> overflow;
+  const std::string_view* comps;
+  size_t depth = Split(dir, buf, overflow, comps);
+  for (uint32_t i : other_) {
+    const Rule& r = rules_[i];
+    if (r.fixed_len < 0) {
+      v.whole_.push_back(i);
+      continue;
+    }
+    // No "**": one segment per component, so the entries' depth must be
+    // the rule's and the directory must match all but the last segment.
+    if (size_t(r.fixed_len) != depth + 1) continue;
+    bool prefix = true;
+    for (size_t k = 0; k < depth && prefix; ++k) prefix = SegmentMatches(r.segments[k], comps[k]);
+    if (prefix) v.last_.push_back(i);
+  }
+  return v;
+}
+
+bool IgnoreRules::DirView::Matches(std::string_view name, bool is_dir) const {
+  const IgnoreRules& ir = *rules_;
+  if (ir.rules_.empty() || name.empty()) return false;
+  // As IgnoreRules::Matches: the highest index that matches wins.
+  int64_t best = -1;
+  auto try_list = [&](const std::vector<uint32_t>& list, auto&& matches) {
+    for (size_t k = list.size(); k-- > 0 && int64_t(list[k]) > best;) {
+      const Rule& r = ir.rules_[list[k]];
+      if (!(r.dir_only && !is_dir) && matches(r)) {
+        best = list[k];
+        return;
+      }
+    }
+  };
+  // "**/<name>": its second segment; a rule of fixed depth: its last.
+  auto any_depth = [&](const Rule& r) { return SegmentMatches(r.segments[1], name); };
+  auto fixed = [&](const Rule& r) { return SegmentMatches(r.segments.back(), name); };
+  try_list(ir.by_last_[static_cast<unsigned char>(name.back())], any_depth);
+  try_list(ir.by_last_[256], any_depth);
+  try_list(last_, fixed);
+  if (!whole_.empty()) {
+    std::string path = dir_.empty() ? std::string(name) : dir_ + "/" + std::string(name);
+    std::string_view buf[kInlineComponents];
+    std::vector<std::string_view> overflow;
+    const std::string_view* comps;
+    size_t n = Split(path, buf, overflow, comps);
+    try_list(whole_, [&](const Rule& r) { return MatchSegments(r.segments, 0, comps, 0, n); });
+  }
+  return best >= 0 && !ir.rules_[size_t(best)].negate;
+}
+
 bool IgnoreRules::Matches(std::string_view relpath, bool is_dir) const {
   if (rules_.empty()) return false;
   // A scan asks about every entry, and most rules decide from the depth

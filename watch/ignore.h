@@ -55,6 +55,27 @@ class IgnoreRules {
   // of a watched directory; cheaper by the depth of the path.
   bool Matches(std::string_view relpath, bool is_dir) const;
 
+  // The rules as one directory's entries see them, for asking about many
+  // entries of it: DirView(dir).Matches(name, d) == Matches(dir + "/" +
+  // name, d) for a clean `dir` ("" for the root; no empty components) and
+  // a name without '/'. Made once per directory, it keeps only the rules
+  // that can match there (a rule without "**" only at its depth and below
+  // its literal prefix), so a scan's verdict per entry costs about one
+  // lookup by the name's last byte. Holds a pointer to these rules: they
+  // must outlive it and not change meanwhile. Thread-safe like Matches.
+  class DirView {
+   public:
+    bool Matches(std::string_view name, bool is_dir) const;
+
+   private:
+    friend class IgnoreRules;
+    const IgnoreRules* rules_ = nullptr;
+    std::string dir_;               // for rules that need the whole path
+    std::vector<uint32_t> last_;    // rules_ of fixed depth whose prefix matched: the name decides
+    std::vector<uint32_t> whole_;   // rules with an inner "**": matched against dir_/name
+  };
+  DirView ForDir(std::string_view dir) const;
+
   // The paths that rules name literally (no wildcard, no '!'), e.g. "tmp",
   // "var/lib/apt/lists": where ignored content can be found without a walk.
   // Other rules ("**/*.swp") may match anywhere. Not filtered by later
