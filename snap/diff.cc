@@ -58,6 +58,39 @@ Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, cons
   return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to);
 }
 
+namespace {
+using RemovedFn = std::function<Result<void>(const std::string&, const Entry&)>;
+
+Result<void> AllRemoved(const TreeLoader& load, const Entry& e, const std::string& rel, const RemovedFn& fn) {
+  AE_TRY(fn(rel, e));
+  if (e.kind != Kind::kDir) return {};
+  AE_ASSIGN(Tree t, load(e.id));
+  for (const Entry& c : t) AE_TRY(AllRemoved(load, c, Join(rel, c.name), fn));
+  return {};
+}
+
+Result<void> RemovedIn(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                       const std::string& rel, const RemovedFn& fn) {
+  if (from == to) return {};
+  AE_ASSIGN(Tree a, load(from));
+  AE_ASSIGN(Tree b, load(to));
+  size_t j = 0;
+  for (const Entry& x : a) {
+    while (j < b.size() && b[j].name < x.name) ++j;
+    const Entry* y = j < b.size() && b[j].name == x.name ? &b[j] : nullptr;
+    std::string crel = Join(rel, x.name);
+    if (!y || y->kind != x.kind) AE_TRY(AllRemoved(load, x, crel, fn));
+    else if (x.kind == Kind::kDir) AE_TRY(RemovedIn(load, x.id, y->id, crel, fn));
+  }
+  return {};
+}
+}  // namespace
+
+Result<void> Removed(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                     const RemovedFn& fn) {
+  return RemovedIn(load, from, to, "", fn);
+}
+
 bool SameButMtime(const Meta& a, const Meta& b) {
   return a.mode == b.mode && a.uid == b.uid && a.gid == b.gid && a.xattrs == b.xattrs;
 }

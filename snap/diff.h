@@ -25,6 +25,17 @@ struct Difference {
 Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
                        const std::function<Result<void>(const Difference&)>& fn);
 
+// Reads a tree (from a store, or trees of a batch not yet committed).
+using TreeLoader = std::function<Result<Tree>(const store::ObjectId&)>;
+
+// What a change from tree `from` to `to` takes away: fn(path, its entry in
+// `from`) for each path of `from` that `to` lacks or has as another kind
+// (and below a directory that goes, every path of it), parents before their
+// contents. What `to` adds is not read, so the cost follows what goes.
+// Errors: objects missing or corrupt, or fn's.
+Result<void> Removed(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                     const std::function<Result<void>(const std::string& rel, const Entry& was)>& fn);
+
 // Whether two metadata differ at most in mtime.
 bool SameButMtime(const Meta& a, const Meta& b);
 
@@ -43,7 +54,6 @@ struct TreeDelta {
 };
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to);
 // The same with trees from `load` (e.g. trees of a batch not yet committed).
-using TreeLoader = std::function<Result<Tree>(const store::ObjectId&)>;
 Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to);
 
 }  // namespace agentenv::snap

@@ -251,6 +251,26 @@ Result<void> Repo::HealStored(RefCounter& refs, const ScanOutput& scanned) {
   return {};
 }
 
+Result<void> Repo::ForgetRemoved(const store::ObjectId& from, const store::ObjectId& to) {
+  // A path that stays a regular file is not reported: its row is the
+  // restore's to rewrite.
+  std::vector<std::pair<std::string, bool>> gone;  // path, whether it was a regular file
+  AE_TRY(Removed([this](const store::ObjectId& id) { return LoadTree(*store_, id); }, from, to,
+                 [&](const std::string& rel, const Entry& was) -> Result<void> {
+                   gone.emplace_back(rel, was.kind == Kind::kFile);
+                   return {};
+                 }));
+  if (gone.empty()) return {};
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(bool counted, txn->Counted());
+  RefCounter refs(*store_, *txn, counted);
+  for (const auto& [path, file] : gone) {
+    if (file) AE_TRY(refs.DeleteStat(path));
+    AE_TRY(txn->DeleteEntry(path));
+  }
+  return txn->Commit();
+}
+
 Result<UniqueFd> Repo::OpenWork() const {
   UniqueFd fd(::open(work_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return FailErrno(work_dir(), errno);
@@ -577,6 +597,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
       if (swapped) return res;
     }
   }
+  AE_TRY(ForgetRemoved(sc.out.tree, to.tree));
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   AE_ASSIGN(UniqueFd marker, BeginLiveRestore(target));

@@ -408,6 +408,11 @@ class Repo {
   // A scan may store again a tree or manifest that was lost and is counted
   // as pending: count its children now (RefCounter::Heal).
   Result<void> HealStored(RefCounter& refs, const ScanOutput& scanned);
+  // Before a restore from tree `from` to `to` in place: drops the stat and
+  // entry cache rows of the paths it removes (a row left behind would keep
+  // its content referenced, and stored, for ever). A file that stays a
+  // file keeps its row: the restore rewrites it if it changes.
+  Result<void> ForgetRemoved(const store::ObjectId& from, const store::ObjectId& to);
   // With the lock held: builds the reference counts if this repository has
   // none yet (made before they existed). Returns whether it built them.
   Result<bool> EnsureCounted(RefStats* stats);

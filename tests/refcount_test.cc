@@ -234,6 +234,59 @@ TEST_CASE("refcount: snapshots defer their tree references and gc, retain and fs
   CHECK(HistoryErrors(*repo) == 0);
 }
 
+TEST_CASE("refcount: a restore drops the stat and entry rows of what it removes, and keeps a new file's",
+          "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  int64_t t0 = OldDay();
+  Write(w + "/keep", "k");
+  REQUIRE(::symlink("keep", (w + "/link").c_str()) == 0);
+  ObjectId n0 = SnapAt(*repo, t0, "n0");
+  // Snapshots run inside the racy window of these writes: age them so that
+  // the stat and entry caches take them.
+  Write(w + "/gone/big", RandomString(300000, 31));
+  Write(w + "/gone/small", "s");
+  REQUIRE(::unlink((w + "/link").c_str()) == 0);
+  Write(w + "/link", "now a file");
+  for (std::string f : {"gone/big", "gone/small", "link", "keep"}) {
+    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window
+  SnapAt(*repo, t0 + kMs, "n1");
+  {
+    auto stats = *repo->meta().ReadStats();
+    REQUIRE(stats->Get("gone/big"));
+    REQUIRE(stats->Get("link"));
+    REQUIRE(stats->GetEntry("gone"));
+  }
+  REQUIRE(repo->Restore(n0.Hex()));
+  CHECK_FALSE(std::filesystem::exists(w + "/gone"));
+  auto stats = *repo->meta().ReadStats();
+  CHECK_FALSE(stats->Get("gone/big"));  // before: kept, and its content with it, for ever
+  CHECK_FALSE(stats->Get("gone/small"));
+  CHECK_FALSE(stats->GetEntry("gone"));
+  CHECK_FALSE(stats->Get("link"));  // a file again a symlink: its row goes
+  CHECK(stats->Get("keep"));        // unchanged: stays
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+
+  // The other way (a symlink becomes a file): the restore writes the file's row.
+  Write(w + "/x", "x");
+  REQUIRE(::symlink("keep", (w + "/y").c_str()) == 0);
+  ObjectId n2 = SnapAt(*repo, t0 + 2 * kMs, "n2");
+  REQUIRE(::unlink((w + "/y").c_str()) == 0);
+  Write(w + "/y", "a file at y");
+  ObjectId n3 = SnapAt(*repo, t0 + 3 * kMs, "n3");
+  REQUIRE(repo->Restore(n2.Hex()));
+  REQUIRE(repo->Restore(n3.Hex()));
+  CHECK(ReadString(w + "/y") == "a file at y");
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+}
+
 TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared chunks stay, du goes down",
           "[refcount]") {
   TempDir t;
