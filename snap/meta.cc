@@ -391,13 +391,20 @@ Result<std::unique_ptr<MetaDb::Txn>> MetaDb::Begin() {
   return t;
 }
 
-Result<uint64_t> MetaDb::Txn::NextSeq() {
+Result<uint64_t> MetaDb::Txn::PeekSeq() {
   const std::string key = "next_seq";
   MDB_val k = Val(key.data(), key.size()), v;
   uint64_t next = 1;
   int rc = mdb_get(txn_, db_->info_, &k, &v);
   if (rc == 0 && v.mv_size == 8) std::memcpy(&next, v.mv_data, 8);
   else if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+  return next;
+}
+
+Result<uint64_t> MetaDb::Txn::NextSeq() {
+  const std::string key = "next_seq";
+  MDB_val k = Val(key.data(), key.size());
+  AE_ASSIGN(uint64_t next, PeekSeq());
   uint64_t after = next + 1;
   MDB_val nv = Val(&after, 8);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &nv, 0));

@@ -142,6 +142,8 @@ class MetaDb {
    public:
     ~Txn();
     Result<uint64_t> NextSeq();
+    // The sequence number NextSeq would return, without taking it.
+    Result<uint64_t> PeekSeq();
     Result<void> PutNode(const NodeRecord& r);
     Result<void> AddChild(const store::ObjectId& parent, const store::ObjectId& child);
     Result<void> RemoveChild(const store::ObjectId& parent, const store::ObjectId& child);
@@ -193,8 +195,10 @@ class MetaDb {
     Result<void> ForEachCounted(Counts table, const std::function<Result<void>(const store::ObjectId&)>& fn);
     // Whether the refcount table holds every reference, or every one but
     // those of deferred nodes (a repository made before reference counting
-    // has no counts until they are built once). SetCounted says all are
-    // counted (and drops the deferred rows).
+    // has no counts until they are built once; one where a node was made
+    // without being counted or deferred, by an older binary, has none until
+    // they are built again). SetCounted says all are counted (and drops the
+    // deferred rows).
     Result<bool> Counted();
     Result<void> SetCounted();
     // Node references a snapshot deferred (snap/refcount.h): rows of
@@ -219,6 +223,7 @@ class MetaDb {
     // The "refcount" row of the info table: the counting rules' version.
     Result<std::string> CountedMark();
     Result<void> SetCountedMark(std::string_view mark);
+    Result<void> SetCountedThrough(uint64_t next_seq);
     // A row of a path-keyed table (stat or entries).
     Result<void> PutPath(MDB_dbi dbi, std::string_view path, const std::vector<uint8_t>& bytes);
     Result<void> DeletePath(MDB_dbi dbi, std::string_view path);

@@ -61,6 +61,12 @@ constexpr std::string_view kCountedKey = "refcount";
 // deferred table are stale once it has written "1".
 constexpr std::string_view kCountedVersion = "1";
 constexpr std::string_view kCountedDeferred = "2";
+// next_seq as of the last node whose references were counted or deferred.
+// A node made by a binary that does not keep it (older, or one that saw
+// no counts) leaves it behind next_seq: the counts then miss that node, and
+// Counted() says so until they are built again. Absent in a repository
+// counted before it existed, which is trusted as it was.
+constexpr std::string_view kCountedThroughKey = "counted_through";
 
 // Big-endian, so that rows sort oldest first.
 std::array<uint8_t, 8> SeqKey(uint64_t seq) {
@@ -85,12 +91,19 @@ Result<void> MetaDb::Txn::SetCountedMark(std::string_view mark) {
   return {};
 }
 
+Result<void> MetaDb::Txn::SetCountedThrough(uint64_t next_seq) {
+  MDB_val k = Val(kCountedThroughKey.data(), kCountedThroughKey.size()), v = Val(&next_seq, 8);
+  MDB_TRY(db_->dir_, mdb_put(txn_, db_->info_, &k, &v, 0));
+  return {};
+}
+
 Result<void> MetaDb::Txn::DeferNode(uint64_t seq, const store::ObjectId& node, const store::ObjectId& tree) {
   AE_ASSIGN(std::string mark, CountedMark());
   if (mark != kCountedDeferred) {
     MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));  // stale rows, if any
     AE_TRY(SetCountedMark(kCountedDeferred));
   }
+  AE_TRY(SetCountedThrough(seq + 1));
   auto key = SeqKey(seq);
   uint8_t row[64];
   std::memcpy(row, node.bytes.data(), 32);
@@ -247,11 +260,21 @@ Result<void> MetaDb::Txn::ForEachCounted(Counts table,
 
 Result<bool> MetaDb::Txn::Counted() {
   AE_ASSIGN(std::string mark, CountedMark());
-  return mark == kCountedVersion || mark == kCountedDeferred;
+  if (mark != kCountedVersion && mark != kCountedDeferred) return false;
+  MDB_val k = Val(kCountedThroughKey.data(), kCountedThroughKey.size()), v;
+  int rc = mdb_get(txn_, db_->info_, &k, &v);
+  if (rc == MDB_NOTFOUND) return true;
+  MDB_TRY(db_->dir_, rc);
+  uint64_t through = 0;
+  if (v.mv_size == 8) std::memcpy(&through, v.mv_data, 8);
+  AE_ASSIGN(uint64_t next, PeekSeq());
+  return through == next;
 }
 
 Result<void> MetaDb::Txn::SetCounted() {
   MDB_TRY(db_->dir_, mdb_drop(txn_, db_->deferred_, 0));  // every node is counted now
+  AE_ASSIGN(uint64_t next, PeekSeq());
+  AE_TRY(SetCountedThrough(next));
   return SetCountedMark(kCountedVersion);
 }
 
