@@ -61,14 +61,6 @@ Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, cons
 namespace {
 using RemovedFn = std::function<Result<void>(const std::string&, const Entry&)>;
 
-Result<void> AllRemoved(const TreeLoader& load, const Entry& e, const std::string& rel, const RemovedFn& fn) {
-  AE_TRY(fn(rel, e));
-  if (e.kind != Kind::kDir) return {};
-  AE_ASSIGN(Tree t, load(e.id));
-  for (const Entry& c : t) AE_TRY(AllRemoved(load, c, Join(rel, c.name), fn));
-  return {};
-}
-
 Result<void> RemovedIn(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
                        const std::string& rel, const RemovedFn& fn) {
   if (from == to) return {};
@@ -79,7 +71,8 @@ Result<void> RemovedIn(const TreeLoader& load, const store::ObjectId& from, cons
     while (j < b.size() && b[j].name < x.name) ++j;
     const Entry* y = j < b.size() && b[j].name == x.name ? &b[j] : nullptr;
     std::string crel = Join(rel, x.name);
-    if (!y || y->kind != x.kind) AE_TRY(AllRemoved(load, x, crel, fn));
+    if (!y || y->kind != x.kind)
+      AE_TRY(Whole(load, x, crel, '-', [&](const Difference& d) { return fn(d.change.path, *d.old_entry); }));
     else if (x.kind == Kind::kDir) AE_TRY(RemovedIn(load, x.id, y->id, crel, fn));
   }
   return {};

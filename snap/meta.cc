@@ -10,6 +10,7 @@
 
 namespace agentenv::snap {
 
+using meta_internal::BigEndian;
 using meta_internal::IdOf;
 using meta_internal::Val;
 
@@ -69,26 +70,18 @@ void WriteFields(ByteWriter& w, const StatFields& f) {
   for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
   w.Signed(f.mtime_ns);
   w.Signed(f.ctime_ns);
-  w.Var(f.xattrs.size());
-  for (const auto& [k, v] : f.xattrs) {
-    w.Str(k);
-    w.Str(v);
-  }
+  w.Pairs(f.xattrs);
 }
 
 bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
-  uint64_t mode, uid, gid, n;
+  uint64_t mode, uid, gid;
   if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
-      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns) || !r.Var(&n) || n > max)
+      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns))
     return false;
   f->mode = uint32_t(mode);
   f->uid = uint32_t(uid);
   f->gid = uint32_t(gid);
-  f->xattrs.resize(n);
-  for (auto& [k, v] : f->xattrs) {
-    if (!r.Str(&k) || !r.Str(&v)) return false;
-  }
-  return true;
+  return r.Pairs(&f->xattrs, max);
 }
 
 std::vector<uint8_t> EncodeStat(const StatEntry& e) {
@@ -124,9 +117,6 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
   return e;
 }
 
-void BigEndian(uint64_t v, uint8_t out[8]) {
-  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = uint8_t(v);
-}
 
 }  // namespace
 
@@ -391,9 +381,12 @@ Result<std::unique_ptr<MetaDb::Txn>> MetaDb::Begin() {
   return t;
 }
 
+namespace {
+constexpr std::string_view kNextSeqKey = "next_seq";
+}  // namespace
+
 Result<uint64_t> MetaDb::Txn::PeekSeq() {
-  const std::string key = "next_seq";
-  MDB_val k = Val(key.data(), key.size()), v;
+  MDB_val k = Val(kNextSeqKey.data(), kNextSeqKey.size()), v;
   uint64_t next = 1;
   int rc = mdb_get(txn_, db_->info_, &k, &v);
   if (rc == 0 && v.mv_size == 8) std::memcpy(&next, v.mv_data, 8);
@@ -402,8 +395,7 @@ Result<uint64_t> MetaDb::Txn::PeekSeq() {
 }
 
 Result<uint64_t> MetaDb::Txn::NextSeq() {
-  const std::string key = "next_seq";
-  MDB_val k = Val(key.data(), key.size());
+  MDB_val k = Val(kNextSeqKey.data(), kNextSeqKey.size());
   AE_ASSIGN(uint64_t next, PeekSeq());
   uint64_t after = next + 1;
   MDB_val nv = Val(&after, 8);

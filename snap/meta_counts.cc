@@ -1,6 +1,5 @@
 // The reference count tables of the metadata index (refcount, garbage,
 // recount; see meta.h and snap/refcount.h).
-#include <array>
 #include <cstring>
 
 #include "snap/meta.h"
@@ -8,6 +7,7 @@
 
 namespace agentenv::snap {
 
+using meta_internal::BigEndian;
 using meta_internal::IdOf;
 using meta_internal::Val;
 
@@ -67,13 +67,6 @@ constexpr std::string_view kCountedDeferred = "2";
 // Counted() says so until they are built again. Absent in a repository
 // counted before it existed, which is trusted as it was.
 constexpr std::string_view kCountedThroughKey = "counted_through";
-
-// Big-endian, so that rows sort oldest first.
-std::array<uint8_t, 8> SeqKey(uint64_t seq) {
-  std::array<uint8_t, 8> k;
-  for (int i = 0; i < 8; ++i) k[i] = uint8_t(seq >> (56 - 8 * i));
-  return k;
-}
 }  // namespace
 
 // The counted mark's value, empty when absent.
@@ -104,11 +97,11 @@ Result<void> MetaDb::Txn::DeferNode(uint64_t seq, const store::ObjectId& node, c
     AE_TRY(SetCountedMark(kCountedDeferred));
   }
   AE_TRY(SetCountedThrough(seq + 1));
-  auto key = SeqKey(seq);
-  uint8_t row[64];
+  uint8_t key[8], row[64];
+  BigEndian(seq, key);  // rows sort oldest first
   std::memcpy(row, node.bytes.data(), 32);
   std::memcpy(row + 32, tree.bytes.data(), 32);
-  MDB_val k = Val(key.data(), key.size()), v = Val(row, sizeof row);
+  MDB_val k = Val(key, sizeof key), v = Val(row, sizeof row);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->deferred_, &k, &v, 0));
   return {};
 }

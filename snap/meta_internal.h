@@ -4,6 +4,7 @@
 
 #include <lmdb.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -28,6 +29,11 @@ inline store::ObjectId IdOf(const MDB_val& v) {
   store::ObjectId id;
   if (v.mv_size == 32) std::memcpy(id.bytes.data(), v.mv_data, 32);
   return id;
+}
+
+// A sequence number as a key that sorts in number order.
+inline void BigEndian(uint64_t v, uint8_t out[8]) {
+  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = uint8_t(v);
 }
 
 // A read transaction closed on scope exit.

@@ -16,26 +16,16 @@ void PutMeta(ByteWriter& w, const Meta& m) {
   w.Var(m.uid);
   w.Var(m.gid);
   w.Signed(m.mtime_ns);
-  w.Var(m.xattrs.size());
-  for (const auto& [k, v] : m.xattrs) {
-    w.Str(k);
-    w.Str(v);
-  }
+  w.Pairs(m.xattrs);
 }
 
 bool GetMeta(ByteReader& r, Meta* m, size_t limit) {
-  uint64_t mode, uid, gid, n;
-  if (!r.Var(&mode) || !r.Var(&uid) || !r.Var(&gid) || !r.Signed(&m->mtime_ns) || !r.Var(&n) ||
-      n > limit)
-    return false;
+  uint64_t mode, uid, gid;
+  if (!r.Var(&mode) || !r.Var(&uid) || !r.Var(&gid) || !r.Signed(&m->mtime_ns)) return false;
   m->mode = uint32_t(mode);
   m->uid = uint32_t(uid);
   m->gid = uint32_t(gid);
-  m->xattrs.resize(n);
-  for (auto& [k, v] : m->xattrs) {
-    if (!r.Str(&k) || !r.Str(&v)) return false;
-  }
-  return true;
+  return r.Pairs(&m->xattrs, limit);
 }
 
 std::string_view Dirname(std::string_view p) {

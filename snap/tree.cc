@@ -50,11 +50,7 @@ std::vector<uint8_t> EncodeTree(const Tree& t) {
     if (e.kind == Kind::kFile) w.U8(uint8_t(e.content));
     w.Str(e.target);
     w.Var(e.rdev);
-    w.Var(e.meta.xattrs.size());
-    for (const auto& [k, v] : e.meta.xattrs) {
-      w.Str(k);
-      w.Str(v);
-    }
+    w.Pairs(e.meta.xattrs);
   }
   return std::move(w).bytes();
 }

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace agentenv::snap {
@@ -35,6 +36,14 @@ class ByteWriter {
   void Str(std::string_view s) {
     Var(s.size());
     Raw(s.data(), s.size());
+  }
+  // A count, then each pair's two strings (xattrs).
+  void Pairs(const std::vector<std::pair<std::string, std::string>>& p) {
+    Var(p.size());
+    for (const auto& [k, v] : p) {
+      Str(k);
+      Str(v);
+    }
   }
   std::vector<uint8_t> bytes() && { return std::move(b_); }
 
@@ -80,6 +89,17 @@ class ByteReader {
     if (!Var(&n) || n > b_.size() - pos_) return false;
     s->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
     pos_ += n;
+    return true;
+  }
+  // What ByteWriter::Pairs wrote; false past the end or for more than
+  // `max` pairs.
+  bool Pairs(std::vector<std::pair<std::string, std::string>>* p, size_t max) {
+    uint64_t n;
+    if (!Var(&n) || n > max) return false;
+    p->resize(n);
+    for (auto& [k, v] : *p) {
+      if (!Str(&k) || !Str(&v)) return false;
+    }
     return true;
   }
   bool done() const { return pos_ == b_.size(); }
