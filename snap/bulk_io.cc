@@ -180,18 +180,21 @@ Result<void> BulkIo::RenameAndStat(std::span<NewFile* const> files) {
   Ring* ring = RingFor(files.size());
   if (!ring) {
     for (NewFile* f : files) {
-      AE_TRY(rename_sync(*f));
+      if (!f->in_place) AE_TRY(rename_sync(*f));
       AE_TRY(stat_sync(*f));
     }
     return {};
   }
+  std::vector<NewFile*> moved;
+  for (NewFile* f : files)
+    if (!f->in_place) moved.push_back(f);
   AE_TRY(ring->Run(
-      files.size(),
+      moved.size(),
       [&](io_uring_sqe* sqe, size_t i) {
-        io_uring_prep_renameat(sqe, files[i]->dirfd, files[i]->tmp.c_str(), files[i]->dirfd, files[i]->name.c_str(), 0);
+        io_uring_prep_renameat(sqe, moved[i]->dirfd, moved[i]->tmp.c_str(), moved[i]->dirfd, moved[i]->name.c_str(), 0);
       },
       [&](size_t i, int res) -> Result<void> {
-        NewFile& f = *files[i];
+        NewFile& f = *moved[i];
         if (Unsupported(res)) return rename_sync(f);
         if (res < 0) return FailErrno(f.rel, -res);
         f.created = false;

@@ -27,10 +27,14 @@
 
 namespace agentenv::snap {
 
-// One file to create as `tmp` in `dirfd`, later renamed to `name`.
+// One file to create as `tmp` in `dirfd`, later renamed to `name`; or,
+// `in_place`, created as `name` itself (tmp == name) and never renamed: in
+// a new directory nothing is there to replace, and nobody sees the file
+// half-written.
 struct NewFile {
   int dirfd = -1;
   std::string tmp, name;
+  bool in_place = false;
   std::string rel;            // tree-relative path of `name`, for messages
   std::vector<uint8_t> data;  // written right after creation (may be empty)
   UniqueFd fd;                // open after Create, until Close
@@ -55,7 +59,8 @@ class BulkIo {
   Result<void> CreateAndWrite(std::span<NewFile* const> files);
   // Closes every open fd. Errors: the first failing close.
   Result<void> Close(std::span<NewFile* const> files);
-  // Renames each `tmp` to `name` (replacing it) and fills `st`.
+  // Renames each `tmp` to `name` (replacing it; not when `in_place`) and
+  // fills `st`.
   Result<void> RenameAndStat(std::span<NewFile* const> files);
 
  private:

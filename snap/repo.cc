@@ -347,6 +347,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   // What the scan just read is still there: files unchanged since are
   // copied (or cloned) from it rather than decompressed from the store.
   ro.sources = CloneSources::OpenScanned(*store_, dir, scanned_from);
+  ro.fresh = true;  // a new repository's empty live tree; a failed init removes it
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
   // The live tree now holds exactly these files: cache them as written.
@@ -427,11 +428,18 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   // hardlinked (both are read-only); others are cloned or copied.
   ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get());
   ro.link_sources = true;
+  ro.fresh = true;  // our own new directory; removed if the restore fails
   RestoreStats rs;
   {
     UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return FailErrno(tmp, errno);
-    AE_ASSIGN(rs, RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro));
+    auto restored = RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro);
+    if (!restored) {
+      fd.reset();
+      (void)RemoveTree(tmp);
+      return Unexpected<Error>(restored.error());
+    }
+    rs = std::move(*restored);
   }
   // Another process may have built the same lower meanwhile: theirs wins.
   if (::rename(tmp.c_str(), dir.c_str()) != 0) {

@@ -38,6 +38,13 @@ struct RestoreOptions {
   // identical too (only for a read-only tree being built).
   std::shared_ptr<const CloneSources> sources;
   bool link_sources = false;
+  // The target is a directory this operation made empty and nothing else
+  // writes until the restore returns (init's live tree, a lower being
+  // built): files are created at their final names instead of a temp name
+  // renamed into place (a rename took ~8% of init's CPU on ext4, ~12% on
+  // btrfs). A failed restore then leaves partial files: the caller removes
+  // the whole target.
+  bool fresh = false;
   // Where stat cache entries go in bounded batches while the restore runs
   // (memory would otherwise grow with the tree); called on the restoring
   // thread. Empty: all of them end up in RestoreStats::stat_entries. The

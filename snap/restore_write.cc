@@ -80,7 +80,8 @@ Result<void> Restorer::WriteFile(const DirFd& dir, const Entry& e, const std::st
   auto q = std::make_unique<Queued>();
   q->dir = dir;
   q->file.dirfd = fd;
-  q->file.tmp = RestoreTempName(tmp_counter_++);
+  q->file.in_place = opt_.fresh;
+  q->file.tmp = opt_.fresh ? e.name : RestoreTempName(tmp_counter_++);
   q->file.name = e.name;
   q->file.rel = rel;
   q->entry = e;

@@ -8,7 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include "snap/bulk_io.h"
 #include "snap/repo.h"
@@ -116,6 +118,52 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
     CHECK(f.st.st_size == 2);
     CHECK(S_ISREG(f.st.st_mode));
     CHECK((f.st.st_mode & 07777) == 0600);
+  }
+}
+
+TEST_CASE("files created in place get their final names at once and still refuse planted names", "[snap][security]") {
+  for (bool on : {true, false}) {
+    UringEnv env(on);
+    INFO((on ? "io_uring" : "plain syscalls"));
+    TempDir t;
+    const std::string outside = t.str() + "/outside";
+    REQUIRE(WriteFileAt(outside, "keep"));
+    REQUIRE(::mkdir((t.str() + "/tree").c_str(), 0755) == 0);
+    REQUIRE(::symlink(outside.c_str(), (t.str() + "/tree/link").c_str()) == 0);
+    REQUIRE(WriteFileAt(t.str() + "/tree/taken", "taken"));
+    UniqueFd dir(::open((t.str() + "/tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(dir);
+    snap::BulkIo io(1);  // the ring even for one file
+    auto make = [&](const char* name, std::vector<uint8_t> data) {
+      snap::NewFile f;
+      f.dirfd = dir.get();
+      f.tmp = f.name = f.rel = name;
+      f.in_place = true;
+      f.data = std::move(data);
+      return f;
+    };
+    for (const char* name : {"link", "taken"}) {
+      snap::NewFile f = make(name, {'x'});
+      snap::NewFile* files[] = {&f};
+      CHECK(!io.CreateAndWrite(files));
+      CHECK(!f.created);
+    }
+    CHECK(ReadFileAt(outside) == "keep");
+    CHECK(ReadFileAt(t.str() + "/tree/taken") == "taken");
+    snap::NewFile a = make("a", {'o', 'k'}), b = make("b", {});
+    snap::NewFile* files[] = {&a, &b};
+    REQUIRE(io.CreateAndWrite(files));
+    REQUIRE(io.Close(files));
+    REQUIRE(io.RenameAndStat(files));
+    CHECK(ReadFileAt(t.str() + "/tree/a") == "ok");
+    CHECK(a.st.st_size == 2);
+    CHECK(b.st.st_size == 0);
+    CHECK(S_ISREG(b.st.st_mode));
+    // Nothing else was made beside them.
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(t.str() + "/tree")) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"a", "b", "link", "taken"});
   }
 }
 
