@@ -214,11 +214,15 @@ Result<void> Restorer::WriteBatched(std::vector<std::unique_ptr<Queued>>& batch,
   });
   for (size_t i : streamed) AE_TRY(wrote[i]);
   AE_TRY(io_.Close(files));
-  for (size_t i = 0; i < batch.size(); ++i) {
+  // The metadata calls (chown, xattrs, chmod, utimens) have no io_uring
+  // opcodes: they run on every core, as in WriteEach.
+  std::vector<Result<void>> finished(batch.size());
+  ParallelFor(batch.size(), [&](size_t i) {
     bool ok = false;
-    AE_TRY(FinishTemp(*batch[i], &ok));
+    finished[i] = FinishTemp(*batch[i], &ok);
     clean[i] = ok;
-  }
+  });
+  for (auto& r : finished) AE_TRY(r);
   return io_.RenameAndStat(files);
 }
 
