@@ -46,6 +46,8 @@ int CmdGc(int argc, char** argv) {
                        HumanBytes(r.dropped_bytes) + "); freed " + HumanBytes(r.bytes_freed) + " on disk by rewriting " +
                        std::to_string(r.packs_rewritten) + " packs; " + std::to_string(r.live_objects) +
                        " objects referenced";
+    if (r.stale_cache_rows)
+      text += "; forgot " + std::to_string(r.stale_cache_rows) + " stat cache rows of paths gone or changed";
     if (r.counted) text += " (reference counts rebuilt: " + std::to_string(r.objects_read) + " trees and manifests read)";
     return text;
   });

@@ -330,6 +330,7 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   AE_ASSIGN(snap::GcResult res, repo_->Gc(compact, r.full));
   GcReply rep{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
               res.counted,      res.objects_read};
+  rep.stale_cache_rows = res.stale_cache_rows;
   // Materialized nodes are a cache: kept while a workspace overlays them.
   AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
   std::error_code ec;

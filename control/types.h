@@ -250,11 +250,12 @@ struct GcReply {
   uint64_t objects_read = 0;
   uint64_t lowers_removed = 0;  // materialized nodes no workspace uses
   uint64_t scratch_removed = 0;  // import/push/pull scratch dirs a killed process left
+  uint64_t stale_cache_rows = 0;  // stat/entry cache rows of paths gone or changed since
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
     v("objects_read", objects_read); v("lowers_removed", lowers_removed);
-    v("scratch_removed", scratch_removed);
+    v("scratch_removed", scratch_removed); v("stale_cache_rows", stale_cache_rows);
   }
 };
 

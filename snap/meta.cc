@@ -515,6 +515,26 @@ Result<void> MetaDb::Txn::ForEachStat(const std::function<Result<void>(const Sta
   return err;
 }
 
+Result<void> MetaDb::Txn::ForEachCachedPath(
+    Cache cache, const std::function<Result<void>(std::string_view, const StatFields&)>& fn) {
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, cache == Cache::kStat ? db_->stat_ : db_->entries_, &c));
+  MDB_val k, v;
+  Result<void> err;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && err; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    db_->trim_->Tick();
+    std::string_view path(static_cast<const char*>(k.mv_data), k.mv_size);
+    if (path.size() > kMaxPathKey || path.rfind('\x01', 0) == 0) continue;  // a long path's hash
+    if (cache == Cache::kStat) {
+      if (auto e = DecodeStat(Span(v))) err = fn(path, *e);
+    } else if (auto e = DecodeEntry(Span(v))) {
+      err = fn(path, *e);
+    }
+  }
+  mdb_cursor_close(c);
+  return err;
+}
+
 Result<void> MetaDb::Txn::Commit() {
   int rc = mdb_txn_commit(txn_);
   txn_ = nullptr;

@@ -164,6 +164,15 @@ class MetaDb {
     // stops at fn's first error.
     Result<void> ForEachStat(const std::function<Result<void>(const StatEntry&)>& fn);
 
+    // Calls fn(path, fields) for every row of the stat cache (kStat) or
+    // the entry cache (kEntries), in path order, but those of paths longer
+    // than the key limit (480 bytes; kept under a hash of the path, so
+    // their path is not known here); stops at fn's first error. fn must
+    // not write the table it walks.
+    enum class Cache { kStat, kEntries };
+    Result<void> ForEachCachedPath(Cache cache,
+                                   const std::function<Result<void>(std::string_view, const StatFields&)>& fn);
+
     // Reference counts. kLive is the refcount table; kRecount is fsck's
     // scratch table, empty whenever a transaction commits (fsck aborts its
     // transaction, repair clears the table before committing).

@@ -271,6 +271,40 @@ Result<void> Repo::ForgetRemoved(const store::ObjectId& from, const store::Objec
   return txn->Commit();
 }
 
+Result<uint64_t> Repo::DropStaleCacheRows() {
+  auto work = OpenWork();
+  if (!work && work.error().errno_value == ENOENT) return 0;  // no live tree to compare with
+  if (!work) return Unexpected<Error>(work.error());
+  AE_ASSIGN(auto txn, meta_->Begin());
+  // Only stats are read here: a path through a directory swapped for a
+  // symlink meanwhile may stat something elsewhere, which then does not
+  // match (or keeps a row that is merely unused).
+  auto stale = [&](MetaDb::Txn::Cache cache) -> Result<std::vector<std::string>> {
+    std::vector<std::string> paths;
+    AE_TRY(txn->ForEachCachedPath(cache, [&](std::string_view path, const StatFields& was) -> Result<void> {
+      if (paths.size() >= kStaleRowsMax) return {};
+      struct stat st;
+      StatFields now;
+      if (::fstatat(work->get(), std::string(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+        now = {uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim), ToNs(st.st_ctim),
+               st.st_mode, st.st_uid, st.st_gid, {}};
+      else if (errno != ENOENT && errno != ENOTDIR) return {};  // unsure: keep it
+      if (!was.Matches(now)) paths.emplace_back(path);
+      return {};
+    }));
+    return paths;
+  };
+  AE_ASSIGN(std::vector<std::string> files, stale(MetaDb::Txn::Cache::kStat));
+  AE_ASSIGN(std::vector<std::string> entries, stale(MetaDb::Txn::Cache::kEntries));
+  if (files.empty() && entries.empty()) return 0;
+  AE_ASSIGN(bool counted, txn->Counted());
+  RefCounter refs(*store_, *txn, counted);
+  for (const std::string& path : files) AE_TRY(refs.DeleteStat(path));
+  for (const std::string& path : entries) AE_TRY(txn->DeleteEntry(path));
+  AE_TRY(txn->Commit());
+  return files.size() + entries.size();
+}
+
 Result<UniqueFd> Repo::OpenWork() const {
   UniqueFd fd(::open(work_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return FailErrno(work_dir(), errno);

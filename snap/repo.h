@@ -117,6 +117,7 @@ struct GcResult {
   uint32_t packs_rewritten = 0;
   bool counted = false;       // the reference counts were (re)built by this gc
   uint64_t objects_read = 0;  // trees and manifests read (only when counting)
+  uint64_t stale_cache_rows = 0;  // stat and entry cache rows of paths gone or changed, dropped
 };
 
 // One problem found by Repo::CheckHistory.
@@ -413,6 +414,13 @@ class Repo {
   // its content referenced, and stored, for ever). A file that stays a
   // file keeps its row: the restore rewrites it if it changes.
   Result<void> ForgetRemoved(const store::ObjectId& from, const store::ObjectId& to);
+  // With the lock held (gc): drops the stat and entry cache rows whose path
+  // in the live tree is gone or no longer has the stat they recorded (such
+  // a row can never match again; ones a restore by swap left behind would
+  // keep their content stored for ever). At most kStaleRowsMax rows a
+  // call; returns how many went.
+  Result<uint64_t> DropStaleCacheRows();
+  static constexpr size_t kStaleRowsMax = 65536;
   // With the lock held: builds the reference counts if this repository has
   // none yet (made before they existed). Returns whether it built them.
   Result<bool> EnsureCounted(RefStats* stats);

@@ -122,6 +122,8 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
       AE_ASSIGN(res.counted, EnsureCounted(&counting));
     }
     res.objects_read = counting.objects_read;
+    // Before dropping: content only a stale row named is garbage now.
+    AE_ASSIGN(res.stale_cache_rows, DropStaleCacheRows());
     // Page by page: the store drops first, then the garbage rows go. A
     // crash in between leaves rows naming ids the store no longer has,
     // which the next gc skips; counts are never touched here.

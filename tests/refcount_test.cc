@@ -308,6 +308,82 @@ TEST_CASE("refcount: a restore drops the stat and entry rows of what it removes,
   CHECK(HistoryErrors(*repo) == 0);
 }
 
+TEST_CASE("refcount: gc drops the cache rows of paths gone or changed since, and then their content",
+          "[refcount]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  int64_t t0 = OldDay();
+  SnapAt(*repo, t0 - kMs, "root");  // a root node is always kept: n0 is not one
+  Write(w + "/gone/big", RandomString(300000, 41));
+  Write(w + "/edited", RandomString(200000, 42));
+  Write(w + "/keep", "k");
+  REQUIRE(::symlink("keep", (w + "/link").c_str()) == 0);
+  for (std::string f : {"gone/big", "edited", "keep", "link", "gone"}) {
+    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window
+  ObjectId n0 = SnapAt(*repo, t0, "n0");
+  ObjectId big = TreeEntryId(*repo, TreeEntryId(*repo, repo->Record(n0)->tree, "gone"), "big");
+  ObjectId edited = TreeEntryId(*repo, repo->Record(n0)->tree, "edited");
+  // A snapshot drops the rows of what it no longer finds.
+  std::filesystem::remove_all(w + "/gone");
+  REQUIRE(::unlink((w + "/link").c_str()) == 0);
+  SnapAt(*repo, t0 + kMs, "n1");
+  {
+    auto stats = *repo->meta().ReadStats();
+    CHECK_FALSE(stats->Get("gone/big"));
+    CHECK_FALSE(stats->GetEntry("link"));
+    REQUIRE(stats->Get("edited"));
+  }
+  // What no snapshot cleans: a file changed since (its row never matches
+  // again), and rows a restore by swap leaves for paths it took away
+  // (written here as it leaves them).
+  Write(w + "/edited", "after");
+  {
+    auto txn = *repo->meta().Begin();
+    snap::RefCounter refs(repo->store(), *txn, *txn->Counted());
+    snap::StatEntry row = **txn->GetStat("edited");
+    REQUIRE(refs.PutStat("swapped/away", row));
+    snap::EntryStat dir;
+    dir.mode = S_IFDIR | 0755;
+    REQUIRE(txn->PutEntry("swapped", dir));
+    REQUIRE(txn->Commit());
+  }
+  snap::RetentionPolicy keep;
+  keep.keep_last = 1;
+  keep.keep_within = std::chrono::seconds(0);
+  keep.buckets.clear();
+  auto ret = repo->Retain(keep, false, snap::NowNs());
+  REQUIRE(ret);
+  REQUIRE(ret->dropped.size() == 1);
+  REQUIRE(ret->dropped[0].id == n0);
+
+  auto gc = repo->Gc(store::CompactOptions{0.0});
+  REQUIRE(gc);
+  CHECK(gc->stale_cache_rows == 3);
+  auto stats = *repo->meta().ReadStats();
+  CHECK_FALSE(stats->Get("edited"));
+  CHECK_FALSE(stats->Get("swapped/away"));
+  CHECK_FALSE(stats->GetEntry("swapped"));
+  CHECK(stats->Get("keep"));  // unchanged: stays
+  CheckExactCounts(*repo);
+  CHECK(HistoryErrors(*repo) == 0);
+  CHECK_FALSE(*repo->store().Has(big));  // only n0 had it
+  CHECK(*repo->store().Has(edited));     // n1 still has it
+  // Once no node has it either, the content goes.
+  REQUIRE(repo->Snapshot({}));
+  ret = repo->Retain(keep, false, snap::NowNs());
+  REQUIRE(ret);
+  REQUIRE(repo->Gc(store::CompactOptions{0.0}));
+  CHECK_FALSE(*repo->store().Has(edited));
+  CheckExactCounts(*repo);
+  auto again = repo->Gc(store::CompactOptions{0.0});
+  REQUIRE(again);
+  CHECK(again->stale_cache_rows == 0);
+}
+
 TEST_CASE("refcount: dropping a node frees exactly what only it reached, shared chunks stay, du goes down",
           "[refcount]") {
   TempDir t;
