@@ -18,11 +18,13 @@ namespace agentenv::snap {
 
 std::shared_ptr<CloneSources> CloneSources::Open(const store::Store& s, const std::string& lowers_dir,
                                                  const std::optional<store::ObjectId>& except,
-                                                 const std::string& live_dir, const MetaDb* meta) {
+                                                 const std::string& live_dir, const MetaDb* meta,
+                                                 uint64_t live_stat_dev) {
   std::shared_ptr<CloneSources> out(new CloneSources(s));
   if (!live_dir.empty() && meta) {
     auto reader = meta->ReadStats();
     out->live_.reset(::open(live_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    out->live_stat_dev_ = live_stat_dev;
     if (reader && out->live_) out->stats_ = std::move(*reader);
   }
   DIR* d = ::opendir(lowers_dir.c_str());
@@ -190,9 +192,7 @@ bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool
   UniqueFd src = OpenIn(live_.get(), rel);
   auto unchanged = [&] {
     struct stat st;
-    return ::fstat(src.get(), &st) == 0 && uint64_t(st.st_dev) == cached->dev && uint64_t(st.st_ino) == cached->ino &&
-           uint64_t(st.st_size) == cached->size && ToNs(st.st_mtim) == cached->mtime_ns &&
-           ToNs(st.st_ctim) == cached->ctime_ns;
+    return ::fstat(src.get(), &st) == 0 && cached->Matches(StatFields::Of(st, live_stat_dev_));
   };
   // Cached and unchanged before and after: the clone or copy holds that
   // content (a write meanwhile would have moved ctime).

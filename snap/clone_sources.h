@@ -33,10 +33,12 @@ class CloneSources {
   // of tree `except` (the tree being built). None: an empty set. With
   // `live_dir` and `meta`: the live tree too, for clones only (it is
   // written), and only of files whose stat still matches the stat cache
-  // entry that names their content, before and after the clone.
+  // entry that names their content, before and after the clone
+  // (`live_stat_dev`: Repo::LiveStatDev).
   static std::shared_ptr<CloneSources> Open(const store::Store& s, const std::string& lowers_dir,
                                             const std::optional<store::ObjectId>& except = std::nullopt,
-                                            const std::string& live_dir = "", const MetaDb* meta = nullptr);
+                                            const std::string& live_dir = "", const MetaDb* meta = nullptr,
+                                            uint64_t live_stat_dev = 0);
 
   // A directory a scan has just read whole (`init --from`), as a source of
   // the same paths' content for the tree made from it: a file serves
@@ -95,6 +97,7 @@ class CloneSources {
   const store::Store& s_;
   std::vector<Lower> lowers_;
   UniqueFd live_;
+  uint64_t live_stat_dev_ = 0;
   std::unique_ptr<MetaDb::StatReader> stats_;  // GUARDED_BY(mu_): one read transaction
   int64_t scanned_before_ns_ = 0;  // OpenScanned: older ctimes are unchanged since the scan
   mutable std::mutex mu_;

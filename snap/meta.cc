@@ -120,6 +120,12 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
 
 }  // namespace
 
+StatFields StatFields::Of(const struct stat& st, uint64_t dev) {
+  auto ns = [](const struct timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; };
+  return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ns(st.st_mtim), ns(st.st_ctim),
+          st.st_mode, st.st_uid, st.st_gid, {}};
+}
+
 Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create) {
   if (create) {
     if (::mkdir(dir.c_str(), 0755) == 0) store::MarkNoCow(dir);

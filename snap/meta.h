@@ -20,6 +20,7 @@
 #pragma once
 
 #include <lmdb.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <functional>
@@ -60,6 +61,10 @@ struct StatFields {
   uint32_t mode = 0;  // full st_mode
   uint32_t uid = 0, gid = 0;
   Xattrs xattrs;
+  // The fields of `st` (xattrs empty). `dev`: nonzero, the device number
+  // recorded instead of st_dev (Repo::LiveStatDev: on btrfs each
+  // subvolume, so each live tree swapped in, has its own).
+  static StatFields Of(const struct stat& st, uint64_t dev = 0);
   // Whether `now` is the path as recorded: every field but xattrs equal
   // (an xattr change moves ctime).
   bool Matches(const StatFields& now) const {

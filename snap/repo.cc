@@ -155,6 +155,18 @@ Result<std::unique_ptr<Repo>> Repo::Open(const std::string& root) {
   return r;
 }
 
+Result<uint64_t> Repo::LiveStatDev() {
+  if (live_stat_dev_) return *live_stat_dev_;
+  uint64_t dev = 0;
+  if (btrfs::IsSubvolume(work_dir())) {
+    struct stat st;
+    if (::stat(root_.c_str(), &st) != 0) return FailErrno(root_, errno);
+    dev = uint64_t(st.st_dev);
+  }
+  live_stat_dev_ = dev;
+  return dev;
+}
+
 Result<std::string> Repo::Backend() {
   if (backend_) return *backend_;
   std::string want = WantedBackend();
@@ -183,6 +195,7 @@ Result<RestoreOptions> Repo::RestoreOpts() {
   ro.privileged = ::geteuid() == 0;
   ro.ignored = ignored_;
   ro.progress = progress_;
+  AE_ASSIGN(ro.stat_dev, LiveStatDev());
   // Reflinks from a materialized lower cover compressed content too,
   // which the store's packs cannot clone.
   if (ro.reflink) ro.sources = CloneSources::Open(*store_, layout::Lowers(root_));
@@ -275,6 +288,7 @@ Result<uint64_t> Repo::DropStaleCacheRows() {
   auto work = OpenWork();
   if (!work && work.error().errno_value == ENOENT) return 0;  // no live tree to compare with
   if (!work) return Unexpected<Error>(work.error());
+  AE_ASSIGN(uint64_t dev, LiveStatDev());
   AE_ASSIGN(auto txn, meta_->Begin());
   // Only stats are read here: a path through a directory swapped for a
   // symlink meanwhile may stat something elsewhere, which then does not
@@ -286,8 +300,7 @@ Result<uint64_t> Repo::DropStaleCacheRows() {
       struct stat st;
       StatFields now;
       if (::fstatat(work->get(), std::string(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
-        now = {uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim), ToNs(st.st_ctim),
-               st.st_mode, st.st_uid, st.st_gid, {}};
+        now = StatFields::Of(st, dev);
       else if (errno != ENOENT && errno != ENOTDIR) return {};  // unsure: keep it
       if (!was.Matches(now)) paths.emplace_back(path);
       return {};
@@ -329,7 +342,8 @@ Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string
   Scanned sc;
   AE_TRY(LoadHead(sc));
   AE_ASSIGN(UniqueFd work, OpenWork());
-  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths, entries, &sc.batch));
+  AE_ASSIGN(uint64_t dev, LiveStatDev());
+  AE_ASSIGN(sc.out, ScanFd(work.get(), sc.head_node, paths, entries, &sc.batch, dev));
   return sc;
 }
 
@@ -460,7 +474,7 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   ro.stat_sink = {};  // its files are not the live tree's
   // Files another lower has with the same content and metadata are
   // hardlinked (both are read-only); others are cloned or copied.
-  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get());
+  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get(), ro.stat_dev);
   ro.link_sources = true;
   ro.fresh = true;  // our own new directory; removed if the restore fails
   RestoreStats rs;

@@ -184,6 +184,12 @@ class Repo {
   // btrfs overrides. Errors: kUnsupported when the forced backend cannot
   // work here.
   Result<std::string> Backend();
+  // The device number the stat and entry caches record for the live tree:
+  // on btrfs, where the live tree is a subvolume, the repository root's
+  // (each subvolume has its own anonymous st_dev, so a live tree swapped
+  // in by a restore would match no row, though a snapshot keeps its files'
+  // inode numbers and times); elsewhere 0, the files' own st_dev.
+  Result<uint64_t> LiveStatDev();
 
   // In a repository without history: records the tree at `dir` as the
   // first node and materializes it into the empty live tree. Takes the
@@ -434,6 +440,7 @@ class Repo {
   Progress* progress_ = nullptr;
   std::optional<std::string> backend_;
   std::optional<bool> subvols_;  // UseSubvols, probed once
+  std::optional<uint64_t> live_stat_dev_;  // LiveStatDev, probed once
   uint64_t swap_from_ = kSwapFromDefault;
   std::mutex write_mu_;
   UniqueFd held_lock_;  // set by HoldLock

@@ -69,8 +69,6 @@ Result<std::string> Repo::SnapshotLive() {
 Result<Repo::Scanned> Repo::ScanSubvol(std::string* fresh) {
   Scanned sc;
   AE_TRY(LoadHead(sc));
-  struct stat live;
-  if (::stat(work_dir().c_str(), &live) != 0) return FailErrno(work_dir(), errno);
   AE_ASSIGN(*fresh, SnapshotLive());
   UniqueFd fd(::open(fresh->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return FailErrno(*fresh, errno);
@@ -88,7 +86,8 @@ Result<Repo::Scanned> Repo::ScanSubvol(std::string* fresh) {
       }  // root without CAP_SYS_ADMIN (a user namespace): walk the snapshot
     }
   }
-  AE_ASSIGN(sc.out, ScanFd(fd.get(), sc.head_node, paths, entries, &sc.batch, uint64_t(live.st_dev)));
+  AE_ASSIGN(uint64_t dev, LiveStatDev());
+  AE_ASSIGN(sc.out, ScanFd(fd.get(), sc.head_node, paths, entries, &sc.batch, dev));
   return sc;
 }
 

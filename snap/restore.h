@@ -45,6 +45,9 @@ struct RestoreOptions {
   // btrfs). A failed restore then leaves partial files: the caller removes
   // the whole target.
   bool fresh = false;
+  // Nonzero: the device number stat cache entries record instead of the
+  // files' st_dev (Repo::LiveStatDev).
+  uint64_t stat_dev = 0;
   // Where stat cache entries go in bounded batches while the restore runs
   // (memory would otherwise grow with the tree); called on the restoring
   // thread. Empty: all of them end up in RestoreStats::stat_entries. The

@@ -55,9 +55,8 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
   // A later write sets mtime to its own time; only when the restored mtime
   // lies outside the current clock tick is that guaranteed to differ.
   if (e.meta.mtime_ns >= start_ns_ - kRacyWindowNs || !S_ISREG(st.st_mode)) return;
-  StatEntry se{{uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim), ToNs(st.st_ctim),
-                st.st_mode, st.st_uid, st.st_gid, e.meta.xattrs},
-               store::FileRef{e.id, e.content, e.size}};
+  StatEntry se{StatFields::Of(st, opt_.stat_dev), store::FileRef{e.id, e.content, e.size}};
+  se.xattrs = e.meta.xattrs;
   // The cache holds xattrs as on disk: with the owner SetMeta recorded.
   if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
   stats.stat_entries.emplace_back(rel, std::move(se));

@@ -136,10 +136,7 @@ class Scanner {
   Result<void> Done(ScanDir* d);
 
   // The stat fields a cache records for `st` (xattrs not read yet).
-  StatFields FieldsOf(const struct stat& st) const {
-    return {ctx_.stat_dev ? ctx_.stat_dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
-            ToNs(st.st_mtim), ToNs(st.st_ctim), st.st_mode, st.st_uid, st.st_gid, {}};
-  }
+  StatFields FieldsOf(const struct stat& st) const { return StatFields::Of(st, ctx_.stat_dev); }
 
   const ScanContext& ctx_;
   std::atomic<uint64_t> read_entries_{0};  // out.read_entries, counted without mu

@@ -12,9 +12,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "snap/btrfs.h"
 #include "snap/live_use.h"
@@ -129,6 +131,52 @@ TEST_CASE("btrfs restore by swap gives exactly the node's tree without writing a
   snap::RestoreResult back = SwapTo(*r, *res.saved);
   CHECK(back.swapped);
   CHECK(ReadFileAt(w + "/unsaved") == "unsaved\n");
+  CHECK(HeadTree(*r) == FullScanTree(*r));
+}
+
+TEST_CASE("btrfs restore by swap keeps the stat cache matching, and gc drops the rows of what it took away",
+          "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  auto r = MakeRepo(m.dir() + "/repo");
+  const std::string w = r->work_dir();
+  REQUIRE(::mkdir((w + "/d").c_str(), 0750) == 0);
+  for (int i = 0; i < 50; ++i) REQUIRE(WriteFileAt(w + "/d/f" + std::to_string(i), RandomString(3000, uint64_t(i))));
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window: rows are written
+  store::ObjectId n1 = Snap(*r);
+  REQUIRE(::mkdir((w + "/gone").c_str(), 0750) == 0);
+  for (int i = 0; i < 20; ++i) REQUIRE(WriteFileAt(w + "/gone/g" + std::to_string(i), RandomString(3000, 100 + uint64_t(i))));
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  Snap(*r);
+  auto rows_match = [&](const std::string& prefix, int n) {
+    auto dev = r->LiveStatDev();
+    REQUIRE(dev);
+    auto stats = *r->meta().ReadStats();
+    int matching = 0;
+    for (int i = 0; i < n; ++i) {
+      std::string rel = prefix + std::to_string(i);
+      auto row = stats->Get(rel);
+      struct stat st;
+      if (row && ::lstat((w + "/" + rel).c_str(), &st) == 0 && row->Matches(snap::StatFields::Of(st, *dev))) ++matching;
+    }
+    return matching;
+  };
+  REQUIRE(rows_match("d/f", 50) == 50);
+  REQUIRE(rows_match("gone/g", 20) == 20);
+
+  r->set_swap_from(0);  // these trees differ in a few paths only
+  REQUIRE(SwapTo(*r, n1).swapped);
+  // A new subvolume, another st_dev, the same inodes and times: the rows
+  // still match, so no scan reads these files again.
+  CHECK(rows_match("d/f", 50) == 50);
+  auto gc = r->Gc(store::CompactOptions{0.0});
+  REQUIRE(gc);
+  CHECK(gc->stale_cache_rows >= 20);  // gone/g* (and gone's entry row)
+  auto stats = *r->meta().ReadStats();
+  for (int i = 0; i < 20; ++i) CHECK_FALSE(stats->Get("gone/g" + std::to_string(i)));
+  stats.reset();
+  CHECK(rows_match("d/f", 50) == 50);
   CHECK(HeadTree(*r) == FullScanTree(*r));
 }
 
