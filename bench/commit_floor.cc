@@ -13,12 +13,18 @@
 // With SUBVOL (btrfs), each round first takes a read-only snapshot of it
 // (what a snapshot on the btrfs backend starts with, a transaction commit)
 // and deletes it after the round: the floor of a snapshot that asks btrfs
-// what changed instead of walking.
+// what changed instead of walking. With FILEs (paths in SUBVOL), each round
+// first rewrites them with new bytes of the same size and syncs (untimed),
+// then reads them back from the fresh snapshot (cold: a snapshot's inodes
+// share no page cache with the live ones) and appends them to the pack
+// instead of one block: all the I/O a snapshot of those changes must do,
+// and none of the hashing, compression or bookkeeping.
 //
-// Usage: commit_floor DIR [rounds [SUBVOL]]   prints the median and each
-// round (ms)
+// Usage: commit_floor DIR [rounds [SUBVOL [FILE...]]]   prints the median
+// and each round (ms)
 #include <btrfsutil.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +42,7 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
   const std::string subvol = argc > 3 ? argv[3] : "";
+  const std::vector<std::string> files(argv + std::min(argc, 4), argv + argc);
   const std::string snap = dir + "/commit-floor.snapshot";
   const char* names[] = {"pack", "index", "history"};
   int fds[3];
@@ -49,7 +56,24 @@ int main(int argc, char** argv) {
   }
   std::vector<char> block(4096, 'x');
   std::vector<double> ms;
+  unsigned seed = 1;
   for (int r = 0; r < rounds; ++r) {
+    for (const std::string& f : files) {  // a change to snapshot
+      std::string p = subvol + "/" + f;
+      int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
+      struct stat st;
+      if (fd < 0 || ::fstat(fd, &st) != 0) {
+        std::perror(p.c_str());
+        return 1;
+      }
+      std::vector<char> bytes(size_t(st.st_size));
+      for (char& c : bytes) c = char(rand_r(&seed));
+      if (::pwrite(fd, bytes.data(), bytes.size(), 0) != ssize_t(bytes.size())) {
+        std::perror(p.c_str());
+        return 1;
+      }
+      ::close(fd);
+    }
     int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || ::syncfs(dfd) != 0) {
       std::perror(dir.c_str());
@@ -65,8 +89,22 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+    std::vector<char> changed;
+    for (const std::string& f : files) {
+      std::string p = snap + "/" + f;
+      int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+      char buf[65536];
+      ssize_t n = 0;
+      while (fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0) changed.insert(changed.end(), buf, buf + n);
+      if (fd < 0 || n < 0) {
+        std::perror(p.c_str());
+        return 1;
+      }
+      ::close(fd);
+    }
     for (int i = 0; i < 3; ++i) {
-      if (::write(fds[i], block.data(), block.size()) != ssize_t(block.size()) || ::fdatasync(fds[i]) != 0) {
+      const std::vector<char>& out = i == 0 && !changed.empty() ? changed : block;
+      if (::write(fds[i], out.data(), out.size()) != ssize_t(out.size()) || ::fdatasync(fds[i]) != 0) {
         std::perror(names[i]);
         return 1;
       }
