@@ -223,6 +223,16 @@ void RunScenario(const std::string& name, std::vector<std::string> op,
   INFO(count.output);
   REQUIRE(count.code == 0);
   REQUIRE(count.calls > 2);
+  // Runs of the same operation make slightly different numbers of calls
+  // (a restore here: 50 to 58 from run to run): cut only within what every
+  // counting run made, so that the cuts land.
+  for (int k = 0; k < 2; ++k) {
+    CopyTree(s.tmpl, Repo(s));
+    Run again = RunWithFault(s, 0, "crash");
+    INFO(again.output);
+    REQUIRE(again.code == 0);
+    count.calls = std::min(count.calls, again.calls);
+  }
   std::set<std::string> must = survivors(s);
 
   long crashes = 0;
