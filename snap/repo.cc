@@ -387,7 +387,9 @@ Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
   if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   ro.ignored = {};  // a new directory: nothing of it is kept
-  ro.stat_sink = {};  // its files are not the live tree's
+  // Its files are not the live tree's: their stat cache entries are
+  // dropped as they come (kept, they would grow with the tree).
+  ro.stat_sink = [](std::vector<std::pair<std::string, StatEntry>>&&) -> Result<void> { return {}; };
   // Files another lower has with the same content and metadata are
   // hardlinked (both are read-only); others are cloned or copied.
   ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get(), ro.stat_dev);
