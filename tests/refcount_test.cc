@@ -42,6 +42,17 @@ void Write(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
 }
 
+// Sets the mtime of the paths under `w` to one in 2023 (not following
+// symlinks), then waits out the racy window, so that the next snapshot's
+// stat and entry caches take them.
+void AgeForCaches(const std::string& w, std::initializer_list<const char*> paths) {
+  for (const char* f : paths) {
+    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+}
+
 // Midnight-aligned, 400 days ago: retention's daily bucket holds the nodes
 // of a test in one window.
 int64_t OldDay() {
@@ -270,11 +281,7 @@ TEST_CASE("refcount: a restore drops the stat and entry rows of what it removes,
   Write(w + "/gone/small", "s");
   REQUIRE(::unlink((w + "/link").c_str()) == 0);
   Write(w + "/link", "now a file");
-  for (std::string f : {"gone/big", "gone/small", "link", "keep"}) {
-    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
-    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window
+  AgeForCaches(w, {"gone/big", "gone/small", "link", "keep"});
   SnapAt(*repo, t0 + kMs, "n1");
   {
     auto stats = *repo->meta().ReadStats();
@@ -319,11 +326,7 @@ TEST_CASE("refcount: gc drops the cache rows of paths gone or changed since, and
   Write(w + "/edited", RandomString(200000, 42));
   Write(w + "/keep", "k");
   REQUIRE(::symlink("keep", (w + "/link").c_str()) == 0);
-  for (std::string f : {"gone/big", "edited", "keep", "link", "gone"}) {
-    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
-    REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window
+  AgeForCaches(w, {"gone/big", "edited", "keep", "link", "gone"});
   ObjectId n0 = SnapAt(*repo, t0, "n0");
   ObjectId big = TreeEntryId(*repo, TreeEntryId(*repo, repo->Record(n0)->tree, "gone"), "big");
   ObjectId edited = TreeEntryId(*repo, repo->Record(n0)->tree, "edited");

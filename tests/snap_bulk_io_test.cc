@@ -44,6 +44,22 @@ void Populate(const std::string& w) {
   ::lsetxattr((w + "/d1/f5").c_str(), "user.note", "x", 1, 0);  // where supported
 }
 
+// A directory `tree` holding a symlink named `link` that leads to a file
+// outside it, and a file named `taken`: names bulk creation must refuse.
+struct PlantedTree {
+  PlantedTree(const std::string& link, const std::string& taken) {
+    REQUIRE(WriteFileAt(outside, "keep"));
+    REQUIRE(::mkdir(tree.c_str(), 0755) == 0);
+    REQUIRE(::symlink(outside.c_str(), (tree + "/" + link).c_str()) == 0);
+    REQUIRE(WriteFileAt(tree + "/" + taken, "taken"));
+    dir.reset(::open(tree.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(dir);
+  }
+  TempDir t;
+  const std::string outside = t.str() + "/outside", tree = t.str() + "/tree";
+  UniqueFd dir;
+};
+
 TEST_CASE("restore through io_uring and through plain syscalls gives the same tree", "[snap]") {
   TempDir t;
   auto created = snap::Repo::Create(t.str() + "/repo");
@@ -79,18 +95,11 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
   for (bool on : {true, false}) {
     UringEnv env(on);
     INFO((on ? "io_uring" : "plain syscalls"));
-    TempDir t;
-    const std::string outside = t.str() + "/outside";
-    REQUIRE(WriteFileAt(outside, "keep"));
-    REQUIRE(::mkdir((t.str() + "/tree").c_str(), 0755) == 0);
-    REQUIRE(::symlink(outside.c_str(), (t.str() + "/tree/.tmp-link").c_str()) == 0);
-    REQUIRE(WriteFileAt(t.str() + "/tree/.tmp-taken", "taken"));
-    UniqueFd dir(::open((t.str() + "/tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    REQUIRE(dir);
+    PlantedTree p(".tmp-link", ".tmp-taken");
     for (const char* tmp : {".tmp-link", ".tmp-taken"}) {
       snap::BulkIo io(1);  // the ring even for one file
       snap::NewFile f;
-      f.dirfd = dir.get();
+      f.dirfd = p.dir.get();
       f.tmp = tmp;
       f.name = "target";
       f.rel = tmp;
@@ -100,12 +109,12 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
       CHECK(!r);
       CHECK(!f.created);
     }
-    CHECK(ReadFileAt(outside) == "keep");
-    CHECK(ReadFileAt(t.str() + "/tree/.tmp-taken") == "taken");
+    CHECK(ReadFileAt(p.outside) == "keep");
+    CHECK(ReadFileAt(p.tree + "/.tmp-taken") == "taken");
     // A fresh name works, and rename + stat report the file in place.
     snap::BulkIo io(1);
     snap::NewFile f;
-    f.dirfd = dir.get();
+    f.dirfd = p.dir.get();
     f.tmp = ".tmp-new";
     f.name = "target";
     f.rel = "target";
@@ -114,7 +123,7 @@ TEST_CASE("bulk file creation refuses existing names and planted symlinks", "[sn
     REQUIRE(io.CreateAndWrite(files));
     REQUIRE(io.Close(files));
     REQUIRE(io.RenameAndStat(files));
-    CHECK(ReadFileAt(t.str() + "/tree/target") == "ok");
+    CHECK(ReadFileAt(p.tree + "/target") == "ok");
     CHECK(f.st.st_size == 2);
     CHECK(S_ISREG(f.st.st_mode));
     CHECK((f.st.st_mode & 07777) == 0600);
@@ -125,18 +134,11 @@ TEST_CASE("files created in place get their final names at once and still refuse
   for (bool on : {true, false}) {
     UringEnv env(on);
     INFO((on ? "io_uring" : "plain syscalls"));
-    TempDir t;
-    const std::string outside = t.str() + "/outside";
-    REQUIRE(WriteFileAt(outside, "keep"));
-    REQUIRE(::mkdir((t.str() + "/tree").c_str(), 0755) == 0);
-    REQUIRE(::symlink(outside.c_str(), (t.str() + "/tree/link").c_str()) == 0);
-    REQUIRE(WriteFileAt(t.str() + "/tree/taken", "taken"));
-    UniqueFd dir(::open((t.str() + "/tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    REQUIRE(dir);
+    PlantedTree p("link", "taken");
     snap::BulkIo io(1);  // the ring even for one file
     auto make = [&](const char* name, std::vector<uint8_t> data) {
       snap::NewFile f;
-      f.dirfd = dir.get();
+      f.dirfd = p.dir.get();
       f.tmp = f.name = f.rel = name;
       f.in_place = true;
       f.data = std::move(data);
@@ -148,20 +150,20 @@ TEST_CASE("files created in place get their final names at once and still refuse
       CHECK(!io.CreateAndWrite(files));
       CHECK(!f.created);
     }
-    CHECK(ReadFileAt(outside) == "keep");
-    CHECK(ReadFileAt(t.str() + "/tree/taken") == "taken");
+    CHECK(ReadFileAt(p.outside) == "keep");
+    CHECK(ReadFileAt(p.tree + "/taken") == "taken");
     snap::NewFile a = make("a", {'o', 'k'}), b = make("b", {});
     snap::NewFile* files[] = {&a, &b};
     REQUIRE(io.CreateAndWrite(files));
     REQUIRE(io.Close(files));
     REQUIRE(io.RenameAndStat(files));
-    CHECK(ReadFileAt(t.str() + "/tree/a") == "ok");
+    CHECK(ReadFileAt(p.tree + "/a") == "ok");
     CHECK(a.st.st_size == 2);
     CHECK(b.st.st_size == 0);
     CHECK(S_ISREG(b.st.st_mode));
     // Nothing else was made beside them.
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(t.str() + "/tree")) names.push_back(e.path().filename());
+    for (const auto& e : std::filesystem::directory_iterator(p.tree)) names.push_back(e.path().filename());
     std::sort(names.begin(), names.end());
     CHECK(names == std::vector<std::string>{"a", "b", "link", "taken"});
   }
