@@ -85,6 +85,7 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool create) 
 }
 
 Index::~Index() {
+  for (MDB_txn* txn : spare_) mdb_txn_abort(txn);
   if (env_) mdb_env_close(env_);
 }
 
@@ -104,11 +105,41 @@ Result<MDB_txn*> Index::BeginRead(std::shared_lock<std::shared_mutex>* lock) con
   }
 }
 
+Result<MDB_txn*> Index::TakeRead(std::shared_lock<std::shared_mutex>* lock) const {
+  MDB_txn* txn = nullptr;
+  {
+    std::lock_guard spares(spare_mu_);
+    if (!spare_.empty()) {
+      txn = spare_.back();
+      spare_.pop_back();
+    }
+  }
+  if (txn) {
+    *lock = std::shared_lock(resize_mu_);
+    if (mdb_txn_renew(txn) == 0) return txn;
+    // The map grew elsewhere (or the renew failed otherwise): begin anew,
+    // which adopts the new size.
+    mdb_txn_abort(txn);
+    lock->unlock();
+  }
+  return BeginRead(lock);
+}
+
+void Index::GiveBack(MDB_txn* txn) const {
+  mdb_txn_reset(txn);
+  std::lock_guard spares(spare_mu_);
+  if (spare_.size() < kSpares) {
+    spare_.push_back(txn);
+    return;
+  }
+  mdb_txn_abort(txn);
+}
+
 Result<void> Index::Read(const std::function<Result<void>(MDB_txn*)>& fn) const {
   std::shared_lock<std::shared_mutex> lock;
-  AE_ASSIGN(MDB_txn* txn, BeginRead(&lock));
+  AE_ASSIGN(MDB_txn* txn, TakeRead(&lock));
   Result<void> r = fn(txn);
-  mdb_txn_abort(txn);
+  GiveBack(txn);
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -65,8 +66,14 @@ class Index {
 
  private:
   Index() = default;
-  // Runs fn in a fresh read transaction, adopting a map grown elsewhere.
+  // Runs fn in a read transaction of the latest commit, adopting a map
+  // grown elsewhere.
   Result<void> Read(const std::function<Result<void>(MDB_txn*)>& fn) const;
+  // A read transaction of the latest commit: a spare one renewed, else a
+  // new one. Holds *lock (resize_mu_ shared) on success.
+  Result<MDB_txn*> TakeRead(std::shared_lock<std::shared_mutex>* lock) const;
+  // Resets txn and keeps it as a spare (or aborts it when there are enough).
+  void GiveBack(MDB_txn* txn) const;
   friend class IndexViewImpl;
   // Begins a read transaction under *lock (shared), adopting a map grown
   // elsewhere.
@@ -89,6 +96,12 @@ class Index {
   // Ticked once per entry read or written, always under resize_mu_ (shared),
   // so that a trim never races a resize moving the map.
   std::unique_ptr<MapTrimmer> trim_;
+  // Reset read transactions kept for the next lookups: renewing one keeps
+  // its reader slot, so a lookup takes no allocation and no reader-table
+  // lock (a snapshot looks up each of its ~8k trees). At most kSpares.
+  mutable std::mutex spare_mu_;
+  mutable std::vector<MDB_txn*> spare_;  // guarded by spare_mu_
+  static constexpr size_t kSpares = 16;
 };
 
 }  // namespace agentenv::store

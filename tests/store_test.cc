@@ -1,5 +1,7 @@
 // Round trips, dedup and sparse output of the object store.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -337,6 +339,40 @@ TEST_CASE("store: the index map grows past its initial size") {
   s = OpenStore(t.str() + "/s", Store::Mode::kOpen);
   CHECK(s->Stats()->objects == 120000);
   for (auto& id : ids) CHECK(*s->Has(id));
+}
+
+// Lookups reuse reset read transactions: a renewed one must see commits
+// made since, by another process too, and adopt a map that process grew.
+TEST_CASE("store: lookups see what another process committed since and adopt the map it grew") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto b = *s->BeginBatch();
+  auto first = *b->Put(ObjectType::kChunk, RandomBytes(1000, 61));
+  CommitOk(*b);
+  b.reset();
+  for (int i = 0; i < 4; ++i) REQUIRE(*s->Has(first));  // leaves spare transactions
+  const uint32_t kMark = 0xfeedface;
+  ObjectId last = ObjectId::Of(std::span(reinterpret_cast<const uint8_t*>(&kMark), 4));
+  CHECK(!*s->Has(last));
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // another process: 120k objects grow the map past its first size
+    auto other = Store::Open(t.str() + "/s", Store::Mode::kOpen);
+    if (!other) ::_exit(2);
+    auto ob = (*other)->BeginBatch();
+    if (!ob) ::_exit(3);
+    for (uint32_t i = 0; i < 120000; ++i)
+      if (!(*ob)->Put(ObjectType::kChunk, std::span(reinterpret_cast<const uint8_t*>(&i), 4))) ::_exit(4);
+    if (!(*ob)->Put(ObjectType::kChunk, std::span(reinterpret_cast<const uint8_t*>(&kMark), 4))) ::_exit(5);
+    ::_exit((*ob)->Commit() ? 0 : 6);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(*s->Has(last));
+  CHECK(*s->Has(first));
+  CHECK(s->Stats()->objects == 120002);
 }
 
 TEST_CASE("store: an abandoned batch leaves nothing behind") {
