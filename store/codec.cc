@@ -1,6 +1,8 @@
 #include "store/codec.h"
 
-#include <openssl/evp.h>
+// The direct digest functions, as in object_id.cc (why: there).
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 #include <zstd.h>
 
 #include <memory>
@@ -10,9 +12,6 @@ namespace {
 
 struct CctxFree {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-};
-struct MdFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 struct DctxFree {
   void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
@@ -91,11 +90,11 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
     if (r != size) return Fail(ErrorCode::kCorrupt, "zstd frame decodes to the wrong size");
     return ObjectId::Of(std::span<const uint8_t>(out.data(), size));
   }
-  thread_local std::unique_ptr<EVP_MD_CTX, MdFree> md(EVP_MD_CTX_new());
   thread_local std::vector<uint8_t> buf(128 * 1024);
   ZSTD_DCtx* dctx = ThreadDctx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-  if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1) std::abort();
+  SHA256_CTX md;
+  ::SHA256_Init(&md);
   ZSTD_inBuffer in{payload.data(), payload.size(), 0};
   uint64_t produced = 0;
   size_t r = 1;
@@ -105,7 +104,7 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
     if (ZSTD_isError(r)) return Fail(ErrorCode::kCorrupt, std::string("zstd: ") + ZSTD_getErrorName(r));
     produced += out.pos;
     if (produced > size) return Fail(ErrorCode::kCorrupt, "zstd frame decodes to the wrong size");
-    EVP_DigestUpdate(md.get(), buf.data(), out.pos);
+    ::SHA256_Update(&md, buf.data(), out.pos);
     if (r != 0 && in.pos == in.size && out.pos < out.size) {
       return Fail(ErrorCode::kCorrupt, "zstd: truncated frame");
     }
@@ -114,8 +113,7 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
     return Fail(ErrorCode::kCorrupt, "zstd frame decodes to the wrong size");
   }
   ObjectId id;
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md.get(), id.bytes.data(), &len);
+  ::SHA256_Final(id.bytes.data(), &md);
   return id;
 }
 
