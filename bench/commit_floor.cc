@@ -10,17 +10,18 @@
 // tool pays for another's writeback). It is the floor of a snapshot beside
 // the walk: a walking snap cannot be faster than stat_walk + this.
 //
-// With SUBVOL (btrfs), each round first takes a read-only snapshot of it
-// (what a snapshot on the btrfs backend starts with, a transaction commit)
-// and deletes it after the round: the floor of a snapshot that asks btrfs
-// what changed instead of walking. With FILEs (paths in SUBVOL), each round
-// first rewrites them with new bytes of the same size and syncs (untimed),
-// then reads them back from the fresh snapshot (cold: a snapshot's inodes
-// share no page cache with the live ones) and appends them to the pack
+// With TREE a btrfs subvolume, each round first takes a read-only snapshot
+// of it (what a snapshot on the btrfs backend starts with, a transaction
+// commit) and deletes it after the round: the floor of a snapshot that asks
+// btrfs what changed instead of walking. With FILEs (paths in TREE), each
+// round first rewrites them with new bytes of the same size and syncs
+// (untimed), then reads them back (from the fresh snapshot on btrfs: cold,
+// a snapshot's inodes share no page cache with the live ones; from TREE
+// elsewhere, as a walking snapshot reads them) and appends them to the pack
 // instead of one block: all the I/O a snapshot of those changes must do,
 // and none of the hashing, compression or bookkeeping.
 //
-// Usage: commit_floor DIR [rounds [SUBVOL [FILE...]]]   prints the median
+// Usage: commit_floor DIR [rounds [TREE [FILE...]]]   prints the median
 // and each round (ms)
 #include <btrfsutil.h>
 #include <fcntl.h>
@@ -36,14 +37,16 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: commit_floor DIR [rounds [SUBVOL]]\n");
+    std::fprintf(stderr, "usage: commit_floor DIR [rounds [TREE [FILE...]]]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
-  const std::string subvol = argc > 3 ? argv[3] : "";
+  const std::string tree = argc > 3 ? argv[3] : "";
   const std::vector<std::string> files(argv + std::min(argc, 4), argv + argc);
-  const std::string snap = dir + "/commit-floor.snapshot";
+  const bool btrfs = !tree.empty() && btrfs_util_is_subvolume(tree.c_str()) == BTRFS_UTIL_OK;
+  const std::string subvol = btrfs ? tree : "";
+  const std::string snap = btrfs ? dir + "/commit-floor.snapshot" : tree;
   const char* names[] = {"pack", "index", "history"};
   int fds[3];
   for (int i = 0; i < 3; ++i) {
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
   unsigned seed = 1;
   for (int r = 0; r < rounds; ++r) {
     for (const std::string& f : files) {  // a change to snapshot
-      std::string p = subvol + "/" + f;
+      std::string p = tree + "/" + f;
       int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
       struct stat st;
       if (fd < 0 || ::fstat(fd, &st) != 0) {
