@@ -343,9 +343,13 @@ std::optional<std::span<const uint8_t>> MetaDb::StatReader::Find(Cursor& c, std:
   // with at most the keys of a subdirectory's entries between two of them:
   // a few steps forward from the last key usually reach the next one (or
   // pass where it would be: absent) without a search.
-  if (c.positioned && mdb_cursor_get(c.cursor, &k, &v, MDB_GET_CURRENT) == 0 && CompareKey(k, key) < 0) {
+  if (c.positioned && CompareKey(c.at, key) < 0) {
     for (int step = 0; step < kMaxSteps; ++step) {
-      if (mdb_cursor_get(c.cursor, &k, &v, MDB_NEXT) != 0) return std::nullopt;  // past the last key
+      if (mdb_cursor_get(c.cursor, &k, &v, MDB_NEXT) != 0) {  // past the last key
+        c.positioned = false;
+        return std::nullopt;
+      }
+      c.at = k;
       int cmp = CompareKey(k, key);
       if (cmp == 0) return Span(v);
       if (cmp > 0) return std::nullopt;
@@ -353,7 +357,9 @@ std::optional<std::span<const uint8_t>> MetaDb::StatReader::Find(Cursor& c, std:
   }
   k = Val(key.data(), key.size());
   c.positioned = mdb_cursor_get(c.cursor, &k, &v, MDB_SET_RANGE) == 0;
-  if (!c.positioned || CompareKey(k, key) != 0) return std::nullopt;
+  if (!c.positioned) return std::nullopt;
+  c.at = k;
+  if (CompareKey(k, key) != 0) return std::nullopt;
   return Span(v);
 }
 

@@ -123,6 +123,7 @@ class MetaDb {
     struct Cursor {
       MDB_cursor* cursor = nullptr;  // of txn_; positioning it changes no data
       bool positioned = false;
+      MDB_val at{};  // the key it is on when positioned (in the map: valid while txn_ is)
     };
     // The value of `path` in c's table, if it has one.
     std::optional<std::span<const uint8_t>> Find(Cursor& c, std::string_view path) const;
