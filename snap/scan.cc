@@ -1,3 +1,5 @@
+// The full scan: the parallel walk of a tree (scan.h), its workers' Scanner
+// (scanner.h) and the metadata read of one entry.
 #include "snap/scan.h"
 
 #include <dirent.h>
@@ -15,23 +17,22 @@
 #include <thread>
 
 #include "snap/fsops.h"
+#include "snap/scanner.h"
 
-namespace agentenv::snap {
-namespace {
+namespace agentenv::snap::scan_internal {
 
-// An ignored directory is kept as a placeholder: the directory itself with
-// its mode, owner and xattrs, but no contents and mtime 0 (its mtime moves
-// with every file made inside, which is not a change of the tree). So a
-// rootfs keeps /tmp (1777), /run and its mount points across restores and
-// exports, while what is in them is never versioned.
 void MakePlaceholder(Entry* e) {
   e->id = EmptyTreeId();
   e->meta.mtime_ns = 0;
 }
 
+namespace {
+
 bool IsOverlayXattr(const std::string& name) {
   return name.rfind("user.overlay.", 0) == 0 || name.rfind("trusted.overlay.", 0) == 0;
 }
+
+}  // namespace
 
 void StripOverlayXattrs(Xattrs* x) {
   x->erase(std::remove_if(x->begin(), x->end(), [](const auto& kv) { return IsOverlayXattr(kv.first); }), x->end());
@@ -43,34 +44,6 @@ bool Opaque(const Xattrs& x) {
   return false;
 }
 
-
-struct ScanDir {
-  std::string rel;
-  Tree entries;
-  std::vector<std::pair<size_t, std::unique_ptr<ScanDir>>> subdirs;  // entry index, dir
-  ScanDir* parent = nullptr;
-  size_t index = 0;  // of this directory's entry in parent->entries
-  // This directory's own listing plus its subdirectories not yet complete.
-  std::atomic<size_t> pending{1};
-  // A hardlinked file lies below: the tree waits for FixHardlinks.
-  std::atomic<bool> deferred{false};
-  std::optional<store::ObjectId> id;  // stored during the walk
-};
-
-// A directory for a walk's worker to list. Its fd is open already, or the
-// worker opens it by name in its parent's fd, which the parent's pending
-// subdirectories share: so the open fds of a walk are its parents still
-// handing out subdirectories (about the depth per worker), not every
-// directory queued (a directory of 3,000 subdirectories would pass the
-// usual limit of 1,024 fds, and each growth of a threaded process's fd
-// table waits for an RCU grace period).
-struct WalkTask {
-  ScanDir* dir = nullptr;
-  UniqueFd fd;
-  std::shared_ptr<const UniqueFd> parent;
-};
-
-// Component-wise path order: the order of a walk with sorted entries.
 bool WalkOrder(const std::string& a, const std::string& b) {
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
@@ -85,136 +58,6 @@ bool WalkOrder(const std::string& a, const std::string& b) {
   return a.size() - std::min(a.size(), i) < b.size() - std::min(b.size(), j);
 }
 
-// State shared by the workers of one scan.
-class Scanner {
- public:
-  explicit Scanner(const ScanContext& ctx) : ctx_(ctx) {}
-
-  // Fills in the entry for `name` (already lstat'ed) in `dirfd`, all but
-  // e->name, which the caller sets. Regular files are looked up in the
-  // stat cache or stored. A path that vanished meanwhile fails with
-  // errno_value ENOENT.
-  Result<void> ReadEntry(int dirfd, const std::string& name, const std::string& rel,
-                         const struct stat& st, const MetaDb::StatReader& cache, Entry* e);
-  // Walks directory `fd` (tree-relative `rel`) and everything below it.
-  Result<std::unique_ptr<ScanDir>> Walk(UniqueFd fd, const std::string& rel);
-  // Turns all but the first path of each hardlink group into kHardlink
-  // entries and returns (path, first path) pairs.
-  std::vector<std::pair<std::string, std::string>> FixHardlinks();
-  // Stores the trees of `d` bottom-up (those the walk has not stored
-  // already); returns its tree id.
-  Result<store::ObjectId> PutTrees(ScanDir& d);
-  // Stores one tree and keeps its encoding in out.trees.
-  Result<store::ObjectId> PutTree(const Tree& t);
-  // The output, once the scan is over.
-  ScanOutput Take() {
-    out.read_entries = read_entries_.load();
-    return std::move(out);
-  }
-
-  ScanOutput out;
-  std::mutex mu;  // guards out, links_, prune_at_
-  // Entry cache entries one scan records at most (~100 bytes each).
-  static constexpr size_t kMaxEntryUpdates = 65536;
-  // out.trees is pruned of committed trees each time it grows by this many.
-  static constexpr size_t kPruneEvery = 4096;
-  size_t prune_at_ = kPruneEvery;
-
- private:
-  // Lists `d` (open as `fd`) into d.entries and appends a task for each
-  // subdirectory: with its fd when it had to be opened at once (see
-  // DirAccess), else to be opened from `fd`.
-  Result<void> ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cache, std::vector<WalkTask>* subdirs);
-  // Opens task.dir (not open yet) in `parent_fd`; nullopt when it was
-  // deleted meanwhile: it is then recorded empty, and the deletion's own
-  // change event brings the next snapshot up to date.
-  Result<std::optional<UniqueFd>> OpenTask(const WalkTask& task, int parent_fd);
-  // Called when `d` is listed and when each of its subdirectories is
-  // complete: the last call stores d's tree (unless hardlinks defer it) and
-  // completes its parent in turn. So trees are encoded and hashed by the
-  // walk's workers, bottom-up, while other directories are still listed.
-  Result<void> Done(ScanDir* d);
-
-  // The stat fields a cache records for `st` (xattrs not read yet).
-  StatFields FieldsOf(const struct stat& st) const { return StatFields::Of(st, ctx_.stat_dev); }
-
-  const ScanContext& ctx_;
-  std::atomic<uint64_t> read_entries_{0};  // out.read_entries, counted without mu
-  // Regular files with more than one link, by (dev, ino): where they are.
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<ScanDir*, size_t>>> links_;
-
- public:
-  bool has_links() const { return !links_.empty(); }
-  uid_t euid() const { return euid_; }
-
- private:
-  // Read once per scan (a scan would otherwise ask once per directory),
-  // not once per process: a forked child may have dropped privileges.
-  const uid_t euid_ = ::geteuid();
-};
-
-// Unprivileged (`euid`, the scan's effective uid), reading our own file or
-// directory whose mode denies us (e.g. 0000) needs a moment of owner
-// access: chmod leaves mtime alone and the mode is put back on destruction.
-class OwnerAccess {
- public:
-  OwnerAccess(int dirfd, const std::string& name, const struct stat& st, uid_t euid) {
-    mode_t need = S_ISDIR(st.st_mode) ? 0500 : S_ISREG(st.st_mode) ? 0400 : 0;
-    if (need == 0 || (st.st_mode & need) == need || euid == 0 || st.st_uid != euid)
-      return;
-    if (::fchmodat(dirfd, name.c_str(), (st.st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) != 0) return;
-    dirfd_ = dirfd;
-    name_ = name;
-    mode_ = st.st_mode & 07777;
-  }
-  ~OwnerAccess() {
-    if (dirfd_ >= 0) ::fchmodat(dirfd_, name_.c_str(), mode_, AT_SYMLINK_NOFOLLOW);
-  }
-  OwnerAccess(const OwnerAccess&) = delete;
-  OwnerAccess& operator=(const OwnerAccess&) = delete;
-
- private:
-  int dirfd_ = -1;
-  std::string name_;
-  mode_t mode_ = 0;
-};
-
-// Lookups in our own directory that denies us (e.g. 0000) work after
-// granting the owner rwx on the open fd until destruction.
-class DirAccess {
- public:
-  DirAccess(int fd, uid_t euid) {
-    struct stat st;
-    if (euid == 0 || ::fstat(fd, &st) != 0 || st.st_uid != euid ||
-        (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
-      return;
-    fd_ = fd;
-    mode_ = st.st_mode & 07777;
-  }
-  ~DirAccess() {
-    if (fd_ >= 0) ::fchmod(fd_, mode_);
-  }
-  // Whether lookups in the directory work only while this lives.
-  bool granted() const { return fd_ >= 0; }
-  DirAccess(const DirAccess&) = delete;
-  DirAccess& operator=(const DirAccess&) = delete;
-
- private:
-  int fd_ = -1;
-  mode_t mode_ = 0;
-};
-
-// The names in directory `fd` (without . and ..), read with getdents64
-// straight from the fd: no dup, no DIR stream. A restore's temp files are
-// not part of any tree. `rewind`: the fd may have been read before (the
-// caller's root fd, or a dup sharing its offset); a directory the scan
-// opened itself is at offset 0 already, and a walk saves the syscall.
-// The names are views into one buffer, each NUL-terminated: sorting moves
-// 16-byte views, not strings (sorting strings was 8% of a walk's user time).
-struct DirNames {
-  std::string bytes;
-  std::vector<std::string_view> names;
-};
 Result<void> ReadDirNames(int fd, const std::string& rel, DirNames* out, bool rewind) {
   if (rewind && ::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(rel.empty() ? "." : rel, errno);
   alignas(8) char buf[32768];
@@ -239,7 +82,6 @@ Result<void> ReadDirNames(int fd, const std::string& rel, DirNames* out, bool re
   return {};
 }
 
-// OpenDirAt; our own directory that denies us is opened with OwnerAccess.
 Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel, uid_t euid) {
   auto sub = OpenDirAt(fd, name, rel);
   struct stat st;
@@ -557,138 +399,17 @@ std::vector<std::pair<std::string, std::string>> Scanner::FixHardlinks() {
   return out;
 }
 
-// Changed paths as a tree of names; `whole` marks a rescan of everything below.
-struct PathTrie {
-  std::map<std::string, PathTrie> kids;
-  bool whole = false;
-};
-
-bool Under(const std::string& path, const std::string& dir) {
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
-
-// Rebuilds the tree `old_id` of directory `fd` along `trie`. Sets
-// *need_full when hardlinks make a partial rebuild unsafe.
-Result<store::ObjectId> Rebuild(Scanner& sc, const ScanContext& ctx, const MetaDb::StatReader& cache,
-                                int fd, const std::string& rel, const store::ObjectId& old_id,
-                                const PathTrie& trie, bool* need_full) {
-  AE_ASSIGN(Tree entries, LoadTree(ctx.store, old_id));
-  DirAccess access(fd, sc.euid());
-  for (const auto& [name, kid] : trie.kids) {
-    if (IsRestoreTempName(name)) continue;
-    std::string crel = Join(rel, name);
-    auto it = std::lower_bound(entries.begin(), entries.end(), name,
-                               [](const Entry& e, const std::string& n) { return e.name < n; });
-    bool had = it != entries.end() && it->name == name;
-    struct stat st;
-    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno != ENOENT && errno != ENOTDIR) return FailErrno(crel, errno);
-      if (had) entries.erase(it);
-      continue;
-    }
-    if (ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode))) {
-      Entry e;
-      e.name = name;
-      if (S_ISDIR(st.st_mode)) {
-        AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
-        MakePlaceholder(&e);
-        if (had) *it = std::move(e);
-        else entries.insert(it, std::move(e));
-      } else if (had) {
-        entries.erase(it);
-      }
-      continue;
-    }
-    if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
-      *need_full = true;
-      return store::ObjectId{};
-    }
-    Entry e;
-    e.name = name;
-    AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
-    if (e.kind == Kind::kDir) {
-      auto opened = OpenScanDir(fd, name, crel, sc.euid());
-      if (!opened && (opened.error().errno_value == ENOENT || opened.error().errno_value == ENOTDIR)) {
-        if (had) entries.erase(it);  // deleted while we scan
-        continue;
-      }
-      if (!opened) return Unexpected<Error>(opened.error());
-      UniqueFd sub = std::move(*opened);
-      if (had && it->kind == Kind::kDir && !kid.whole) {
-        e.id = it->id;
-        if (!kid.kids.empty()) {
-          AE_ASSIGN(e.id, Rebuild(sc, ctx, cache, sub.get(), crel, it->id, kid, need_full));
-          if (*need_full) return store::ObjectId{};
-        }
-      } else {
-        AE_ASSIGN(auto dir, sc.Walk(std::move(sub), crel));
-        if (sc.has_links()) {
-          *need_full = true;
-          return store::ObjectId{};
-        }
-        AE_ASSIGN(e.id, sc.PutTrees(*dir));
-      }
-    }
-    if (had) *it = std::move(e);
-    else entries.insert(it, std::move(e));
-  }
-  return sc.PutTree(entries);
-}
-
-// Rebuilds lower tree `lower` of one overlay directory from its upper
-// directory `fd` (see ScanUpper).
-Result<store::ObjectId> MergeUpper(Scanner& sc, const ScanContext& ctx, const MetaDb::StatReader& cache, int fd,
-                                   const std::string& rel, const store::ObjectId& lower) {
-  AE_ASSIGN(Tree entries, LoadTree(ctx.store, lower));
-  DirAccess access(fd, sc.euid());
-  DirNames dir;
-  AE_TRY(ReadDirNames(fd, rel, &dir, /*rewind=*/true));
-  for (std::string_view view : dir.names) {
-    const std::string name(view);
-    std::string crel = Join(rel, name);
-    auto it = std::lower_bound(entries.begin(), entries.end(), name,
-                               [](const Entry& e, const std::string& n) { return e.name < n; });
-    bool had = it != entries.end() && it->name == name;
-    struct stat st;
-    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(crel, errno);
-    if (S_ISCHR(st.st_mode) && st.st_rdev == 0) {  // a whiteout: deleted from the lower
-      if (had) entries.erase(it);
-      continue;
-    }
-    bool ignored = ctx.ignored && ctx.ignored(crel, S_ISDIR(st.st_mode));
-    if (ignored && !S_ISDIR(st.st_mode)) {
-      if (had) entries.erase(it);
-      continue;
-    }
-    Entry e;
-    e.name = name;
-    AE_TRY(sc.ReadEntry(fd, name, crel, st, cache, &e));
-    if (e.kind == Kind::kDir && ignored) {
-      MakePlaceholder(&e);
-    } else if (e.kind == Kind::kDir) {
-      AE_ASSIGN(Xattrs raw, ReadXattrs(fd, name, crel));
-      AE_ASSIGN(UniqueFd sub, OpenScanDir(fd, name, crel, sc.euid()));
-      if (had && it->kind == Kind::kDir && !Opaque(raw)) {
-        AE_ASSIGN(e.id, MergeUpper(sc, ctx, cache, sub.get(), crel, it->id));
-      } else {
-        AE_ASSIGN(auto dir, sc.Walk(std::move(sub), crel));
-        AE_ASSIGN(e.id, sc.PutTrees(*dir));
-      }
-    }
-    if (had) *it = std::move(e);
-    else entries.insert(it, std::move(e));
-  }
-  return sc.PutTree(entries);
-}
-
 Result<Meta> RootMeta(int root_fd) {
   struct stat st;
   if (::fstat(root_fd, &st) != 0) return FailErrno(".", errno);
   return ReadMeta(root_fd, ".", st, ".");
 }
 
-}  // namespace
+}  // namespace agentenv::snap::scan_internal
+
+namespace agentenv::snap {
+
+using namespace scan_internal;
 
 Result<Meta> ReadMeta(int dirfd, const std::string& name, const struct stat& st,
                       const std::string& rel) {
@@ -702,10 +423,6 @@ Result<Meta> ReadMeta(int dirfd, const std::string& name, const struct stat& st,
   return m;
 }
 
-}  // namespace agentenv::snap
-
-namespace agentenv::snap {
-
 Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
   Scanner sc(ctx);
   AE_ASSIGN(sc.out.root, RootMeta(root_fd));
@@ -716,64 +433,6 @@ Result<ScanOutput> ScanTree(const ScanContext& ctx, int root_fd) {
   AE_ASSIGN(sc.out.tree, sc.PutTrees(*root));
   sc.out.walked = true;
   return sc.Take();
-}
-
-Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree) {
-  Scanner sc(ctx);
-  AE_ASSIGN(sc.out.root, RootMeta(upper_fd));
-  StripOverlayXattrs(&sc.out.root.xattrs);
-  AE_ASSIGN(auto cache, ctx.meta.ReadStats());
-  AE_ASSIGN(sc.out.tree, MergeUpper(sc, ctx, *cache, upper_fd, "", base_tree));
-  // Hardlinks inside new upper directories were grouped by the walk; an
-  // overlay records them as separate files (no index): so do we.
-  sc.out.links.clear();
-  sc.out.stat_updates.clear();  // they describe the upper, not the live tree
-  return sc.Take();
-}
-
-Result<std::optional<ScanOutput>> ScanPaths(
-    const ScanContext& ctx, int root_fd, const store::ObjectId& base_tree,
-    std::span<const std::pair<std::string, std::string>> base_links,
-    std::span<const std::string> paths, std::span<const std::string> entries) {
-  PathTrie trie;
-  // Entries first: a subtree path added later absorbs them.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const std::string& p : pass == 0 ? entries : paths) {
-      if (p.empty() && pass == 0) continue;  // the root's metadata is always read
-      // An entry alone leaves the groups below it as they are.
-      for (const auto& [path, first] : base_links) {
-        if (pass == 0 ? p == path || p == first
-                      : Under(path, p) || Under(first, p) || Under(p, path) || Under(p, first))
-          return std::nullopt;
-      }
-      PathTrie* t = &trie;
-      size_t i = 0;
-      while (i < p.size() && !t->whole) {
-        size_t slash = p.find('/', i);
-        if (slash == std::string::npos) slash = p.size();
-        if (slash > i) t = &t->kids[p.substr(i, slash - i)];
-        i = slash + 1;
-      }
-      if (pass == 1) {
-        t->whole = true;
-        t->kids.clear();
-      }
-    }
-  }
-  Scanner sc(ctx);
-  if (trie.whole) {
-    AE_ASSIGN(auto full, ScanTree(ctx, root_fd));
-    if (!full.links.empty() || !base_links.empty()) return std::nullopt;
-    return std::optional<ScanOutput>(std::move(full));
-  }
-  AE_ASSIGN(sc.out.root, RootMeta(root_fd));
-  AE_ASSIGN(auto cache, ctx.meta.ReadStats());
-  bool need_full = false;
-  AE_ASSIGN(sc.out.tree, Rebuild(sc, ctx, *cache, root_fd, "", base_tree, trie, &need_full));
-  if (need_full) return std::nullopt;
-  // No changed path touches a hardlink group, so the groups are as before.
-  sc.out.links.assign(base_links.begin(), base_links.end());
-  return std::optional<ScanOutput>(sc.Take());
 }
 
 }  // namespace agentenv::snap
