@@ -143,6 +143,18 @@ TEST_CASE("snapshot along changed paths equals a full scan after random edits", 
     auto full = r->LiveTree();
     REQUIRE(full);
     INFO("seed " << seed << " round " << round << ", operations (op a b) so far:\n" << log);
+    if (!s->node && by_paths != *full) {
+      // By design no node when only directory mtimes moved (a `touch` of a
+      // directory was the round's one change): nothing else may differ.
+      // The next rounds' path scans build on HEAD, which keeps the old
+      // mtime, so a full scan rebases them.
+      auto delta = snap::Delta(r->store(), by_paths, *full);
+      REQUIRE(delta);
+      CHECK(delta->changes.summary().total() == 0);
+      REQUIRE(r->Snapshot({.message = "", .label = "", .paths = std::nullopt, .allow_empty = true}));
+      REQUIRE(HeadTree(*r) == *full);
+      continue;
+    }
     if (by_paths != *full) {
       auto delta = snap::Delta(r->store(), by_paths, *full);
       REQUIRE(delta);
