@@ -103,10 +103,15 @@ std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
   return e;
 }
 
+// Entries end after the target, or go on with a directory's tree hint.
 std::vector<uint8_t> EncodeEntry(const EntryStat& e) {
   ByteWriter w;
   WriteFields(w, e);
   w.Str(e.target);
+  if (e.tree) {
+    w.Raw(e.tree->bytes.data(), 32);
+    w.Var(e.tree_removals);
+  }
   return std::move(w).bytes();
 }
 
@@ -114,6 +119,10 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
   ByteReader r(b);
   EntryStat e;
   if (!ReadFields(r, b.size(), &e) || !r.Str(&e.target)) return std::nullopt;
+  if (r.done()) return e;
+  store::ObjectId tree;
+  if (!r.Raw(tree.bytes.data(), 32) || !r.Var(&e.tree_removals)) return std::nullopt;
+  e.tree = tree;
   return e;
 }
 

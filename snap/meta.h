@@ -84,6 +84,13 @@ struct StatEntry : StatFields {
 // does not match the stat of the path now is simply not used.
 struct EntryStat : StatFields {
   std::string target;  // symlinks
+  // Directories: the tree id a scan computed for it, stored when the store's
+  // Removals() read `tree_removals`. A scan that computes the same id while
+  // Removals() still reads that knows the tree is stored and skips the
+  // store's lookup. Only a hint: the id is always computed from the
+  // directory's entries, never taken from here.
+  std::optional<store::ObjectId> tree;
+  uint64_t tree_removals = 0;
 };
 
 class MetaDb {

@@ -274,6 +274,9 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
   BeginPhase(progress_, "scanning");
   ctx.stat_dev = stat_dev;
   ctx.live = live;
+  if (live) {
+    AE_ASSIGN(ctx.removals, store_->Removals());
+  }
   // The empty tree is the diff base of the first node.
   std::vector<uint8_t> empty = EncodeTree({});
   AE_TRY((*batch)->Put(store::ObjectType::kTree, empty));
@@ -445,6 +448,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   res.hashed_files = sc.out.hashed_files;
   res.hashed_bytes = sc.out.hashed_bytes;
   res.read_entries = sc.out.read_entries;
+  res.looked_up_trees = sc.out.looked_up_trees;
   res.walked = sc.out.walked;
   res.warnings = sc.out.warnings;
   const Node* head = sc.head_node ? &*sc.head_node : nullptr;

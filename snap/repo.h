@@ -48,6 +48,8 @@ struct SnapResult {
   // Directories, symlinks and special files whose xattrs (and target) had
   // to be read: the entry cache did not know them as they are.
   uint64_t read_entries = 0;
+  // Trees looked up in the store: those no tree hint knew (EntryStat::tree).
+  uint64_t looked_up_trees = 0;
   bool walked = false;  // the whole live tree was walked (no journal or btrfs change search)
   std::vector<std::string> warnings;
 };

@@ -70,6 +70,11 @@ struct ScanContext {
   // Optional, and then used instead of `ignored` for the entries of each
   // directory listed.
   DirFilter ignored_dir;
+  // The store's Removals(), read with `batch` open (live scans only). Set,
+  // the walk uses and records directories' tree hints (EntryStat::tree):
+  // a directory whose tree comes out as its hint is not looked up in the
+  // store again.
+  std::optional<uint64_t> removals;
 };
 
 struct ScanOutput {
@@ -83,6 +88,8 @@ struct ScanOutput {
   // Directories, symlinks and special files whose xattrs (and target) were
   // read from disk, not from the entry cache.
   uint64_t read_entries = 0;
+  // Trees put (one store lookup each): those without a valid tree hint.
+  uint64_t looked_up_trees = 0;
   std::vector<std::string> warnings;  // what could not be recorded, path first
   // Encodings of the trees this scan put that the store did not have, so
   // that they can be read before the batch is committed (the node's change

@@ -34,8 +34,20 @@ void StripOverlayXattrs(Xattrs* x);
 // Whether xattrs mark an overlay directory opaque.
 bool Opaque(const Xattrs& x);
 
+// What the entry cache said of a directory, for its tree (walks with
+// ScanContext::removals only).
+struct DirCache {
+  // The tree the cache recorded while the store's removals still read the
+  // same: if the directory's tree comes out the same, it is stored.
+  std::optional<store::ObjectId> hint;
+  // The entry to record with the tree id once known: the one read from
+  // disk (when not racy), or the cached one when it has no valid hint.
+  std::optional<EntryStat> record;
+};
+
 struct ScanDir {
   std::string rel;
+  DirCache cache;
   Tree entries;
   std::vector<std::pair<size_t, std::unique_ptr<ScanDir>>> subdirs;  // entry index, dir
   ScanDir* parent = nullptr;
@@ -71,9 +83,12 @@ class Scanner {
   // Fills in the entry for `name` (already lstat'ed) in `dirfd`, all but
   // e->name, which the caller sets. Regular files are looked up in the
   // stat cache or stored. A path that vanished meanwhile fails with
-  // errno_value ENOENT.
+  // errno_value ENOENT. `dir`: for a directory the walk goes on into,
+  // where its entry cache row goes (recorded with its tree by StoreDir)
+  // instead of straight into out.entry_updates.
   Result<void> ReadEntry(int dirfd, const std::string& name, const std::string& rel,
-                         const struct stat& st, const MetaDb::StatReader& cache, Entry* e);
+                         const struct stat& st, const MetaDb::StatReader& cache, Entry* e,
+                         DirCache* dir = nullptr);
   // Walks directory `fd` (tree-relative `rel`) and everything below it.
   Result<std::unique_ptr<ScanDir>> Walk(UniqueFd fd, const std::string& rel);
   // Turns all but the first path of each hardlink group into kHardlink
@@ -82,11 +97,13 @@ class Scanner {
   // Stores the trees of `d` bottom-up (those the walk has not stored
   // already); returns its tree id.
   Result<store::ObjectId> PutTrees(ScanDir& d);
-  // Stores one tree and keeps its encoding in out.trees.
-  Result<store::ObjectId> PutTree(const Tree& t);
+  // Stores one tree and keeps its encoding in out.trees. A tree whose id is
+  // `hint` (DirCache::hint) is known stored and not put.
+  Result<store::ObjectId> PutTree(const Tree& t, const std::optional<store::ObjectId>& hint = std::nullopt);
   // The output, once the scan is over.
   ScanOutput Take() {
     out.read_entries = read_entries_.load();
+    out.looked_up_trees = looked_up_trees_.load();
     return std::move(out);
   }
 
@@ -112,12 +129,18 @@ class Scanner {
   // completes its parent in turn. So trees are encoded and hashed by the
   // walk's workers, bottom-up, while other directories are still listed.
   Result<void> Done(ScanDir* d);
+  // Stores d's tree (PutTree with its hint) and records its entry cache
+  // row (DirCache::record) with the tree id.
+  Result<store::ObjectId> StoreDir(ScanDir& d);
+  // Appends to out.entry_updates, up to kMaxEntryUpdates. Takes mu.
+  void RecordEntry(const std::string& rel, EntryStat e);
 
   // The stat fields a cache records for `st` (xattrs not read yet).
   StatFields FieldsOf(const struct stat& st) const { return StatFields::Of(st, ctx_.stat_dev); }
 
   const ScanContext& ctx_;
   std::atomic<uint64_t> read_entries_{0};  // out.read_entries, counted without mu
+  std::atomic<uint64_t> looked_up_trees_{0};  // out.looked_up_trees, the same
   // Regular files with more than one link, by (dev, ino): where they are.
   std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<ScanDir*, size_t>>> links_;
 
@@ -194,6 +217,8 @@ struct DirNames {
   std::vector<std::string_view> names;
 };
 Result<void> ReadDirNames(int fd, const std::string& rel, DirNames* out, bool rewind);
+// Sorts names in byte order (as std::sort of the views would).
+void SortNames(std::vector<std::string_view>* names);
 
 // OpenDirAt; our own directory that denies us is opened with OwnerAccess.
 Result<UniqueFd> OpenScanDir(int fd, const std::string& name, const std::string& rel, uid_t euid);

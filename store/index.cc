@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 #include "store/le.h"
 #include "store/nocow.h"
@@ -16,6 +17,7 @@ constexpr size_t kObjectValue = 32;
 constexpr size_t kPackValueV1 = 32;  // rows written before dead accounting
 constexpr size_t kPackValue = 56;
 constexpr size_t kForEachPage = 4096;
+constexpr std::string_view kRemovalsKey = "removals";
 
 Unexpected<Error> MdbFail(const std::string& what, int rc) {
   return Fail(what + ": " + mdb_strerror(rc), rc > 0 ? rc : 0);
@@ -330,6 +332,29 @@ Result<std::optional<std::string>> Index::GetMeta(const std::string& key) const 
   return out;
 }
 
+Result<uint64_t> Index::ReadRemovals(MDB_txn* txn) const {
+  MDB_val k = Val(kRemovalsKey.data(), kRemovalsKey.size()), v;
+  int rc = mdb_get(txn, meta_, &k, &v);
+  if (rc == MDB_NOTFOUND) return uint64_t{0};
+  if (rc) return MdbFail(dir_, rc);
+  uint64_t n = 0;
+  for (size_t i = 0; i < v.mv_size; ++i) {
+    char c = static_cast<const char*>(v.mv_data)[i];
+    if (c < '0' || c > '9' || i >= 19) return Fail(ErrorCode::kCorrupt, dir_ + ": bad meta removals");
+    n = n * 10 + uint64_t(c - '0');
+  }
+  return n;
+}
+
+Result<uint64_t> Index::Removals() const {
+  uint64_t n = 0;
+  AE_TRY(Read([&](MDB_txn* txn) -> Result<void> {
+    AE_ASSIGN(n, ReadRemovals(txn));
+    return {};
+  }));
+  return n;
+}
+
 Result<void> Index::TryApply(const Update& u, bool* map_full) {
   *map_full = false;
   std::shared_lock lock(resize_mu_);
@@ -349,6 +374,13 @@ Result<void> Index::TryApply(const Update& u, bool* map_full) {
     MDB_val k = Val(id.bytes.data(), 32);
     rc = mdb_del(txn, objects_, &k, nullptr);
     if (rc && rc != MDB_NOTFOUND) return fail(rc);
+  }
+  if (!u.removed.empty()) {
+    // Every commit that may remove an object counts itself (Removals).
+    AE_ASSIGN(uint64_t n, ReadRemovals(txn));
+    std::string next = std::to_string(n + 1);
+    MDB_val k = Val(kRemovalsKey.data(), kRemovalsKey.size()), v = Val(next.data(), next.size());
+    if ((rc = mdb_put(txn, meta_, &k, &v, 0))) return fail(rc);
   }
   for (const auto& [id, info] : u.objects) {
     trim_->Tick();

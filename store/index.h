@@ -52,6 +52,8 @@ class Index {
   Result<std::unique_ptr<IndexView>> OpenView() const;
   Result<std::map<uint32_t, PackInfo>> Packs() const;
   Result<std::optional<std::string>> GetMeta(const std::string& key) const;
+  // See Store::Removals.
+  Result<uint64_t> Removals() const;
 
   struct Update {
     std::vector<std::pair<ObjectId, ObjectInfo>> objects;
@@ -61,7 +63,8 @@ class Index {
     std::vector<std::pair<std::string, std::string>> meta;
   };
   // Applies `u` in one durable transaction: all or nothing. Order inside:
-  // removals, then object puts, then packs, then meta.
+  // removals (counted in meta "removals" when there are any), then object
+  // puts, then packs, then meta.
   Result<void> Apply(const Update& u);
 
  private:
@@ -80,6 +83,8 @@ class Index {
   Result<MDB_txn*> BeginRead(std::shared_lock<std::shared_mutex>* lock) const;
   Result<std::optional<ObjectInfo>> Get(MDB_txn* txn, const ObjectId& id) const;
   Result<void> TryApply(const Update& u, bool* map_full);
+  // Meta "removals" as txn sees it (0 when absent).
+  Result<uint64_t> ReadRemovals(MDB_txn* txn) const;
   Result<void> ReadPacks(MDB_txn* txn, std::map<uint32_t, PackInfo>* packs) const;
   // Calls fn for up to `limit` objects after `after` (from the first when
   // null); *count says how many were visited.

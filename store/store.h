@@ -179,6 +179,13 @@ class Store {
   virtual Result<void> ForEach(
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const = 0;
   virtual Result<StoreStats> Stats() const = 0;
+  // How many index commits have removed objects (drops, fsck salvage)
+  // since the store was made. An object known stored when this read N is
+  // still stored while it reads N: a cache of "this id is stored" may
+  // record N and trust itself while it matches (snap/'s tree hints). Read
+  // it with a batch open (the writer lock held) for the value to stay put.
+  // Errors: I/O, kCorrupt.
+  virtual Result<uint64_t> Removals() const = 0;
 
   // Starts a write batch; blocks until no other writer (in any process,
   // this one included: never call it while holding a batch) holds the

@@ -43,6 +43,7 @@ class StoreImpl final : public Store {
   Result<void> ForEach(
       const std::function<Result<void>(const ObjectId&, const ObjectInfo&)>& fn) const override;
   Result<StoreStats> Stats() const override;
+  Result<uint64_t> Removals() const override { return index_->Removals(); }
   Result<std::unique_ptr<Batch>> BeginBatch() override;
   std::unique_ptr<Batch> HashingBatch() override;
   Result<CompactResult> Compact(const CompactOptions& opts,

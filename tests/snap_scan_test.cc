@@ -303,6 +303,105 @@ TEST_CASE("entry cache: unchanged directories and symlinks cost no read, changes
   }
 }
 
+// The tree id of entry `name` in tree `tree`.
+store::ObjectId SubtreeId(const store::Store& s, const store::ObjectId& tree, const std::string& name) {
+  auto t = snap::LoadTree(s, tree);
+  REQUIRE(t);
+  for (const snap::Entry& e : *t)
+    if (e.name == name) return e.id;
+  FAIL("no entry " << name);
+  return {};
+}
+
+TEST_CASE("tree hints: cached directory entries name their trees and are not trusted once the store removed objects", "[snap]") {
+  TempDir t;
+  auto r = MakeRepo(t.str() + "/repo");
+  const std::string w = r->work_dir();
+  REQUIRE(::mkdir((w + "/d").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((w + "/d/e").c_str(), 0755) == 0);
+  REQUIRE(WriteFileAt(w + "/d/e/f", "one"));
+  REQUIRE(WriteFileAt(w + "/d/g", "two"));
+  PastRacyWindow();
+  auto s1 = r->Snapshot({});
+  REQUIRE(s1);
+  REQUIRE(s1->node);
+  auto tree_of = [&](const store::ObjectId& node, const std::string& path) {
+    auto rec = r->meta().GetNode(node);
+    REQUIRE(rec);
+    REQUIRE(*rec);
+    store::ObjectId id = (*rec)->tree;
+    for (size_t at = 0; at < path.size();) {
+      size_t end = path.find('/', at);
+      if (end == std::string::npos) end = path.size();
+      id = SubtreeId(r->store(), id, path.substr(at, end - at));
+      at = end + 1;
+    }
+    return id;
+  };
+  auto hint = [&](const std::string& path) {
+    auto stats = r->meta().ReadStats();
+    REQUIRE(stats);
+    auto e = (*stats)->GetEntry(path);
+    REQUIRE(e);
+    return std::make_pair(e->tree, e->tree_removals);
+  };
+  CHECK(hint("d") == std::make_pair(std::optional(tree_of(*s1->node, "d")), uint64_t{0}));
+  CHECK(hint("d/e") == std::make_pair(std::optional(tree_of(*s1->node, "d/e")), uint64_t{0}));
+  // Nothing changed: only the root's tree (it has no entry) is looked up.
+  auto same = r->Snapshot({});
+  REQUIRE(same);
+  CHECK_FALSE(same->node);
+  CHECK(same->looked_up_trees == 1);
+
+  // Rewritten in place, same size: neither directory's stat moves, so
+  // their cached entries still match and their hints go stale. The tree
+  // is the new one all the same; a stale hint is left as it is (it only
+  // costs a lookup).
+  const store::ObjectId e1 = tree_of(*s1->node, "d/e");
+  REQUIRE(WriteFileAt(w + "/d/e/f", "ONE"));
+  PastRacyWindow();
+  auto s2 = r->Snapshot({});
+  REQUIRE(s2);
+  REQUIRE(s2->node);
+  const store::ObjectId e2 = tree_of(*s2->node, "d/e");
+  CHECK(e2 != e1);
+  CHECK(s2->looked_up_trees == 3);  // ., d, d/e: their trees are new
+  REQUIRE(s2->changes.sample.size() == 1);
+  CHECK(s2->changes.sample[0].path == "d/e/f");
+  CHECK(hint("d/e").first == e1);
+
+  // A new file in d/e moves its stat: its entry is read and recorded
+  // afresh, with the tree it has now.
+  REQUIRE(WriteFileAt(w + "/d/e/h", "three"));
+  PastRacyWindow();
+  auto s3 = r->Snapshot({});
+  REQUIRE(s3);
+  REQUIRE(s3->node);
+  const store::ObjectId e3 = tree_of(*s3->node, "d/e");
+  CHECK(hint("d/e") == std::make_pair(std::optional(e3), uint64_t{0}));
+
+  // The store removes d/e's tree (as gc does once nothing references
+  // it): the hint names an object no longer stored. The next scan puts
+  // it again instead of trusting the hint, and records the hint anew.
+  {
+    auto b = r->store().BeginBatch();
+    REQUIRE(b);
+    REQUIRE((*b)->Drop(e3));
+    REQUIRE((*b)->Commit());
+  }
+  REQUIRE_FALSE(*r->store().Has(e3));
+  auto s4 = r->Snapshot({});
+  REQUIRE(s4);
+  CHECK_FALSE(s4->node);  // nothing changed
+  CHECK(s4->looked_up_trees == 3);
+  CHECK(*r->store().Has(e3));
+  CHECK(hint("d/e") == std::make_pair(std::optional(e3), uint64_t{1}));
+  CHECK(hint("d").second == 1);
+  auto s5 = r->Snapshot({});
+  REQUIRE(s5);
+  CHECK(s5->looked_up_trees == 1);
+}
+
 // Lowers the soft limit on open files for its lifetime.
 class FdLimit {
  public:

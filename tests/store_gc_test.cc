@@ -131,6 +131,12 @@ TEST_CASE("store gc: Drop inside a batch: atomic, idempotent, cancelled by a lat
   auto xid = *b->Put(ObjectType::kChunk, x);
   auto yid = *b->Put(ObjectType::kChunk, y);
   CommitOk(*b);
+  CHECK(*s->Removals() == 0);  // commits that remove nothing are not counted
+
+  b = *s->BeginBatch();
+  REQUIRE(b->Drop(ObjectId::Of(RandomBytes(9, 9))));  // unknown: removes nothing
+  CommitOk(*b);
+  CHECK(*s->Removals() == 0);
 
   b = *s->BeginBatch();
   REQUIRE(b->Drop(xid));
@@ -145,6 +151,7 @@ TEST_CASE("store gc: Drop inside a batch: atomic, idempotent, cancelled by a lat
   CHECK_FALSE(*s->Has(xid));
   CHECK(*s->Has(yid));
   CHECK_FALSE(*s->Has(zid));
+  CHECK(*s->Removals() == 1);
   fsck::FsckReport rep;
   FsckClean(*s, &rep);
   CHECK(rep.dead_records == 2);
@@ -152,12 +159,17 @@ TEST_CASE("store gc: Drop inside a batch: atomic, idempotent, cancelled by a lat
   // An abandoned batch drops nothing.
   { auto ab = *s->BeginBatch(); REQUIRE(ab->Drop(yid)); }
   CHECK(*s->Has(yid));
+  CHECK(*s->Removals() == 1);
   // A dropped object can come back.
   b = *s->BeginBatch();
   REQUIRE(b->Put(ObjectType::kChunk, x));
   CommitOk(*b);
   CHECK(*s->Get(xid) == x);
   FsckClean(*s);
+  // Compaction moves objects, removes none; the count survives reopening.
+  CHECK(s->Compact({.min_dead_fraction = 0.0})->packs_rewritten >= 1);
+  s = OpenStore(t.str() + "/s", Store::Mode::kOpen);
+  CHECK(*s->Removals() == 1);
 }
 
 TEST_CASE("store gc: fully dead packs go without copying and pack numbers are never reused") {
