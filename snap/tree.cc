@@ -28,14 +28,16 @@ std::string_view KindName(Kind k) {
 }
 
 std::vector<uint8_t> EncodeTree(const Tree& t) {
-  ByteWriter w;
-  // One allocation, usually: an entry's fixed fields take ~40-80 bytes.
-  size_t size = sizeof kMagic + 10;
+  // Sized for the worst case once, written without checks, cut to size.
+  constexpr size_t kVar = SpanWriter::kMaxVar;
+  size_t bound = sizeof kMagic + kVar;
   for (const Entry& e : t) {
-    size += 80 + e.name.size() + e.target.size();
-    for (const auto& [k, v] : e.meta.xattrs) size += 20 + k.size() + v.size();
+    // name, kind, mode, uid, gid, mtime, size, id, content, target, rdev, xattrs
+    bound += kVar + e.name.size() + 1 + 5 * kVar + 32 + 1 + kVar + e.target.size() + 2 * kVar;
+    for (const auto& [k, v] : e.meta.xattrs) bound += 2 * kVar + k.size() + v.size();
   }
-  w.Reserve(size);
+  std::vector<uint8_t> out(bound);
+  SpanWriter w(out.data());
   w.Raw(kMagic, sizeof kMagic);
   w.Var(t.size());
   for (const Entry& e : t) {
@@ -52,7 +54,8 @@ std::vector<uint8_t> EncodeTree(const Tree& t) {
     w.Var(e.rdev);
     w.Pairs(e.meta.xattrs);
   }
-  return std::move(w).bytes();
+  out.resize(size_t(w.at() - out.data()));
+  return out;
 }
 
 Result<Tree> DecodeTree(std::span<const uint8_t> bytes, std::string_view what) {
