@@ -68,6 +68,9 @@ Result<void> ReadDirNames(int fd, const std::string& rel, DirNames* out, bool re
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FailErrno(rel.empty() ? "." : rel, errno);
     if (n == 0) break;
+    // Names take less room than their records: one growth per read.
+    out->bytes.reserve(out->bytes.size() + size_t(n));
+    at.reserve(at.size() + size_t(n) / 24);  // a record is at least 24 bytes
     for (long off = 0; off < n;) {
       auto* de = reinterpret_cast<struct dirent64*>(buf + off);
       std::string_view name = de->d_name;

@@ -96,6 +96,18 @@ class ByteReader {
   }
   bool Var(uint64_t* v) {
     uint64_t x = 0;
+    if (b_.size() - pos_ >= 10) {  // room for any varint: no check per byte
+      const uint8_t* p = b_.data() + pos_;
+      for (int i = 0; i < 10; ++i) {
+        x |= uint64_t(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+          pos_ += size_t(i) + 1;
+          *v = x;
+          return true;
+        }
+      }
+      return false;
+    }
     for (int shift = 0; shift < 64; shift += 7) {
       uint8_t c;
       if (!U8(&c)) return false;
