@@ -257,17 +257,21 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
     bool is_dir = S_ISDIR(st.st_mode);
     bool ignored = ignored_here ? ignored_here(name, is_dir) : ctx_.ignored && ctx_.ignored(rel, is_dir);
     if (ignored && !is_dir) continue;
-    Entry e;
+    // Built in place (reserved above): no move and no destruction of a
+    // temporary per entry.
+    const size_t i = d.entries.size();
+    Entry& e = d.entries.emplace_back();
     e.name = name;
     DirCache dc;
     Result<void> r = ReadEntry(fd, e.name, rel, st, cache, &e, ignored ? nullptr : &dc);
-    if (!r && r.error().errno_value == ENOENT) continue;
+    if (!r && r.error().errno_value == ENOENT) {
+      d.entries.pop_back();
+      continue;
+    }
     AE_TRY(r);
     if (ignored) MakePlaceholder(&e);
-    if (dc.hint || dc.record) dir_caches.emplace_back(d.entries.size(), std::move(dc));
-    if (S_ISREG(st.st_mode) && st.st_nlink > 1)
-      linked.push_back({d.entries.size(), {uint64_t(st.st_dev), uint64_t(st.st_ino)}});
-    d.entries.push_back(std::move(e));
+    if (dc.hint || dc.record) dir_caches.emplace_back(i, std::move(dc));
+    if (S_ISREG(st.st_mode) && st.st_nlink > 1) linked.push_back({i, {uint64_t(st.st_dev), uint64_t(st.st_ino)}});
   }
   auto next_cache = dir_caches.begin();
   for (size_t i = 0; i < d.entries.size(); ++i) {
