@@ -103,6 +103,12 @@ class BatchImpl final : public Batch {
   // pending_ plus the LMDB page each of their (random) ids dirties, up to
   // 4 KiB an object once the index is large: ~35 MB a step at most.
   static constexpr size_t kStepObjects = 8192;
+  // New bytes up to which the batch appends to one pack, one append at a
+  // time: each pack written costs the commit an fsync (on ext4 a journal
+  // commit and a flush of its own), and a snapshot of a few changed files
+  // written by two walkers touched two packs. Past this (an ingest) each
+  // writer takes its own pack, as appends to one file serialize.
+  static constexpr uint64_t kOnePackBytes = uint64_t{8} << 20;
 
   StoreImpl& s_;
   UniqueFd lock_;
@@ -115,8 +121,10 @@ class BatchImpl final : public Batch {
   bool committed_ = false;
   // Appends under way (slot taken, record not yet written). A step waits
   // for them: the last one to finish commits it, and no new append starts
-  // while `step_wanted_` (they wait on `step_done_`).
+  // while `step_wanted_` (they wait on `step_done_`), nor while another is
+  // under way in a batch still below kOnePackBytes.
   size_t writing_ = 0;
+  uint64_t slotted_bytes_ = 0;  // new bytes given a slot so far
   bool step_wanted_ = false;
   std::condition_variable step_done_;
   uint64_t steps_ = 0;  // steps committed: pending_ forgot what they held
@@ -219,7 +227,7 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   uint64_t end;
   {
     std::unique_lock lock(mu_);
-    step_done_.wait(lock, [&] { return !step_wanted_; });
+    step_done_.wait(lock, [&] { return !step_wanted_ && (writing_ == 0 || slotted_bytes_ >= kOnePackBytes); });
     AE_TRY(failed_);
     if (pending_.count(id)) return id;  // another thread stored it meanwhile
     if (steps_ != steps_seen) {  // ... and a step may have moved it to the index
@@ -234,8 +242,9 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
       }
       idle_.push_back(*n);
     }
-    info.pack = idle_.back();
+    info.pack = idle_.back();  // the one given back last
     idle_.pop_back();
+    slotted_bytes_ += data.size();
     PackInfo& p = packs_[info.pack];
     info.offset = RecordSlot(p.committed, enc.codec, payload.size());
     end = info.offset + kRecordHeaderSize + payload.size();
@@ -254,6 +263,7 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   std::lock_guard lock(mu_);
   --writing_;
   if (end < kPackTarget) idle_.push_back(info.pack);  // a full pack is done
+  if (writing_ == 0) step_done_.notify_all();  // for appends waiting to be the only one
   if (!w && failed_) failed_ = w;
   if (pending_.size() >= kStepObjects) step_wanted_ = true;
   if (step_wanted_ && writing_ == 0) {
