@@ -13,7 +13,31 @@
 
 namespace agentenv::snap {
 
-class ByteWriter {
+// The encodings built on a writer's U8/Var/Raw (CRTP): zigzag-signed
+// varints, length-prefixed strings, string pairs. Both writers below share
+// them, so their byte formats cannot drift apart.
+template <class Self>
+class Encodings {
+ public:
+  void Signed(int64_t v) { self().Var((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
+  void Str(std::string_view s) {
+    self().Var(s.size());
+    self().Raw(s.data(), s.size());
+  }
+  // A count, then each pair's two strings (xattrs).
+  void Pairs(const std::vector<std::pair<std::string, std::string>>& p) {
+    self().Var(p.size());
+    for (const auto& [k, v] : p) {
+      Str(k);
+      Str(v);
+    }
+  }
+
+ private:
+  Self& self() { return static_cast<Self&>(*this); }
+};
+
+class ByteWriter : public Encodings<ByteWriter> {
  public:
   void Reserve(size_t n) { b_.reserve(n); }
   void U8(uint8_t v) { b_.push_back(v); }
@@ -28,22 +52,9 @@ class ByteWriter {
     tmp[n++] = uint8_t(v);
     b_.insert(b_.end(), tmp, tmp + n);
   }
-  void Signed(int64_t v) { Var((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
   void Raw(const void* p, size_t n) {
     auto* c = static_cast<const uint8_t*>(p);
     b_.insert(b_.end(), c, c + n);
-  }
-  void Str(std::string_view s) {
-    Var(s.size());
-    Raw(s.data(), s.size());
-  }
-  // A count, then each pair's two strings (xattrs).
-  void Pairs(const std::vector<std::pair<std::string, std::string>>& p) {
-    Var(p.size());
-    for (const auto& [k, v] : p) {
-      Str(k);
-      Str(v);
-    }
   }
   std::vector<uint8_t> bytes() && { return std::move(b_); }
 
@@ -53,9 +64,9 @@ class ByteWriter {
 
 // ByteWriter's encodings into a buffer the caller sized for the worst
 // case (no capacity check per byte: a tree's encoding was 8% of a
-// no-change walk's user time through ByteWriter). Writing past `end` is a
-// programmer bug.
-class SpanWriter {
+// no-change walk's user time through ByteWriter). Writing past the
+// buffer is a programmer bug.
+class SpanWriter : public Encodings<SpanWriter> {
  public:
   static constexpr size_t kMaxVar = 10;  // bytes of the longest varint
   explicit SpanWriter(uint8_t* p) : p_(p) {}
@@ -64,21 +75,9 @@ class SpanWriter {
     for (; v >= 0x80; v >>= 7) *p_++ = uint8_t(v) | 0x80;
     *p_++ = uint8_t(v);
   }
-  void Signed(int64_t v) { Var((uint64_t(v) << 1) ^ uint64_t(v >> 63)); }
   void Raw(const void* p, size_t n) {
     std::memcpy(p_, p, n);
     p_ += n;
-  }
-  void Str(std::string_view s) {
-    Var(s.size());
-    Raw(s.data(), s.size());
-  }
-  void Pairs(const std::vector<std::pair<std::string, std::string>>& p) {
-    Var(p.size());
-    for (const auto& [k, v] : p) {
-      Str(k);
-      Str(v);
-    }
   }
   uint8_t* at() const { return p_; }
 
