@@ -332,7 +332,7 @@ Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store
   for (const auto& link : to_links) AE_TRY(r.Link(root_fd, to, to_root, link));
   AE_TRY(r.SetRootMeta(root_fd, to_root));
   r.ReportOwners();
-  AE_TRY(r.sink_error());
+  AE_TRY(r.FinishSink());
   return std::move(r.stats);
 }
 

@@ -49,9 +49,11 @@ struct RestoreOptions {
   // files' st_dev (Repo::LiveStatDev).
   uint64_t stat_dev = 0;
   // Where stat cache entries go in bounded batches while the restore runs
-  // (memory would otherwise grow with the tree); called on the restoring
-  // thread. Empty: all of them end up in RestoreStats::stat_entries. The
-  // restore goes on after a failed call and returns its error at the end.
+  // (memory would otherwise grow with the tree); called on a thread of its
+  // own, one call at a time, while the restore goes on, and the restore
+  // returns only after the last call has. Empty: all of them end up in
+  // RestoreStats::stat_entries. The restore goes on after a failed call
+  // and returns its error at the end.
   std::function<Result<void>(std::vector<std::pair<std::string, StatEntry>>&&)> stat_sink;
 };
 

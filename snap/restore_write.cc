@@ -60,11 +60,23 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
   // The cache holds xattrs as on disk: with the owner SetMeta recorded.
   if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
   stats.stat_entries.emplace_back(rel, std::move(se));
-  if (opt_.stat_sink && stats.stat_entries.size() >= kStatBatch) {
-    Result<void> r = opt_.stat_sink(std::move(stats.stat_entries));
-    stats.stat_entries.clear();
-    if (!r && sink_error_) sink_error_ = r;
+  if (opt_.stat_sink && stats.stat_entries.size() >= kStatBatch) HandToSink();
+}
+
+void Restorer::HandToSink() {
+  FinishSink();
+  sink_pending_ = std::async(std::launch::async, [sink = &opt_.stat_sink, batch = std::move(stats.stat_entries)]() mutable {
+    return (*sink)(std::move(batch));
+  });
+  stats.stat_entries.clear();
+}
+
+const Result<void>& Restorer::FinishSink() {
+  if (sink_pending_.valid()) {
+    Result<void> r = sink_pending_.get();
+    if (!r && sink_error_) sink_error_ = std::move(r);
   }
+  return sink_error_;
 }
 
 

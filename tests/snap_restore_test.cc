@@ -5,6 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "snap/repo.h"
@@ -180,6 +185,67 @@ void RestoreEmpty(const std::string& base) {
   auto res = r->Restore(first->node->Hex());
   REQUIRE(res);
   for (const auto& d : CompareManifests(empty, Capture(w))) FAIL_CHECK(d);
+}
+
+TEST_CASE("restore hands stat cache entries to the sink one batch at a time and returns after the last", "[snap]") {
+  TempDir t;
+  auto r = MakeRepo(t.str() + "/repo");
+  const std::string w = r->work_dir();
+  // More files than one batch of the sink (16384), in a few directories,
+  // with an mtime well before the restore (newer ones are left out).
+  constexpr int kFiles = 20000;
+  for (int d = 0; d < 4; ++d) {
+    std::string dir = w + "/d" + std::to_string(d);
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+    for (int i = d; i < kFiles; i += 4) {
+      std::string f = dir + "/f" + std::to_string(i);
+      REQUIRE(WriteFileAt(f, std::to_string(i)));
+      REQUIRE(SetMtime(f, 1600000000, 0));
+    }
+  }
+  auto full = Snap(*r);
+  auto n = snap::LoadNode(r->store(), full);
+  REQUIRE(n);
+  TempDir out;
+  UniqueFd fd(::open(out.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE(fd);
+  snap::RestoreOptions opt;
+  opt.privileged = IsRoot();
+  opt.fresh = true;
+  std::atomic<int> inside{0}, overlapped{0}, calls{0};
+  std::atomic<size_t> sunk{0};
+  std::set<std::string> seen;  // written by one call at a time
+  opt.stat_sink = [&](std::vector<std::pair<std::string, snap::StatEntry>>&& batch) -> Result<void> {
+    if (inside.fetch_add(1) != 0) ++overlapped;
+    // Slow, like a commit waiting on an fsync: the restore goes on meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (const auto& [rel, e] : batch) seen.insert(rel);
+    sunk += batch.size();
+    ++calls;
+    inside.fetch_sub(1);
+    return {};
+  };
+  auto res = snap::RestoreTree(r->store(), fd.get(), snap::EmptyTreeId(), n->tree, n->root, n->links, opt);
+  REQUIRE(res);
+  // Every call has returned: nothing is still being handed over.
+  CHECK(inside.load() == 0);
+  CHECK(overlapped.load() == 0);
+  CHECK(calls.load() == 1);
+  CHECK(sunk.load() + res->stat_entries.size() == size_t(kFiles));
+  CHECK(seen.size() == sunk.load());
+  for (const auto& [rel, e] : res->stat_entries) CHECK(seen.count(rel) == 0);
+  for (const auto& d : CompareManifests(Capture(w), Capture(out.str()))) FAIL_CHECK(d);
+
+  SECTION("a failing sink fails the restore at its end") {
+    TempDir out2;
+    UniqueFd fd2(::open(out2.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    opt.stat_sink = [&](std::vector<std::pair<std::string, snap::StatEntry>>&&) -> Result<void> {
+      return Fail(ErrorCode::kIo, "stat sink: disk full");
+    };
+    auto failed = snap::RestoreTree(r->store(), fd2.get(), snap::EmptyTreeId(), n->tree, n->root, n->links, opt);
+    REQUIRE(!failed);
+    CHECK(failed.error().message == "stat sink: disk full");
+  }
 }
 
 TEST_CASE("restore of a deleted tree removes read-only and 0000 content", "[snap]") {
