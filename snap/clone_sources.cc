@@ -108,29 +108,36 @@ bool CloneSources::CopyTo(const std::string& rel, const Entry& e, int fd) const 
   return FromLive(rel, e, fd, true) || FromScanned(rel, e, fd, true);
 }
 
-bool CloneSources::Transfer(int src, int fd, bool copy, const std::function<bool()>& unchanged) {
+bool CloneSources::Transfer(int src, const struct stat& st, int fd, bool copy, const std::function<bool()>& unchanged,
+                            Refusals* refused) {
+  // Refused for every file of a source alike: not supported, or another filesystem.
+  auto for_all = [](int e) { return e == EXDEV || e == EOPNOTSUPP || e == ENOTTY; };
   bool done = false;
+  bool wrote = false;
   if (!copy) {
-    done = ::ioctl(fd, FICLONE, src) == 0;
+    done = wrote = ::ioctl(fd, FICLONE, src) == 0;
+    if (!done && for_all(errno)) refused->clone = true;
   } else {
     // An in-kernel copy; not of a sparse file, which it would make dense.
-    struct stat st;
-    if (::fstat(src, &st) != 0 || uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) return false;
+    if (uint64_t(st.st_blocks) * 512 < uint64_t(st.st_size)) return false;
     off_t in = 0, out = 0;
     done = true;
-    bool splice = false;  // across filesystems copy_file_range says EXDEV: sendfile copies anyway
+    // Across filesystems copy_file_range says EXDEV: sendfile copies anyway.
+    bool splice = refused->copy_range.load(std::memory_order_relaxed);
     while (done && in < st.st_size) {
       size_t want = size_t(st.st_size - in);
       ssize_t n = splice ? ::sendfile(fd, src, &in, want) : ::copy_file_range(src, &in, fd, &out, want, 0);
-      if (n < 0 && !splice && in == 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL)) {
+      if (n < 0 && !splice && in == 0 && (for_all(errno) || errno == EINVAL)) {
+        if (for_all(errno)) refused->copy_range = true;
         splice = true;
         continue;
       }
       done = n > 0;
+      wrote = wrote || n > 0;
     }
   }
   if (done && unchanged()) return true;
-  (void)!::ftruncate(fd, 0);
+  if (wrote) (void)!::ftruncate(fd, 0);
   return false;
 }
 
@@ -162,6 +169,7 @@ std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir)
 }
 
 bool CloneSources::FromScanned(const std::string& rel, const Entry& e, int fd, bool copy) const {
+  if (!copy && scanned_refused_.clone.load(std::memory_order_relaxed)) return false;
   size_t slash = rel.rfind('/');
   std::shared_ptr<const UniqueFd> dir = ScannedDir(slash == std::string::npos ? "" : rel.substr(0, slash));
   if (!dir) return false;
@@ -173,12 +181,10 @@ bool CloneSources::FromScanned(const std::string& rel, const Entry& e, int fd, b
            ToNs(st.st_ctim) < scanned_before_ns_;
   };
   if (!src || ::fstat(src.get(), &before) != 0 || !same(before)) return false;
-  struct stat to;
-  if (!copy && (::fstat(fd, &to) != 0 || to.st_dev != before.st_dev)) return false;  // another filesystem
-  return Transfer(src.get(), fd, copy, [&] {
+  return Transfer(src.get(), before, fd, copy, [&] {
     struct stat st;
     return ::fstat(src.get(), &st) == 0 && same(st) && ToNs(st.st_ctim) == ToNs(before.st_ctim);
-  });
+  }, &scanned_refused_);
 }
 
 bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool copy) const {
@@ -189,15 +195,17 @@ bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool
     cached = stats_->Get(rel);
   }
   if (!cached || cached->ref.id != e.id) return false;
+  if (!copy && live_refused_.clone.load(std::memory_order_relaxed)) return false;
   UniqueFd src = OpenIn(live_.get(), rel);
-  auto unchanged = [&] {
-    struct stat st;
-    return ::fstat(src.get(), &st) == 0 && cached->Matches(StatFields::Of(st, live_stat_dev_));
-  };
+  auto matches = [&](const struct stat& st) { return cached->Matches(StatFields::Of(st, live_stat_dev_)); };
   // Cached and unchanged before and after: the clone or copy holds that
   // content (a write meanwhile would have moved ctime).
-  if (!src || !unchanged()) return false;
-  return Transfer(src.get(), fd, copy, unchanged);
+  struct stat before;
+  if (!src || ::fstat(src.get(), &before) != 0 || !matches(before)) return false;
+  return Transfer(src.get(), before, fd, copy, [&] {
+    struct stat st;
+    return ::fstat(src.get(), &st) == 0 && matches(st);
+  }, &live_refused_);
 }
 
 bool CloneSources::LinkTo(const std::string& rel, const Entry& e, int dirfd, const std::string& name) const {

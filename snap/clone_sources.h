@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -89,10 +90,19 @@ class CloneSources {
   // The scanned directory's subdirectory `dir` if it and every directory
   // above it are unchanged since the scan (null otherwise). Cached.
   std::shared_ptr<const UniqueFd> ScannedDir(const std::string& dir) const;
-  // Clones (or, with `copy`, copies in the kernel) all of `src` into the
-  // empty file `fd`; true when `unchanged` holds after it. On false, `fd`
-  // is left empty.
-  static bool Transfer(int src, int fd, bool copy, const std::function<bool()>& unchanged);
+  // What the kernel refused for one file of a source and so refuses for
+  // all of them: a clone or copy_file_range across filesystems (a scanned
+  // directory on another disk). Remembered so that each later file costs
+  // no failed call, and no open and stat of the source only to fail.
+  struct Refusals {
+    std::atomic<bool> clone{false}, copy_range{false};
+  };
+  // Clones (or, with `copy`, copies in the kernel) all of `src` (whose
+  // stat is `st`) into the empty file `fd`; true when `unchanged` holds after it. On false, `fd`
+  // is left empty (truncated only when something was written: on btrfs a
+  // truncate to 0 makes the close start writeback at once).
+  static bool Transfer(int src, const struct stat& st, int fd, bool copy, const std::function<bool()>& unchanged,
+                       Refusals* refused);
 
   const store::Store& s_;
   std::vector<Lower> lowers_;
@@ -100,6 +110,7 @@ class CloneSources {
   uint64_t live_stat_dev_ = 0;
   std::unique_ptr<MetaDb::StatReader> stats_;  // GUARDED_BY(mu_): one read transaction
   int64_t scanned_before_ns_ = 0;  // OpenScanned: older ctimes are unchanged since the scan
+  mutable Refusals live_refused_, scanned_refused_;
   mutable std::mutex mu_;
   // OpenScanned's directories opened so far (null: changed since the
   // scan), "" the root; cleared past kMaxScannedDirs (a restore goes

@@ -99,6 +99,31 @@ TEST_CASE("a scanned directory serves files unchanged since the scan, and no oth
     CHECK(!CopyFrom(*src, "a/x", lie, t.str() + "/o7"));
     CHECK(!CopyFrom(*src, "b/y", scanned["a/y"], t.str() + "/o8"));
   }
+  SECTION("a source on another filesystem: clones are refused and leave the file empty, copies still work") {
+    // /dev/shm (tmpfs) is another filesystem than the test's directory.
+    TempDir shm("/dev/shm");
+    const std::string o = shm.str() + "/src";
+    REQUIRE(::mkdir(o.c_str(), 0755) == 0);
+    REQUIRE(WriteFileAt(o + "/p", "p content\n"));
+    REQUIRE(WriteFileAt(o + "/q", std::string(200000, 'q')));
+    std::map<std::string, snap::Entry> there{{"p", EntryOf(o + "/p")}, {"q", EntryOf(o + "/q")}};
+    std::this_thread::sleep_for(std::chrono::milliseconds(snap::kRacyWindowNs / 1000000 + 60));
+    auto src = CloneSources::OpenScanned(**store, o, snap::NowNs());
+    // Twice each: the second time the refusal is remembered, not asked again.
+    for (int round = 0; round < 2; ++round) {
+      for (const char* rel : {"p", "q"}) {
+        std::string out = t.str() + "/clone-" + rel + std::to_string(round);
+        UniqueFd fd(::open(out.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+        REQUIRE(fd);
+        CHECK(!src->CloneTo(rel, there[rel], fd.get()));
+        struct stat st;
+        REQUIRE(::fstat(fd.get(), &st) == 0);
+        CHECK(st.st_size == 0);
+      }
+      CHECK(CopyFrom(*src, "p", there["p"], t.str() + "/copy-p" + std::to_string(round)) == "p content\n");
+      CHECK(CopyFrom(*src, "q", there["q"], t.str() + "/copy-q" + std::to_string(round)) == std::string(200000, 'q'));
+    }
+  }
   SECTION("a source scanned before its last change serves nothing") {
     auto src = CloneSources::OpenScanned(**store, d, snap::NowNs() - 10'000'000'000);
     CHECK(!CopyFrom(*src, "a/x", scanned["a/x"], t.str() + "/o9"));

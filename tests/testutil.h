@@ -19,9 +19,10 @@ namespace agentenv::test {
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/agentenv-test-XXXXXX";
+  TempDir() : TempDir(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") {}
+  // A new directory under `base`.
+  explicit TempDir(const std::string& base) {
+    std::string tmpl = base + "/agentenv-test-XXXXXX";
     char* p = mkdtemp(tmpl.data());
     if (!p) std::abort();
     path_ = p;
