@@ -129,6 +129,12 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
 
 }  // namespace
 
+Result<void> MetaDb::Sync() {
+  MDB_TRY(dir_, mdb_env_sync(env_, 1));
+  MDB_TRY(dir_, mdb_env_set_flags(env_, MDB_NOSYNC, 0));
+  return {};
+}
+
 StatFields StatFields::Of(const struct stat& st, uint64_t dev) {
   auto ns = [](const struct timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; };
   return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ns(st.st_mtim), ns(st.st_ctim),
@@ -146,7 +152,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 16));
   MDB_TRY(dir, mdb_env_set_mapsize(db->env_, kMapSize));
   MDB_TRY(dir, mdb_env_set_maxreaders(db->env_, 1022));
-  MDB_TRY(dir, mdb_env_open(db->env_, dir.c_str(), MDB_NOTLS, 0644));
+  MDB_TRY(dir, mdb_env_open(db->env_, dir.c_str(), MDB_NOTLS | (create ? MDB_NOSYNC : 0), 0644));
   int dead = 0;
   mdb_reader_check(db->env_, &dead);
   MDB_txn* txn = nullptr;

@@ -133,6 +133,7 @@ Result<std::unique_ptr<Repo>> Repo::CreateStaged(const std::string& root) {
 }
 
 Result<void> Repo::FinishInit() {
+  AE_TRY(meta_->Sync());  // committed without fsync until now (MetaDb::Open)
   std::string marker = layout::Initializing(root_);
   if (::unlink(marker.c_str()) != 0) return FailErrno(marker, errno);
   AE_TRY(SyncDir(root_));
