@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "snap/fsops.h"
@@ -65,10 +66,15 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
 
 void Restorer::HandToSink() {
   FinishSink();
-  sink_pending_ = std::async(std::launch::async, [sink = &opt_.stat_sink, batch = std::move(stats.stat_entries)]() mutable {
-    return (*sink)(std::move(batch));
-  });
+  // Shared, so that the batch is still here if no thread can be had.
+  auto batch = std::make_shared<std::vector<std::pair<std::string, StatEntry>>>(std::move(stats.stat_entries));
   stats.stat_entries.clear();
+  try {
+    sink_pending_ = std::async(std::launch::async, [sink = &opt_.stat_sink, batch] { return (*sink)(std::move(*batch)); });
+  } catch (const std::system_error&) {  // hand it over on this thread
+    Result<void> r = opt_.stat_sink(std::move(*batch));
+    if (!r && sink_error_) sink_error_ = std::move(r);
+  }
 }
 
 const Result<void>& Restorer::FinishSink() {
