@@ -269,23 +269,29 @@ TEST_CASE("store: PutFile from many threads in one batch") {
   CHECK(Fsck(*s).empty());
 }
 
+// Puts `count` random chunks of `size` bytes (seeds seed, seed+1, ...)
+// into `b` from 4 threads at once.
+void PutFromThreads(store::Batch& b, int count, size_t size, uint64_t seed) {
+  std::vector<std::thread> threads;
+  std::atomic<int> next{0}, errors{0};
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i; (i = next++) < count;) {
+        if (!b.Put(ObjectType::kChunk, RandomBytes(size, seed + uint64_t(i)))) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(errors == 0);
+}
+
 TEST_CASE("store: a small batch from many threads appends to one pack") {
   // Each pack a batch writes costs its commit an fsync: a snapshot of a
   // few changed files hashed by two walkers wrote two.
   TempDir t;
   auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
   auto b = *s->BeginBatch();
-  std::vector<std::thread> threads;
-  std::atomic<int> next{0}, errors{0};
-  for (int k = 0; k < 4; ++k) {
-    threads.emplace_back([&] {
-      for (int i; (i = next++) < 80;) {
-        if (!b->Put(ObjectType::kChunk, RandomBytes(50000, 5000 + i))) ++errors;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  REQUIRE(errors == 0);
+  PutFromThreads(*b, 80, 50000, 5000);
   CommitOk(*b);
   CHECK(store::ListPackFiles(s->dir())->size() == 1);
   CHECK(Fsck(*s).empty());
@@ -296,18 +302,8 @@ TEST_CASE("store: a parallel batch leaves at most one open pack per writer, late
   auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
   auto packs = [&] { return store::ListPackFiles(s->dir())->size(); };
   auto b = *s->BeginBatch();
-  std::vector<std::thread> threads;
-  std::atomic<int> next{0}, errors{0};
-  for (int k = 0; k < 4; ++k) {
-    threads.emplace_back([&] {
-      // 16 MB: past the first 8 MiB (one pack) appends go in parallel.
-      for (int i; (i = next++) < 400;) {
-        if (!b->Put(ObjectType::kChunk, RandomBytes(40000, 7000 + i))) ++errors;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  REQUIRE(errors == 0);
+  // 16 MB: past the first 8 MiB (one pack) appends go in parallel.
+  PutFromThreads(*b, 400, 40000, 7000);
   CommitOk(*b);
   size_t after_parallel = packs();
   CHECK(after_parallel >= 1);
