@@ -180,14 +180,16 @@ class OwnerAccess {
   mode_t mode_ = 0;
 };
 
-// Lookups in our own directory that denies us (e.g. 0000) work after
-// granting the owner rwx on the open fd until destruction.
+// Lookups in our own directory that denies us search (e.g. 0000) work
+// after granting the owner rwx on the open fd until destruction. Only
+// then: the chmod moves the directory's ctime, and a directory just
+// scanned (init --from) serves its files only while its ctime is older.
 class DirAccess {
  public:
   DirAccess(int fd, uid_t euid) {
     struct stat st;
     if (euid == 0 || ::fstat(fd, &st) != 0 || st.st_uid != euid ||
-        (st.st_mode & 0700) == 0700 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
+        (st.st_mode & 0100) != 0 || ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0)
       return;
     fd_ = fd;
     mode_ = st.st_mode & 07777;
