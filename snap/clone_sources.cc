@@ -168,6 +168,10 @@ std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir)
   return out;
 }
 
+bool CloneSources::MayServe(const std::string& dir) const {
+  return scanned_before_ns_ == 0 || ScannedDir(dir) != nullptr;
+}
+
 bool CloneSources::FromScanned(const std::string& rel, const Entry& e, int fd, bool copy) const {
   if (!copy && scanned_refused_.clone.load(std::memory_order_relaxed)) return false;
   size_t slash = rel.rfind('/');

@@ -64,6 +64,10 @@ class CloneSources {
   // or from a scanned directory. Cheaper than decompressing it from the
   // store. Thread-safe.
   bool CopyTo(const std::string& rel, const Entry& e, int fd) const;
+  // Whether files in directory `dir` can come from here at all: false for
+  // a scanned directory that changed since the scan, or one above it
+  // did. Thread-safe.
+  bool MayServe(const std::string& dir) const;
   // Hardlinks `name` in `dirfd` to the file at `rel` of the first lower
   // whose entry there equals `e` (content and metadata). False when none
   // does or linking failed (e.g. EMLINK: ext4's 65,000 links per inode).

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -267,7 +268,8 @@ Result<Repo::Scanned> Repo::ScanLive(const std::optional<std::vector<std::string
 Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 const std::optional<std::vector<std::string>>& paths,
                                 const std::vector<std::string>& entries,
-                                std::unique_ptr<store::Batch>* batch, uint64_t stat_dev, bool live) {
+                                std::unique_ptr<store::Batch>* batch, uint64_t stat_dev, bool live,
+                                const decltype(ScanContext::on_dir)& on_dir) {
   AE_ASSIGN(*batch, store_->BeginBatch());
   ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
   ctx.ignored_dir = ignored_dir_;
@@ -275,6 +277,7 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
   BeginPhase(progress_, "scanning");
   ctx.stat_dev = stat_dev;
   ctx.live = live;
+  ctx.on_dir = on_dir;
   if (live) {
     AE_ASSIGN(ctx.removals, store_->Removals());
   }
@@ -308,18 +311,45 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
   int64_t scanned_from = NowNs();
-  AE_ASSIGN(Scanned sc, ScanForeign(dir));
-  AE_TRY(CommitContent(sc));  // the restore below reads the trees
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
-  // What the scan just read is still there: files unchanged since are
-  // copied (or cloned) from it rather than decompressed from the store.
+  // What the scan reads stays there: files unchanged since are copied (or
+  // cloned) from it rather than decompressed from the store.
   ro.sources = CloneSources::OpenScanned(*store_, dir, scanned_from);
   ro.fresh = true;  // a new repository's empty live tree; a failed init removes it
+  // The scan is CPU-bound (hashing, compressing), writing the live tree
+  // waits on the filesystem: each directory is written as soon as the scan
+  // has its tree, and the restore below does only the rest (the root,
+  // directories with hardlinks and those above them). Its stat cache
+  // entries are committed before the content is (a crash before
+  // FinishInit discards the whole repository), but for those naming a
+  // manifest: counted before it can be read, its chunks would wait
+  // uncounted, so they go with the node.
+  RestoreOptions eo = ro;
+  std::vector<std::pair<std::string, StatEntry>> held;  // the sink's calls never overlap; read after Finish
+  eo.stat_sink = [&held, &sink = ro.stat_sink](std::vector<std::pair<std::string, StatEntry>>&& entries) {
+    auto manifests = std::stable_partition(entries.begin(), entries.end(), [](const auto& e) {
+      return e.second.ref.type != store::ObjectType::kManifest;
+    });
+    held.insert(held.end(), std::make_move_iterator(manifests), std::make_move_iterator(entries.end()));
+    entries.erase(manifests, entries.end());
+    return sink(std::move(entries));
+  };
+  EarlyWriter early(*store_, work.get(), eo);
+  AE_ASSIGN(Scanned sc, ScanForeign(dir, &early));
+  AE_TRY(CommitContent(sc));  // the restore below reads the trees
+  RestoreStats es;
+  AE_ASSIGN(WrittenDirs written, early.Finish(&es));
+  es.stat_entries.insert(es.stat_entries.end(), std::make_move_iterator(held.begin()),
+                         std::make_move_iterator(held.end()));
+  ro.written = &written;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
   // The live tree now holds exactly these files: cache them as written.
-  sc.out.stat_updates = std::move(rs.stat_entries);
+  sc.out.stat_updates = std::move(es.stat_entries);
+  sc.out.stat_updates.insert(sc.out.stat_updates.end(), std::make_move_iterator(rs.stat_entries.begin()),
+                             std::make_move_iterator(rs.stat_entries.end()));
+  rs.warnings.insert(rs.warnings.begin(), es.warnings.begin(), es.warnings.end());
   SnapOptions opt;
   opt.message = message;
   opt.allow_empty = true;
@@ -335,12 +365,15 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   return res;
 }
 
-Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir) {
+Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir, EarlyWriter* early) {
   UniqueFd src(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!src) return FailErrno(dir, errno);
   Scanned sc;
   AE_TRY(LoadHead(sc));
-  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch, 0, /*live=*/false));
+  decltype(ScanContext::on_dir) on_dir;
+  if (early)
+    on_dir = [early](const std::string& rel, const Entry& e, Tree&& t) { early->Add(rel, e, std::move(t)); };
+  AE_ASSIGN(sc.out, ScanFd(src.get(), std::nullopt, std::nullopt, {}, &sc.batch, 0, /*live=*/false, on_dir));
   return sc;
 }
 

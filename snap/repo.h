@@ -372,17 +372,19 @@ class Repo {
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,
                            const std::vector<std::string>& entries = {});
   // Scans directory `fd` (fully, or along paths from `base`) into a new
-  // batch, left open in *batch. `live`: as ScanContext::live.
+  // batch, left open in *batch. `live`, `on_dir`: as in ScanContext.
   Result<ScanOutput> ScanFd(int fd, const std::optional<Node>& base,
                             const std::optional<std::vector<std::string>>& paths,
                             const std::vector<std::string>& entries, std::unique_ptr<store::Batch>* batch,
-                            uint64_t stat_dev = 0, bool live = true);
+                            uint64_t stat_dev = 0, bool live = true,
+                            const decltype(ScanContext::on_dir)& on_dir = {});
   // Commits the scan's batch, if still open.
   Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.
   Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
-  // With the lock held: scans a directory other than the live tree.
-  Result<Scanned> ScanForeign(const std::string& dir);
+  // With the lock held: scans a directory other than the live tree
+  // (`early`: handed each directory as ScanContext::on_dir).
+  Result<Scanned> ScanForeign(const std::string& dir, EarlyWriter* early = nullptr);
   // With the lock held: scans an overlay's upper directory over `base`.
   Result<Scanned> ScanOverlay(const std::string& upper, const store::ObjectId& base);
   // Held while a writer runs: the in-process mutex, plus the file lock

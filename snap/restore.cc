@@ -100,7 +100,15 @@ Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::strin
   switch (e.kind) {
     case Kind::kFile: return WriteFile(dir, e, rel);
     case Kind::kDir: {
-      if (::mkdirat(fd, e.name.c_str(), 0700) != 0) return FailErrno(rel, errno);
+      if (opt_.written) {  // an EarlyWriter was here first
+        auto whole = opt_.written->whole.find(rel);
+        if (whole != opt_.written->whole.end() && whole->second == e.id) {
+          --stats.created;
+          return {};
+        }
+      }
+      if ((!opt_.written || !opt_.written->made.count(rel)) && ::mkdirat(fd, e.name.c_str(), 0700) != 0)
+        return FailErrno(rel, errno);
       AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, e.name, rel));
       AE_TRY(ApplyDir(std::make_shared<const UniqueFd>(std::move(sub)), rel, std::nullopt, e.id));
       return DirDone(dir, e, rel);
@@ -130,8 +138,11 @@ Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::strin
 }
 
 Result<void> Restorer::RemoveContents(int fd, const std::string& rel) {
-  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return FailErrno(rel, errno);
+  // Opened anew, not dup'ed: a btrfs directory fd lists only the entries
+  // that existed when it was opened (the kernel caches the last index),
+  // and `fd` may be older than what is in it now.
+  int dup = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return FailErrno(rel.empty() ? "." : rel, errno);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(dup), ::closedir);
   if (!dir) {
     ::close(dup);
@@ -174,13 +185,28 @@ Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional
 
 Result<void> Restorer::ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
                                 const store::ObjectId& to) {
-  int fd = dir->get();
-  Tree a;
+  Tree a, b;
   if (from) {
     if (*from == to) return {};
     AE_ASSIGN(a, LoadTree(s_, *from));
   }
-  AE_ASSIGN(Tree b, LoadTree(s_, to));
+  // The empty tree needs no read (a directory an EarlyWriter writes holds
+  // empty ones, and the store's batch is not readable yet).
+  if (to != EmptyTreeId()) {
+    AE_ASSIGN(b, LoadTree(s_, to));
+  }
+  return ApplyEntries(dir, rel, a, b);
+}
+
+Result<void> Restorer::WriteDir(const DirFd& parent, const DirFd& dir, const std::string& rel, const Entry& e,
+                                const Tree& t) {
+  ++stats.created;
+  AE_TRY(ApplyEntries(dir, rel, {}, t));
+  return DirDone(parent, e, rel);
+}
+
+Result<void> Restorer::ApplyEntries(const DirFd& dir, const std::string& rel, const Tree& a, const Tree& b) {
+  int fd = dir->get();
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {
     if (j == b.size() || (i < a.size() && a[i].name < b[j].name)) {

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -22,6 +24,22 @@
 #include "store/store.h"
 
 namespace agentenv::snap {
+
+// Directories of a fresh target written ahead of the restore that
+// completes it (EarlyWriter), by tree-relative path.
+struct WrittenDirs {
+  // Written with all their contents and their own metadata: a restore into
+  // the target skips a directory listed here with the tree id it would
+  // write.
+  std::map<std::string, store::ObjectId> whole;
+  // Made empty (mode 0700, nothing but subdirectories in them) to hold
+  // whole ones: a restore enters them instead of making them.
+  std::set<std::string> made;
+  // Rootless: how many of the paths written keep the restoring user as
+  // owner, and the first (the final restore reports them with its own).
+  uint64_t unowned = 0;
+  std::string first_unowned;
+};
 
 struct RestoreOptions {
   bool reflink = false;     // try FICLONERANGE from the store's packs first
@@ -38,6 +56,10 @@ struct RestoreOptions {
   // identical too (only for a read-only tree being built).
   std::shared_ptr<const CloneSources> sources;
   bool link_sources = false;
+  // Content comes from `sources` only, never from the store, which may
+  // not hold it yet (EarlyWriter): a file no source holds any more (it
+  // changed since it was scanned) fails with kNotFound.
+  bool sources_only = false;
   // The target is a directory this operation made empty and nothing else
   // writes until the restore returns (init's live tree, a lower being
   // built): files are created at their final names instead of a temp name
@@ -45,6 +67,8 @@ struct RestoreOptions {
   // btrfs). A failed restore then leaves partial files: the caller removes
   // the whole target.
   bool fresh = false;
+  // With `fresh`: what an EarlyWriter has written into the target already.
+  const WrittenDirs* written = nullptr;
   // Nonzero: the device number stat cache entries record instead of the
   // files' st_dev (Repo::LiveStatDev).
   uint64_t stat_dev = 0;
@@ -70,6 +94,44 @@ struct RestoreStats {
   // the restore's start are left out (a write in the same clock tick could
   // go unseen). With a stat_sink, only those not yet handed to it.
   std::vector<std::pair<std::string, StatEntry>> stat_entries;
+};
+
+// Writes a fresh target (RestoreOptions::fresh) while its tree is still
+// being made: a scan hands over each directory as soon as its tree is
+// known (ScanContext::on_dir: children before their parent), and a thread
+// of its own writes it, contents, subdirectories' metadata and all, while
+// the scan goes on with the rest. File content comes only from
+// opt.sources (the store's batch is not readable yet); a directory waits
+// for the final RestoreTree (given Finish's WrittenDirs) when one of its
+// subdirectories was not written whole, and so do its ancestors. The
+// first failure stops the early writing: Finish then empties the target
+// and the final restore writes it all, as it would have without this.
+// The target must be empty and written by nothing else until Finish.
+class EarlyWriter {
+ public:
+  // Starts the writing thread. `opt` is copied; its progress is not used
+  // (the final restore reports the writing).
+  EarlyWriter(const store::Store& s, int root_fd, const RestoreOptions& opt);
+  // Stops and joins the thread if Finish was not called.
+  ~EarlyWriter();
+  EarlyWriter(const EarlyWriter&) = delete;
+  EarlyWriter& operator=(const EarlyWriter&) = delete;
+
+  // Queues directory `rel` (not the root), whose entry in its parent is
+  // `entry` (with its tree id) and whose entries are `tree`. Thread-safe;
+  // returns at once. Past a bounded number of queued entries the
+  // directory is left to the final restore (memory stays bounded).
+  void Add(const std::string& rel, const Entry& entry, Tree tree);
+  // Writes what is queued, stops, and returns what was written, with the
+  // counts and warnings of the writing in *stats (its stat cache entries
+  // went to opt.stat_sink, but for the last ones, in stats->stat_entries).
+  // Errors: only emptying the target after a failure; the failure itself
+  // is not an error (the final restore writes everything).
+  Result<WrittenDirs> Finish(RestoreStats* stats);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Changes the tree at `root_fd`, which currently matches tree `from`, into

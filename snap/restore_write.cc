@@ -105,8 +105,9 @@ Result<void> Restorer::WriteFile(const DirFd& dir, const Entry& e, const std::st
   // Single-chunk files are written from memory in the batch; large files
   // stream from the store, reflinked files are cloned, and a file with a
   // zero block goes through WriteFileTo, which leaves a hole there.
-  q->stream = opt_.reflink || opt_.sources || e.content != store::ObjectType::kChunk;
-  if (!q->stream) {
+  // An empty file is made as it is: no content to look for.
+  q->stream = e.size > 0 && (opt_.reflink || opt_.sources || e.content != store::ObjectType::kChunk);
+  if (!q->stream && e.size > 0) {
     AE_ASSIGN(q->file.data, s_.Get(e.id));
     q->stream = HasZeroBlock(q->file.data);
     if (q->stream) q->file.data.clear();
@@ -162,12 +163,13 @@ Result<Restorer::How> Restorer::Stream(Queued& q) {
   // writes it.
   int fd = q.file.fd.get();
   if (opt_.reflink && opt_.sources && opt_.sources->CloneTo(q.file.rel, q.entry, fd)) return How::kCloned;
-  if (opt_.reflink) {
+  if (opt_.reflink && !opt_.sources_only) {
     auto c = s_.CloneFileTo(q.entry.file(), fd);
     if (!c) return Wrap(q.file.rel, c.error());
     if (*c) return How::kCloned;
   }
   if (opt_.sources && opt_.sources->CopyTo(q.file.rel, q.entry, fd)) return How::kCopied;
+  if (opt_.sources_only) return Fail(ErrorCode::kNotFound, q.file.rel + ": no source holds its content");
   if (Result<void> w = s_.WriteFileTo(q.entry.file(), fd); !w) return Wrap(q.file.rel, w.error());
   return How::kWritten;
 }

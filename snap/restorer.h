@@ -32,13 +32,37 @@ constexpr size_t kMaxQueuedDirs = 48;
 
 class Restorer {
  public:
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {}
+  // Owners an EarlyWriter could not restore are counted in with ours.
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {
+    if (opt.written) {
+      unowned_ = opt.written->unowned;
+      first_unowned_ = opt.written->first_unowned;
+    }
+  }
+
+  // A directory fd shared by the files queued in it, and by the metadata
+  // of its subdirectories waiting for the next Flush.
+  using DirFd = std::shared_ptr<const UniqueFd>;
 
   // Makes directory `fd` (now matching `from`, or empty) match `to`.
   Result<void> Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,
                      const store::ObjectId& to);
   Result<void> Link(int root_fd, const store::ObjectId& to_tree, const Meta& to_root,
                     const std::pair<std::string, std::string>& link);
+
+  // Writes the entries of the new, empty directory `dir` (`rel`, entry `e`
+  // in `parent`) from `t` and then its metadata, like Create without
+  // reading a tree from the store: the files stay queued until a Flush.
+  Result<void> WriteDir(const DirFd& parent, const DirFd& dir, const std::string& rel, const Entry& e,
+                        const Tree& t);
+  // Writes every queued file (create temp names, content, metadata,
+  // rename), then sets the pending directories' metadata.
+  Result<void> Flush();
+  // Removes everything in directory `fd`.
+  Result<void> RemoveContents(int fd, const std::string& rel);
+  // Rootless: paths that kept the restoring user as owner, and the first.
+  uint64_t unowned() const { return unowned_; }
+  const std::string& first_unowned() const { return first_unowned_; }
 
   // Sets the root directory's metadata.
   Result<void> SetRootMeta(int root_fd, const Meta& m);
@@ -51,14 +75,13 @@ class Restorer {
   RestoreStats stats;
 
  private:
-  // A directory fd shared by the files queued in it, and by the metadata
-  // of its subdirectories waiting for the next Flush.
-  using DirFd = std::shared_ptr<const UniqueFd>;
   // Makes directory `dir` match `to` like Apply, but leaves its files
   // queued and its subdirectories' metadata pending: files from many small
   // directories then go to the workers in one Flush.
   Result<void> ApplyDir(const DirFd& dir, const std::string& rel, const std::optional<store::ObjectId>& from,
                         const store::ObjectId& to);
+  // The same with both trees read.
+  Result<void> ApplyEntries(const DirFd& dir, const std::string& rel, const Tree& a, const Tree& b);
   // Sets the metadata of directory entry `e` of `parent` once the files
   // queued so far are written (creating them moves its mtime).
   Result<void> DirDone(const DirFd& parent, const Entry& e, const std::string& rel);
@@ -66,9 +89,6 @@ class Restorer {
   // Queues regular file `e` to be written into `fd` (kept open until the
   // next Flush, which the end of every Apply does).
   Result<void> WriteFile(const DirFd& dir, const Entry& e, const std::string& rel);
-  // Writes every queued file (create temp names, content, metadata,
-  // rename), then sets the pending directories' metadata.
-  Result<void> Flush();
   struct Queued;
   enum class How : uint8_t { kWritten, kCloned, kCopied };
   // Flush's two ways: each file start to end on a worker (plain
@@ -83,7 +103,6 @@ class Restorer {
   // Sets the metadata of q's temp file. Thread-safe.
   Result<void> FinishTemp(Queued& q, bool* clean);
   Result<void> Remove(int fd, const std::string& name, bool is_dir, const std::string& rel);
-  Result<void> RemoveContents(int fd, const std::string& rel);
   // Thread-safe (stats and the owner tally under meta_mu_); *warned is set
   // when it added a warning.
   Result<void> SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned = nullptr);

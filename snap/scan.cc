@@ -382,6 +382,7 @@ Result<void> Scanner::Done(ScanDir* d) {
       AE_ASSIGN(d->id, StoreDir(*d));
       // Each subdirectory writes only its own entry of the parent.
       if (d->parent) d->parent->entries[d->index].id = *d->id;
+      if (d->parent && ctx_.on_dir) ctx_.on_dir(d->rel, d->parent->entries[d->index], std::move(d->entries));
       // Stored: nothing reads this directory's entries again, so memory
       // follows the walk's frontier, not the tree. (A deferred directory
       // keeps them: FixHardlinks and PutTrees need them, and so do its

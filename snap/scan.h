@@ -75,6 +75,13 @@ struct ScanContext {
   // a directory whose tree comes out as its hint is not looked up in the
   // store again.
   std::optional<uint64_t> removals;
+  // ScanTree only, optional: called with each directory below the root
+  // as soon as its tree is stored (not for one that waits for hardlinks,
+  // nor for its ancestors): its path, its entry in its parent (tree id
+  // set) and its entries, which the scan has no more use for. Called from
+  // the walk's workers, a directory's subdirectories before it; must be
+  // quick (EarlyWriter::Add).
+  std::function<void(const std::string& rel, const Entry& entry, Tree&& entries)> on_dir;
 };
 
 struct ScanOutput {
