@@ -49,7 +49,7 @@ struct EarlyWriter::Impl {
   };
   // Entries queued at most (~150 bytes each): a scan far ahead of the
   // writing leaves the rest to the final restore.
-  static constexpr size_t kMaxQueuedEntries = 65536;
+  static constexpr size_t kMaxQueuedEntries = 16384;
 
   void Run();
   // Writes `d` if every subdirectory in it was written whole.
