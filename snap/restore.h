@@ -112,7 +112,8 @@ class EarlyWriter {
   // Starts the writing thread. `opt` is copied; its progress is not used
   // (the final restore reports the writing).
   EarlyWriter(const store::Store& s, int root_fd, const RestoreOptions& opt);
-  // Stops and joins the thread if Finish was not called.
+  // Without Finish (the scan failed): drops what is queued, stops and
+  // joins the thread; the caller removes the target.
   ~EarlyWriter();
   EarlyWriter(const EarlyWriter&) = delete;
   EarlyWriter& operator=(const EarlyWriter&) = delete;

@@ -144,6 +144,7 @@ EarlyWriter::~EarlyWriter() {
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
+    impl_->queue.clear();  // not finished: what it would write is removed anyway
   }
   impl_->cv.notify_all();
   if (impl_->thread.joinable()) impl_->thread.join();
