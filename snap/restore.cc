@@ -95,18 +95,15 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel, b
 }
 
 Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::string& rel) {
+  if (e.kind == Kind::kDir && opt_.written) {  // an EarlyWriter may have been here first
+    auto whole = opt_.written->whole.find(rel);
+    if (whole != opt_.written->whole.end() && whole->second == e.id) return {};
+  }
   ++stats.created;
   int fd = dir->get();
   switch (e.kind) {
     case Kind::kFile: return WriteFile(dir, e, rel);
     case Kind::kDir: {
-      if (opt_.written) {  // an EarlyWriter was here first
-        auto whole = opt_.written->whole.find(rel);
-        if (whole != opt_.written->whole.end() && whole->second == e.id) {
-          --stats.created;
-          return {};
-        }
-      }
       if ((!opt_.written || !opt_.written->made.count(rel)) && ::mkdirat(fd, e.name.c_str(), 0700) != 0)
         return FailErrno(rel, errno);
       AE_ASSIGN(UniqueFd sub, OpenDirAt(fd, e.name, rel));
