@@ -1,6 +1,8 @@
 // Reference counting of stored objects (see refcount.h).
 #include "snap/refcount.h"
 
+#include <algorithm>
+
 #include "store/manifest.h"
 
 namespace agentenv::snap {
@@ -133,11 +135,13 @@ Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, Tree
 }
 
 Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,
-                          MetaDb::Txn::Counts table) {
+                          MetaDb::Txn::Counts table, const std::vector<store::ObjectId>& except) {
   AE_TRY(txn.ClearCounts(table));
   RefCounter rc(store, txn, true, table);
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta.AllNodes());
-  for (const NodeRecord& r : nodes) AE_TRY(rc.AddNode(r.id, r.tree));
+  for (const NodeRecord& r : nodes) {
+    if (std::find(except.begin(), except.end(), r.id) == except.end()) AE_TRY(rc.AddNode(r.id, r.tree));
+  }
   nodes = {};
   AE_TRY(txn.ForEachStat([&](const StatEntry& e) { return rc.AddContent(e.ref); }));
   if (table == MetaDb::Txn::Counts::kLive) {

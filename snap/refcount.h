@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "snap/diff.h"
@@ -115,13 +116,13 @@ inline constexpr uint64_t kDeferredNodesMax = 64;
 Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, TreeLoader load = {});
 
 // Builds a count table from scratch inside `txn`: clears it, then adds every
-// node record and stat cache entry. For kLive it then puts every stored
+// node record (but those whose ids are in `except`) and stat cache entry. For kLive it then puts every stored
 // object without a reference in the garbage table (objects of snapshots
 // that crashed before their node was committed, or of a repository older
 // than the table) and sets the counted flag. Cost: every unique tree and
 // manifest read once and one pass over the store index; memory bounded
 // (counts stay in LMDB). Callers hold the repository lock for kLive.
 Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,
-                          MetaDb::Txn::Counts table);
+                          MetaDb::Txn::Counts table, const std::vector<store::ObjectId>& except = {});
 
 }  // namespace agentenv::snap

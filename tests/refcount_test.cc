@@ -543,6 +543,40 @@ TEST_CASE("refcount: fsck finds a wrong count and repair recounts", "[refcount][
   CheckExactCounts(*repo);
 }
 
+TEST_CASE("refcount: fsck finds a wrong count while snapshots' references wait deferred", "[refcount][fsck]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  std::string w = repo->work_dir();
+  Write(w + "/d/f", "x");
+  Write(w + "/e/g", "y");
+  ObjectId n1 = SnapAt(*repo, snap::NowNs());
+  REQUIRE(repo->CountDeferred());
+  ObjectId d = TreeEntryId(*repo, repo->Record(n1)->tree, "d");
+  // n2 shares d/ with n1; its references wait in the deferred table, so
+  // the live count of d/ is 1 and a count with them applied would be 2.
+  Write(w + "/e/g", "z");
+  SnapAt(*repo, snap::NowNs());
+  REQUIRE(DeferredNodes(*repo) == 1);
+  CHECK(HistoryErrors(*repo) == 0);
+  {
+    auto txn = *repo->meta().Begin();
+    REQUIRE(txn->AdjustRef(snap::MetaDb::Txn::Counts::kLive, d, +1));
+    REQUIRE(txn->Commit());
+  }
+  std::vector<std::string> kinds;
+  CHECK(HistoryErrors(*repo, &kinds) == 1);
+  CHECK(kinds == std::vector<std::string>{"refcount"});
+  CHECK(DeferredNodes(*repo) == 1);  // fsck changed nothing
+  CHECK(*repo->meta().RefCount(d) == 2);
+  auto rep = repo->RepairHistory();
+  REQUIRE(rep);
+  CHECK(rep->counts_fixed == 1);
+  CHECK(HistoryErrors(*repo) == 0);
+  CHECK(DeferredNodes(*repo) == 0);  // the rebuilt counts hold every node
+  CHECK(*repo->meta().RefCount(d) == 2);
+  CheckExactCounts(*repo);
+}
+
 TEST_CASE("refcount: a lost tree stored again by a scan gets its children counted", "[refcount][fsck]") {
   TempDir t;
   auto repo = *Repo::Create(t.str() + "/r");
