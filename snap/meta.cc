@@ -168,7 +168,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   // Tables added after the first format: created in older indexes too.
   for (auto [name, dbi] : {std::pair{"refcount", &db->refcount_}, {"garbage", &db->garbage_},
                            {"recount", &db->recount_}, {"entries", &db->entries_},
-                           {"deferred", &db->deferred_}}) {
+                           {"deferred", &db->deferred_}, {"garbage_log", &db->garbage_log_}}) {
     if (rc == 0) rc = mdb_dbi_open(txn, name, MDB_CREATE, dbi);
   }
   if (rc == 0) rc = mdb_txn_commit(txn);

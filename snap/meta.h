@@ -6,7 +6,9 @@
 // reading unchanged files), entries (path -> EntryStat, the same for the
 // xattrs of directories and special files and the targets of symlinks),
 // refcount (object id -> references, absent = 0),
-// garbage (ids whose count reached 0: gc's candidates) and recount (scratch
+// garbage (ids whose count reached 0: gc's candidates; rows of older
+// repositories, keyed by id), garbage_log (the same, keyed by an appended
+// sequence number: see PutGarbage) and recount (scratch
 // for fsck's comparison, empty outside its aborted transaction). Node
 // objects in the store are the truth; this index makes log/head/branches
 // O(answer) and holds the mutable graph. Counting rules: snap/refcount.h.
@@ -149,8 +151,17 @@ class MetaDb {
   };
   Result<std::unique_ptr<StatReader>> ReadStats() const;
 
-  // Up to `limit` ids of the garbage table, in id order (gc's candidates).
-  Result<std::vector<store::ObjectId>> Garbage(size_t limit) const;
+  // A row of the garbage tables: gc's candidate `id`, and where the row is
+  // (a sequence number in garbage_log, or, when !logged, the id's own row
+  // in garbage). An id may have several rows.
+  struct GarbageRow {
+    store::ObjectId id;
+    bool logged = true;
+    uint64_t seq = 0;
+  };
+  // Up to `limit` rows: garbage's (in id order) first, then garbage_log's
+  // (oldest first).
+  Result<std::vector<GarbageRow>> Garbage(size_t limit) const;
   // References of `id` (0 when it has no row).
   Result<uint64_t> RefCount(const store::ObjectId& id) const;
   // Rows of the refcount table (objects with at least one reference).
@@ -242,8 +253,10 @@ class MetaDb {
     Result<void> ForEachDeferred(
         const std::function<Result<void>(const store::ObjectId& node, const store::ObjectId& tree)>& fn);
     Result<void> ClearDeferred();
+    // Appends a garbage_log row naming `id`.
     Result<void> PutGarbage(const store::ObjectId& id);
-    Result<void> DeleteGarbage(const store::ObjectId& id);
+    // Removes a row Garbage returned (absent: nothing to do).
+    Result<void> DeleteGarbage(const GarbageRow& row);
     Result<void> Commit();
 
    private:
@@ -257,6 +270,7 @@ class MetaDb {
     Result<void> DeletePath(MDB_dbi dbi, std::string_view path);
     const MetaDb* db_ = nullptr;
     MDB_txn* txn_ = nullptr;
+    std::optional<uint64_t> garbage_next_;  // garbage_log's next sequence number, once read
   };
   Result<std::unique_ptr<Txn>> Begin();
 
@@ -265,7 +279,7 @@ class MetaDb {
   std::string dir_;
   MDB_env* env_ = nullptr;
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, entries_ = 0, info_ = 0;
-  MDB_dbi refcount_ = 0, garbage_ = 0, recount_ = 0, deferred_ = 0;
+  MDB_dbi refcount_ = 0, garbage_ = 0, garbage_log_ = 0, recount_ = 0, deferred_ = 0;
   // Ticked once per entry read or written by the bulk paths (stat cache,
   // count tables). The map never moves: its size is fixed at Open.
   std::unique_ptr<store::MapTrimmer> trim_;

@@ -36,6 +36,13 @@ inline void BigEndian(uint64_t v, uint8_t out[8]) {
   for (int i = 7; i >= 0; --i, v >>= 8) out[i] = uint8_t(v);
 }
 
+inline uint64_t FromBigEndian(const MDB_val& v) {
+  uint64_t n = 0;
+  const auto* b = static_cast<const uint8_t*>(v.mv_data);
+  for (size_t i = 0; i < v.mv_size && i < 8; ++i) n = n << 8 | b[i];
+  return n;
+}
+
 // A read transaction closed on scope exit.
 struct ReadTxn {
   MDB_txn* txn = nullptr;

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "snap/diff.h"
 #include "snap/refcount.h"
@@ -130,10 +131,13 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
     constexpr size_t kPage = 65536;
     BeginPhase(progress_, "dropping");
     for (;;) {
-      AE_ASSIGN(std::vector<store::ObjectId> ids, meta_->Garbage(kPage));
-      if (ids.empty()) break;
+      AE_ASSIGN(std::vector<MetaDb::GarbageRow> rows, meta_->Garbage(kPage));
+      if (rows.empty()) break;
+      std::unordered_set<store::ObjectId, store::ObjectIdHash> seen;  // an id may have several rows
       AE_ASSIGN(auto batch, store_->BeginBatch());
-      for (const store::ObjectId& id : ids) {
+      for (const MetaDb::GarbageRow& row : rows) {
+        const store::ObjectId& id = row.id;
+        if (!seen.insert(id).second) continue;
         // Referenced again since it reached 0 (a later snapshot), or the
         // empty tree, which diffs of root nodes read: kept.
         AE_ASSIGN(uint64_t n, meta_->RefCount(id));
@@ -148,7 +152,7 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
       }
       AE_TRY(batch->Commit());
       AE_ASSIGN(auto txn, meta_->Begin());
-      for (const store::ObjectId& id : ids) AE_TRY(txn->DeleteGarbage(id));
+      for (const MetaDb::GarbageRow& row : rows) AE_TRY(txn->DeleteGarbage(row));
       AE_TRY(txn->Commit());
     }
     AE_ASSIGN(res.live_objects, meta_->CountedObjects());
