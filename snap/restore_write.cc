@@ -61,7 +61,8 @@ void Restorer::SeedStat(const Entry& e, const std::string& rel, const struct sta
   // The cache holds xattrs as on disk: with the owner SetMeta recorded.
   if (st.st_uid != e.meta.uid || st.st_gid != e.meta.gid) PutOwnerXattr(&se.xattrs, e.meta.uid, e.meta.gid);
   stats.stat_entries.emplace_back(rel, std::move(se));
-  if (opt_.stat_sink && stats.stat_entries.size() >= kStatBatch) HandToSink();
+  const size_t n = stats.stat_entries.size();
+  if (opt_.stat_sink && (n >= kStatBatchMax || (n >= kStatBatch && !SinkBusy()))) HandToSink();
 }
 
 void Restorer::HandToSink() {
