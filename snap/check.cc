@@ -178,9 +178,10 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
   // Everything history reaches, once: a recount into the scratch table
   // (in a write transaction that keeps history still and is aborted, so
   // nothing changes; counts live in LMDB, not in memory), compared with the
-  // live counts on the way, then one sorted sweep of it against the store. When all of it is there, no node can
-  // miss anything; only then is each node walked on its own (to name what
-  // it misses and where), which costs an index lookup per file.
+  // live counts on the way, then one sorted sweep of it against the store.
+  // When all of it is there, no node can miss anything; only then is each
+  // node walked on its own (to name what it misses and where), which costs
+  // an index lookup per file.
   AE_ASSIGN(auto txn, meta_->Begin());
   std::vector<std::string> count_findings;  // reported only when history is whole
   Result<uint64_t> differ = CompareWithRecount(*store_, *meta_, *txn, [&](const store::ObjectId& id, uint64_t live,
@@ -234,8 +235,11 @@ Result<HistoryRepair> Repo::RepairHistory() {
   for (const NodeRecord& r : nodes) known.insert(r.id);
   AE_ASSIGN(auto txn, meta_->Begin());
   // Counts that differ from a recount, before anything here changes them.
-  AE_ASSIGN(res.counts_fixed, CompareWithRecount(*store_, *meta_, *txn, {}));
-  AE_TRY(txn->ClearCounts(MetaDb::Txn::Counts::kRecount));
+  AE_ASSIGN(bool counted, txn->Counted());
+  if (counted) {  // else there is nothing to compare
+    AE_ASSIGN(res.counts_fixed, CompareWithRecount(*store_, *meta_, *txn, {}));
+    AE_TRY(txn->ClearCounts(MetaDb::Txn::Counts::kRecount));
+  }
   for (const NodeRecord& old : nodes) {
     AE_ASSIGN(Damage d, walker.Node(old));
     NodeRecord r = old;
