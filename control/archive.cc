@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -18,20 +19,25 @@ namespace agentenv::control {
 namespace {
 
 Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, Progress* progress) {
+  std::error_code ec;
+  const bool made_root = !std::filesystem::exists(root, ec);
   AE_ASSIGN(auto repo, snap::Repo::CreateStaged(root));
   repo->set_progress(progress);
-  // Leave nothing half-made behind: the repository is new.
+  // Leave nothing half-made behind: the repository is new, and so is its
+  // root directory when it did not exist (removed only if left empty).
   struct Undo {
     const std::string& root;
     std::unique_ptr<snap::Repo>* repo;
+    bool made_root;
     bool armed = true;
     ~Undo() {
       if (!armed) return;
       repo->reset();
       std::error_code ec;
       for (const char* d : snap::layout::kCreated) std::filesystem::remove_all(root + d, ec);
+      if (made_root) ::rmdir(root.c_str());
     }
-  } undo{root, &repo};
+  } undo{root, &repo, made_root};
   AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(root));
   repo->set_ignored(ignored);
   InitReply rep;

@@ -92,6 +92,22 @@ TEST_CASE("cli: init refuses an initialized repository and changes nothing", "[c
   CHECK(AgentenvJson(root, {"log"})["nodes"].size() == 1);
 }
 
+TEST_CASE("cli: init from a source that does not exist fails and leaves no repository root", "[cli]") {
+  TempDir tmp;
+  fs::path root = tmp / "repo";
+  CmdResult r = Agentenv(root, {"init", "--from", (tmp / "missing").string()});
+  INFO(r.Describe());
+  CHECK(r.code != 0);
+  CHECK(r.err.find((tmp / "missing").string()) != std::string::npos);
+  CHECK_FALSE(fs::exists(root));
+  // An existing root directory stays, with what was in it.
+  fs::create_directories(root);
+  WriteFile(root / "keep.txt", "k");
+  CHECK(Agentenv(root, {"init", "--from", (tmp / "missing").string()}).code != 0);
+  CHECK(fs::exists(root / "keep.txt"));
+  for (const auto& e : fs::directory_iterator(root)) CHECK(e.path().filename() == "keep.txt");
+}
+
 TEST_CASE("cli: init --tarball unpacks tar.gz and tar.zst made by GNU tar", "[cli]") {
   TempDir tmp;
   MakeSource(tmp / "src");
