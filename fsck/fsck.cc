@@ -78,7 +78,7 @@ struct Indexed {
 class Checker {
  public:
   Checker(const store::Store& s, const FsckOptions& o, const FsckCallbacks& cb)
-      : s_(s), opts_(o), cb_(cb), in_flight_(uint64_t{16} << 20) {}
+      : s_(s), opts_(o), cb_(cb), in_flight_(kInFlightBytes) {}
   Result<FsckReport> Run();
 
  private:
@@ -126,6 +126,11 @@ class Checker {
   std::set<ObjectId> bad_;       // indexed objects whose record is wrong
   std::set<ObjectId> missing_;   // indexed objects with no record
   std::vector<ManifestAt> manifests_;
+  // Payload bytes handed to the workers and not yet hashed. A pack's pages
+  // further behind the scan than that (plus the group being filled and a
+  // margin) are done with: ScanPackMapping unmaps them.
+  static constexpr uint64_t kInFlightBytes = uint64_t{16} << 20;
+  static constexpr uint64_t kKeepBehind = kInFlightBytes + (uint64_t{8} << 20);
   InFlight in_flight_;
   std::unique_ptr<store::WorkerPool> pool_;
 };
@@ -253,7 +258,7 @@ Result<void> Checker::ScanOne(const store::PackInfo& p, std::span<const Indexed>
     auto m = store::PackMapping::Map(fd.get(), std::min<uint64_t>(uint64_t(st.st_size), p.committed));
     if (!m) return Wrap(path, m.error());
     map = *m;
-    r = store::ScanPackMapping(*map, p.committed, on_record, on_damage);
+    r = store::ScanPackMapping(*map, p.committed, kKeepBehind, on_record, on_damage);
     flush();
     map.reset();  // the verify tasks hold it as long as they need it
   } else {

@@ -136,8 +136,12 @@ class PackMapping {
 // Like ScanPack with payloads, over a mapping of the pack's committed
 // range; payload spans point into `m` and stay valid as long as it does.
 // `limit` is the committed length: a mapping shorter than it (the file is
-// short) is reported to on_damage. Errors: the first error of a callback.
-Result<void> ScanPackMapping(const PackMapping& m, uint64_t limit,
+// short) is reported to on_damage. Pages more than `keep_behind` bytes
+// behind the scan are unmapped from this process (page cache keeps them;
+// a later read of a payload span there faults them back in), so the
+// process's RSS holds about keep_behind + 8 MiB of the pack, not all of it.
+// Errors: the first error of a callback.
+Result<void> ScanPackMapping(const PackMapping& m, uint64_t limit, uint64_t keep_behind,
                              const std::function<Result<void>(const ScannedRecord&)>& on_record,
                              const std::function<Result<void>(uint64_t offset, const std::string& what)>&
                                  on_damage);

@@ -200,7 +200,7 @@ TEST_CASE("fsck: index entries matched with records in groups of packs") {
     // A full pack (random bytes do not compress): the next batch starts
     // another one.
     if (batch == 0)
-      for (int i = 0; i < 17; ++i) b->Put(ObjectType::kChunk, RandomBytes(4 << 20, 900 + i));
+      for (int i = 0; i < 17; ++i) REQUIRE(b->Put(ObjectType::kChunk, RandomBytes(4 << 20, 900 + i)));
     CommitOk(*b);
   }
   auto packs = *store::ListPacks(*s);
