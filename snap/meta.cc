@@ -344,6 +344,7 @@ int CompareKey(const MDB_val& k, std::string_view key) {
 }  // namespace
 
 std::optional<std::span<const uint8_t>> MetaDb::StatReader::Find(Cursor& c, std::string_view path) const {
+  if (!c.cursor) return std::nullopt;  // NoStats
   // A full scan asks once per entry: no key copy for the usual short path,
   // and the trimmer hears of reads in groups (one shared counter bumped
   // per read would bounce between the workers' caches).
@@ -396,6 +397,8 @@ Result<std::unique_ptr<MetaDb::StatReader>> MetaDb::ReadStats() const {
   r->trim_ = trim_.get();
   return r;
 }
+
+std::unique_ptr<MetaDb::StatReader> MetaDb::NoStats() { return std::unique_ptr<StatReader>(new StatReader); }
 
 MetaDb::Txn::~Txn() {
   if (txn_) mdb_txn_abort(txn_);

@@ -344,7 +344,8 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
     return {};
   };
   auto worker = [&] {
-    auto cache = ctx_.meta.ReadStats();
+    // A foreign tree has no stat cache entries: no read transaction.
+    auto cache = ctx_.live ? ctx_.meta.ReadStats() : Result<std::unique_ptr<MetaDb::StatReader>>(MetaDb::NoStats());
     for (;;) {
       WalkTask task;
       {
