@@ -13,6 +13,9 @@
 # Peak RSS by bench/peak_rss (wall time beside it): the total (getrusage),
 # and its anonymous part (heap: what the process owns) and file-backed part (mapped LMDB pages:
 # page cache, shared, dropped under pressure without I/O) sampled every 2 ms.
+# The repository's size on disk after init and after the restores: the
+# LMDB files keep their high-water mark, so pages that could not be reused
+# show there.
 #
 # Usage: bench/memory_bench.sh [agentenv-binary]
 # Env:   SIZES ("100000 1000000"), IMG_DIR (/var/tmp: where the loopback
@@ -88,6 +91,16 @@ rss() {
   rm -f "$out"
 }
 
+# disk LABEL: the repository's metadata and store files on disk (LMDB
+# files grow to their high-water mark; a read transaction held across
+# commits makes that grow with every commit).
+disk() {
+  printf '  %-30s metadata %5d MB, store index %4d MB, packs %5d MB\n' "$1" \
+    $(( $(stat -c %s "$AGENTENV_ROOT/meta/data.mdb") >> 20 )) \
+    $(( $(stat -c %s "$AGENTENV_ROOT/store/index/data.mdb") >> 20 )) \
+    $(( $(du -sk "$AGENTENV_ROOT/store/packs" | cut -f1) >> 10 ))
+}
+
 change10() {  # 10 files of the tree rewritten
   for i in 0 1 2 3 4 5 6 7 8 9; do echo "change $1 $i" >"$T/d000/s000$i/f00"; done
 }
@@ -103,6 +116,7 @@ for N in $SIZES; do
   export AGENTENV_ROOT=$MNT/repo
   T=$AGENTENV_ROOT/work/current
   rss "init --from" "$AE" init --from "$SRC"
+  disk "repository after init"
   rss "snap (no change)" "$AE" snap -m same
   change10 1
   rss "snap (10 changed)" "$AE" snap -m ten
@@ -120,6 +134,7 @@ PY
   "$AE" snap -m all >/dev/null
   rss "restore HEAD~1 (every file)" "$AE" restore HEAD~1
   rss "fsck" "$AE" fsck
+  disk "repository after the restores"
   dlog=$MNT/daemon.log
   "$PEAK" "$AE" daemon --quiet-ms 50 2>"$dlog" &
   DAEMON=$!
