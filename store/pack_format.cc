@@ -149,10 +149,10 @@ class Mapped {
       populated_ += len;
     }
     // The mapping starts page-aligned, so offsets rounded to kAhead are too.
-    if (off > keep_behind_ && (off - keep_behind_) / kAhead * kAhead > dropped_) {
-      uint64_t to = (off - keep_behind_) / kAhead * kAhead;
-      ::madvise(const_cast<uint8_t*>(b_.data()) + dropped_, to - dropped_, MADV_DONTNEED);
-      dropped_ = to;
+    uint64_t done = off > keep_behind_ ? (off - keep_behind_) / kAhead * kAhead : 0;
+    if (done > dropped_) {
+      ::madvise(const_cast<uint8_t*>(b_.data()) + dropped_, done - dropped_, MADV_DONTNEED);
+      dropped_ = done;
     }
     return b_.subspan(off, n);
   }
