@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "control/archive.h"
-#include "control/oci.h"
+#include "archive/archive.h"
 
 namespace agentenv::cli {
 

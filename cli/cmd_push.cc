@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/oci.h"
+#include "archive/archive.h"
 
 namespace agentenv::cli {
 namespace {

@@ -8,11 +8,11 @@
 #include <filesystem>
 
 #include "control/errors.h"
-#include "control/export.h"
+#include "archive/export.h"
 #include "control/ignore.h"
-#include "control/oci.h"
+#include "archive/archive.h"
 #include "snap/scratch.h"
-#include "control/tarball.h"
+#include "archive/tarball.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {

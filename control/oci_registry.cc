@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "control/errors.h"
-#include "control/oci.h"
+#include "archive/archive.h"
 #include "snap/scratch.h"
 #include "snap/layout.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "control/pax_time.h"
+#include "archive/pax_time.h"
 
 namespace agentenv::test {
 namespace {

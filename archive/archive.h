@@ -14,7 +14,7 @@
 #include "common/result.h"
 #include "control/archive.h"
 #include "control/client.h"
-#include "control/tarball.h"
+#include "archive/tarball.h"
 #include "registry/registry.h"
 #include "snap/tree.h"
 

@@ -18,8 +18,8 @@
 
 #include "common/unique_fd.h"
 #include "control/errors.h"
-#include "control/export.h"
-#include "control/oci.h"
+#include "archive/export.h"
+#include "archive/archive.h"
 #include "control/server.h"
 #include "snap/layout.h"
 #include "snap/repo.h"

@@ -1,4 +1,4 @@
-#include "control/unpack_meta.h"
+#include "archive/unpack_meta.h"
 
 #include <sys/stat.h>
 #include <sys/xattr.h>

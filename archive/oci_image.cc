@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/unique_fd.h"
-#include "control/oci.h"
+#include "archive/archive.h"
 
 namespace agentenv::control {
 namespace {

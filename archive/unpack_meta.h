@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "control/libarchive.h"
+#include "archive/libarchive.h"
 
 namespace agentenv::control {
 

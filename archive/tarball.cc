@@ -1,8 +1,8 @@
-#include "control/tarball.h"
+#include "archive/tarball.h"
 
-#include "control/libarchive.h"
-#include "control/tar_stream.h"
-#include "control/unpack_meta.h"
+#include "archive/libarchive.h"
+#include "archive/tar_stream.h"
+#include "archive/unpack_meta.h"
 #include "snap/fsops.h"
 
 #include "common/unique_fd.h"

@@ -8,7 +8,7 @@
 
 #include "common/progress.h"
 #include "common/result.h"
-#include "control/tar_stream.h"
+#include "archive/tar_stream.h"
 #include "snap/node.h"
 #include "store/store.h"
 

@@ -1,9 +1,9 @@
-#include "control/tar_stream.h"
+#include "archive/tar_stream.h"
 
 #include <algorithm>
 #include <type_traits>
 
-#include "control/libarchive.h"
+#include "archive/libarchive.h"
 
 namespace agentenv::control {
 namespace {

@@ -1,4 +1,4 @@
-#include "control/pax_time.h"
+#include "archive/pax_time.h"
 
 #include <algorithm>
 #include <cstdio>

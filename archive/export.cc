@@ -1,4 +1,4 @@
-#include "control/export.h"
+#include "archive/export.h"
 
 #include <locale.h>
 
@@ -11,8 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "control/libarchive.h"
-#include "control/tar_stream.h"
+#include "archive/libarchive.h"
+#include "archive/tar_stream.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 #include "store/manifest.h"

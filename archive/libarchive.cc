@@ -1,4 +1,4 @@
-#include "control/libarchive.h"
+#include "archive/libarchive.h"
 
 #include <dlfcn.h>
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "control/pax_time.h"
+#include "archive/pax_time.h"
 
 struct archive;
 
