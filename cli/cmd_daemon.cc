@@ -8,7 +8,7 @@
 #include "control/client.h"
 #include "control/ignore.h"
 #include "control/ops.h"
-#include "control/serve.h"
+#include "serve/serving.h"
 #include "snap/layout.h"
 
 namespace agentenv::cli {

@@ -4,9 +4,9 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/mcp.h"
-#include "control/shell.h"
-#include "control/supervisor.h"
+#include "serve/mcp.h"
+#include "serve/shell.h"
+#include "serve/supervise.h"
 
 namespace agentenv::cli {
 

@@ -1,8 +1,8 @@
 // The MCP adapter (control/mcp.h): JSON-RPC 2.0 over stdio, one message
 // per line; the tools are the operations of control/ops.h.
-#include "control/mcp.h"
+#include "serve/mcp.h"
 
-#include "control/socket.h"
+#include "serve/socket.h"
 
 #include <iostream>
 #include <string>

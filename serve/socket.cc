@@ -1,4 +1,4 @@
-#include "control/socket.h"
+#include "serve/socket.h"
 
 #include "control/errors.h"
 

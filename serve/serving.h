@@ -18,7 +18,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/server.h"
-#include "control/socket.h"
+#include "serve/socket.h"
 
 namespace agentenv::control {
 

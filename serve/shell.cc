@@ -20,8 +20,8 @@
 #include "common/unique_fd.h"
 #include "control/ignore.h"
 #include "control/jobs.h"
-#include "control/serve.h"
-#include "control/shell.h"
+#include "serve/serving.h"
+#include "serve/shell.h"
 #include "control/workspace.h"
 #include "runner/runner.h"
 

@@ -1,4 +1,4 @@
-#include "control/serve.h"
+#include "serve/serving.h"
 
 #include <signal.h>
 #include <sys/signalfd.h>

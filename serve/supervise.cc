@@ -10,8 +10,8 @@
 #include "control/ignore.h"
 #include "control/jobs.h"
 #include "control/ops.h"
-#include "control/serve.h"
-#include "control/supervisor.h"
+#include "serve/serving.h"
+#include "serve/supervise.h"
 #include "snap/layout.h"
 #include "runner/runner.h"
 
