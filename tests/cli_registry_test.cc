@@ -54,13 +54,14 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(AgentenvJson(other, {"log"})["nodes"] == AgentenvJson(root, {"log"})["nodes"]);
   CheckNoScratch(other);
 
-  // What a killed push or pull left (its lock free) goes with the next
-  // one; a scratch directory in use (locked) stays.
+  // What a killed push or pull left (unlocked, with or without its old
+  // lock file) goes with the next one; a scratch directory in use (its
+  // maker holds a lock on the directory itself) stays.
   for (const char* d : {"work/push-stale1", "work/pull-stale2", "work/push-busy01"}) {
     fs::create_directories(root / d / "layout");
-    WriteFile(root / d / "lock", "");
   }
-  UniqueFd busy(::open((root / "work/push-busy01/lock").c_str(), O_RDWR | O_CLOEXEC));
+  WriteFile(root / "work/push-stale1/lock", "");
+  UniqueFd busy(::open((root / "work/push-busy01").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(::flock(busy.get(), LOCK_EX) == 0);
 
   // Unchanged: every blob is found by HEAD, none uploaded.

@@ -79,7 +79,7 @@ void Stress(As as) {
       std::string line;
       for (const auto& a : args) line += " " + a;
       f.Fail(who + ":" + line + ": " + r.Describe());
-      return json();
+      return json::object();  // an empty reply: value() on it cannot throw in a worker
     }
     return j;
   };
@@ -107,10 +107,10 @@ void Stress(As as) {
     for (int i = 0; !stop; ++i) {
       std::string name = "f" + std::to_string(id) + "-" + std::to_string(i);
       json tag = call("forker", {"tag", name, "HEAD"});
-      if (tag.is_null()) continue;
+      if (tag.empty()) continue;
       std::string base = tag.value("id", "");
       f.Seen(base);
-      if (call("forker", {"fork", name, "--name", name}).is_null()) continue;
+      if (call("forker", {"fork", name, "--name", name}).empty()) continue;
       std::string err;
       std::string got = WorkspaceView(as, root, name, &err);
       std::string want = NodeView(as, root, base, tmp / ("view-" + name));
@@ -130,7 +130,8 @@ void Stress(As as) {
       for (const auto& c : t.value("candidates", json::array()))
         if (c.contains("node") && c["node"].is_object()) f.Seen(c["node"].value("id", ""));
       for (const auto& c : t.value("candidates", json::array()))
-        if (c.value("workspace", "") != "") call("tournament", {"workspace", "rm", c["workspace"]});
+        if (c.contains("workspace") && c["workspace"].is_string() && c["workspace"] != "")
+          call("tournament", {"workspace", "rm", c["workspace"].get<std::string>()});
     }
   });
   // Housekeeping: explicit snapshots, retention, gc, a look at history.
