@@ -17,7 +17,7 @@
 #include "snap/fsops.h"
 #include "store/manifest.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 using ArchiveEntry = std::unique_ptr<archive_entry, decltype(&archive_entry_free)>;
@@ -52,7 +52,7 @@ class TarWriter {
   const ArchiveLib& A;
   const store::Store& s_;
   const TarOutput& output_;
-  archive* a_;
+  ::archive* a_;
   std::string out_;
   Progress* progress_;
   bool sparse_;
@@ -269,4 +269,4 @@ Result<ExportStats> ExportTarTo(const store::Store& s, const snap::Node& n,
   return Write(s, n, base, name, &sink, nullptr);
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -12,7 +12,7 @@
 #include "snap/node.h"
 #include "store/store.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 struct ExportStats {
   uint64_t entries = 0, bytes = 0, whiteouts = 0;
@@ -36,4 +36,4 @@ Result<ExportStats> ExportTarTo(const store::Store& s, const snap::Node& n,
                                 const std::optional<store::ObjectId>& base, const TarSink& sink,
                                 const std::string& name);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

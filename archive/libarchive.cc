@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 // The soname of libarchive 3.x, whose ABI archive.h describes.
@@ -73,4 +73,4 @@ Result<const ArchiveLib*> LoadArchiveLib() {
   return &*lib;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -8,7 +8,7 @@
 
 #include "common/result.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 // The libarchive functions agentenv calls, named as in archive.h.
 struct ArchiveLib {
@@ -79,4 +79,4 @@ struct ArchiveLib {
 // and init --tarball need libarchive" when it is missing or too old.
 Result<const ArchiveLib*> LoadArchiveLib();
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

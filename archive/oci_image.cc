@@ -11,10 +11,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/platform.h"
 #include "common/unique_fd.h"
-#include "archive/archive.h"
+#include "archive/oci.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 using json = nlohmann::json;
@@ -144,7 +145,7 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
     if (!name.empty()) tags.push_back(name);
     if (depth == 0 && !tag.empty() && name == tag) chosen = b;
     if (depth > 0 && m.contains("platform") && m["platform"].is_object() &&
-        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == registry::Architecture() &&
+        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == OciArchitecture() &&
         !chosen)
       chosen = b;
     all.push_back(std::move(b));
@@ -261,4 +262,4 @@ Result<void> SetRootMeta(const std::string& dir, const snap::Meta& m) {
   return {};
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -1,4 +1,4 @@
-// Writing a node as an OCI image layout (control/oci.h).
+// Writing a node as an OCI image layout (archive/oci.h).
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -16,15 +16,14 @@
 #include <optional>
 #include <sstream>
 
+#include "common/platform.h"
 #include "common/unique_fd.h"
-#include "control/errors.h"
 #include "archive/export.h"
-#include "archive/archive.h"
-#include "control/server.h"
+#include "archive/oci.h"
 #include "snap/layout.h"
 #include "snap/repo.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 using json = nlohmann::json;
@@ -222,11 +221,11 @@ bool ValidTag(const std::string& t) {
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-", c); });
 }
 
-Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
+}  // namespace
+
+Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
   if (!ValidTag(r.tag))
     return Fail(ErrorCode::kInvalid, "--tag '" + r.tag + "': use letters, digits, '.', '_' and '-' (at most 128)");
-  AE_ASSIGN(Server* s, client.Local());
-  snap::Repo& repo = s->repo();
   AE_ASSIGN(store::ObjectId id, repo.Resolve(r.ref));
   // The path from the root node to this one.
   std::vector<snap::NodeRecord> chain;
@@ -239,7 +238,7 @@ Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
   AE_ASSIGN(std::vector<LayerPlan> plan, Plan(chain.size(), r.layers));
 
   std::string blobs = r.dir + "/blobs/sha256";
-  std::string memo = snap::layout::OciLayers(client.root());
+  std::string memo = snap::layout::OciLayers(repo.root());
   AE_TRY(MakeDir(r.dir));
   AE_TRY(MakeDir(r.dir + "/blobs"));
   AE_TRY(MakeDir(blobs));
@@ -291,7 +290,7 @@ Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
                        {"comment", comment}});
   }
   json config = {{"created", Rfc3339(top.time_ns)},
-                 {"architecture", registry::Architecture()},
+                 {"architecture", OciArchitecture()},
                  {"os", "linux"},
                  {"config", json::object()},
                  {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}},
@@ -329,10 +328,4 @@ Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
   return rep;
 }
 
-}  // namespace
-
-Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
-  return ExplainFullDisk(WriteLayout(client, r), r.dir, FullDiskAt::kOutput);
-}
-
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

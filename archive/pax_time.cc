@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 constexpr size_t kBlock = 512;
@@ -279,4 +279,4 @@ void PaxTimeFilter::OnSparse(std::string* out) {
   if (!more) SkipData(Padded(data_));
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

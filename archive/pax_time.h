@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 enum class PaxTimeDirection {
   kToPosix,       // what libarchive wrote -> what POSIX means by it
@@ -66,4 +66,4 @@ class PaxTimeFilter {
   std::optional<uint64_t> pax_size_;  // a pax "size", for the entry that follows
 };
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -5,17 +5,17 @@
 
 #include "archive/libarchive.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 static_assert(std::is_same_v<la_ssize_t, long>, "tar_stream.h declares its callbacks with long");
 
-std::string Message(const ArchiveLib& A, archive* a) {
+std::string Message(const ArchiveLib& A, ::archive* a) {
   const char* m = A.archive_error_string(a);
   return m ? m : "unknown error";
 }
 
-Error IoError(const ArchiveLib& A, const std::string& out, archive* a) {
+Error IoError(const ArchiveLib& A, const std::string& out, ::archive* a) {
   return Error{out + ": " + Message(A, a), std::max(A.archive_errno(a), 0), ErrorCode::kIo};
 }
 
@@ -23,7 +23,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-la_ssize_t AppendTo(archive*, void* data, const void* buf, size_t len) {
+la_ssize_t AppendTo(::archive*, void* data, const void* buf, size_t len) {
   static_cast<std::string*>(data)->append(static_cast<const char*>(buf), len);
   return la_ssize_t(len);
 }
@@ -38,7 +38,7 @@ struct Fixes {
 Fixes Probe(const ArchiveLib& A) {
   Fixes f;
   std::string bytes;
-  archive* w = A.archive_write_new();
+  ::archive* w = A.archive_write_new();
   A.archive_write_set_format_pax(w);
   archive_entry* e = A.archive_entry_new();
   A.archive_entry_set_pathname(e, "probe");
@@ -60,7 +60,7 @@ Fixes Probe(const ArchiveLib& A) {
   } else {
     posix = bytes;
   }
-  archive* r = A.archive_read_new();
+  ::archive* r = A.archive_read_new();
   A.archive_read_support_format_tar(r);
   if (A.archive_read_open_memory(r, posix.data(), posix.size()) == ARCHIVE_OK &&
       A.archive_read_next_header(r, &e) == ARCHIVE_OK)
@@ -78,7 +78,7 @@ const Fixes& ProbeOnce(const ArchiveLib& A) {
 
 Result<std::unique_ptr<TarReader>> TarReader::Open(const ArchiveLib& A, const std::string& path) {
   std::unique_ptr<TarReader> r(new TarReader(A));
-  auto invalid = [&](archive* a) {
+  auto invalid = [&](::archive* a) {
     return Fail(ErrorCode::kInvalid,
                 path + ": " + Message(A, a) + " (a tar archive, plain or .gz/.xz/.zst, is expected)");
   };
@@ -103,7 +103,7 @@ TarReader::~TarReader() {
   if (file_) A.archive_read_free(file_);
 }
 
-long TarReader::Read(archive*, void* self, const void** buf) {
+long TarReader::Read(::archive*, void* self, const void** buf) {
   auto* r = static_cast<TarReader*>(self);
   const ArchiveLib& A = r->A;
   r->buf_.clear();
@@ -176,7 +176,7 @@ TarOutput::~TarOutput() {
   if (file_) A.archive_write_free(file_);
 }
 
-long TarOutput::Write(archive*, void* self, const void* buf, size_t len) {
+long TarOutput::Write(::archive*, void* self, const void* buf, size_t len) {
   auto* o = static_cast<TarOutput*>(self);
   std::span<const uint8_t> in(static_cast<const uint8_t*>(buf), len);
   Result<void> r;
@@ -215,4 +215,4 @@ Result<void> TarOutput::Close() {
   return {};
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

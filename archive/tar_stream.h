@@ -18,7 +18,7 @@
 
 struct archive;
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 struct ArchiveLib;
 
@@ -38,15 +38,15 @@ class TarReader {
   TarReader& operator=(const TarReader&) = delete;
   // The tar reader (archive_read_next_header, archive_read_data_block);
   // a failure to read or decompress the file is its error.
-  archive* get() const { return tar_; }
+  ::archive* get() const { return tar_; }
 
  private:
   explicit TarReader(const ArchiveLib& A) : A(A) {}
-  static long Read(archive*, void* self, const void** buf);
+  static long Read(::archive*, void* self, const void** buf);
 
   const ArchiveLib& A;
-  archive* file_ = nullptr;  // the file decompressed, as one raw entry
-  archive* tar_ = nullptr;
+  ::archive* file_ = nullptr;  // the file decompressed, as one raw entry
+  ::archive* tar_ = nullptr;
   std::optional<PaxTimeFilter> filter_;
   std::string buf_;
   bool eof_ = false;
@@ -64,7 +64,7 @@ class TarOutput {
   TarOutput(const TarOutput&) = delete;
   TarOutput& operator=(const TarOutput&) = delete;
   // The writer, for archive_write_header and archive_write_data.
-  archive* get() const { return tar_; }
+  ::archive* get() const { return tar_; }
   // The first failure of the sink or the file: what a failed write of
   // get() comes from, when set.
   const std::optional<Error>& error() const { return error_; }
@@ -73,17 +73,17 @@ class TarOutput {
 
  private:
   explicit TarOutput(const ArchiveLib& A) : A(A) {}
-  static long Write(archive*, void* self, const void* buf, size_t len);
+  static long Write(::archive*, void* self, const void* buf, size_t len);
   Result<void> Deliver(std::span<const uint8_t> bytes);
 
   const ArchiveLib& A;
   std::string out_;
   const TarSink* sink_ = nullptr;
-  archive* file_ = nullptr;  // raw format: the tar stream, compressed by suffix
-  archive* tar_ = nullptr;
+  ::archive* file_ = nullptr;  // raw format: the tar stream, compressed by suffix
+  ::archive* tar_ = nullptr;
   std::optional<PaxTimeFilter> filter_;
   std::string buf_;
   std::optional<Error> error_;
 };
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -23,10 +23,10 @@
 #include <unordered_map>
 #include <vector>
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
-using WriteDisk = std::unique_ptr<archive, decltype(&archive_write_free)>;
+using WriteDisk = std::unique_ptr<::archive, decltype(&archive_write_free)>;
 
 // A path is safe when it is relative and no component is "..".
 bool SafeRelative(std::string_view p) {
@@ -65,7 +65,7 @@ class WorkingDirectory {
 // A refused entry (libarchive's security checks set no errno; an entry
 // that would replace an earlier one or descend through a non-directory is
 // the archive's fault too) is kInvalid; anything else is an I/O error.
-Error HeaderError(const ArchiveLib& A, const std::string& path, const std::string& name, archive* out) {
+Error HeaderError(const ArchiveLib& A, const std::string& path, const std::string& name, ::archive* out) {
   int err = A.archive_errno(out);
   std::string why = A.archive_error_string(out) ? A.archive_error_string(out) : "cannot extract";
   if (err <= 0 || err == EEXIST || err == ENOTDIR || err == ELOOP)
@@ -75,7 +75,7 @@ Error HeaderError(const ArchiveLib& A, const std::string& path, const std::strin
 
 // A failed write of `name`, with the errno libarchive saw (a full disk must
 // say so, and carry ENOSPC for the remedy).
-Error WriteError(const ArchiveLib& A, const std::string& name, archive* out) {
+Error WriteError(const ArchiveLib& A, const std::string& name, ::archive* out) {
   int err = A.archive_errno(out);
   std::string why = A.archive_error_string(out) ? A.archive_error_string(out) : "write failed";
   if (err > 0) why += std::string(": ") + std::strerror(err);
@@ -162,7 +162,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
   AE_ASSIGN(std::unique_ptr<TarReader> reader, TarReader::Open(A, path));
-  archive* in = reader->get();
+  ::archive* in = reader->get();
 
   const bool root = ::geteuid() == 0;
   int flags = ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR | ARCHIVE_EXTRACT_ACL |
@@ -349,4 +349,4 @@ Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
   return Extract(layer, dest, warn, devices, true, nullptr);
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

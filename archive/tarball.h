@@ -8,7 +8,7 @@
 #include "common/progress.h"
 #include "common/result.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 // What to do with a device node when the process cannot create one.
 enum class UnprivilegedDevices {
@@ -47,4 +47,4 @@ Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
                         const std::function<void(const std::string&)>& warn,
                         UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -11,7 +11,7 @@
 
 #include "snap/fsops.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 namespace {
 
 constexpr const char* kAccess = "system.posix_acl_access";
@@ -94,4 +94,4 @@ Result<void> AclXattrs::Apply(const std::function<Result<bool>(const std::string
   return {};
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

@@ -13,7 +13,7 @@
 #include "common/result.h"
 #include "archive/libarchive.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 // Unpacking without privilege, the owners the archive names are kept in
 // snap::kOwnerXattr (scans record them from there), and the entry is
@@ -60,4 +60,4 @@ class AclXattrs {
   std::vector<Acl> acls_;
 };
 
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

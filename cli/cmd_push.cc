@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "archive/archive.h"
+#include "control/oci.h"
 
 namespace agentenv::cli {
 namespace {

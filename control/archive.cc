@@ -10,7 +10,7 @@
 #include "control/errors.h"
 #include "archive/export.h"
 #include "control/ignore.h"
-#include "archive/archive.h"
+#include "control/oci.h"
 #include "snap/scratch.h"
 #include "archive/tarball.h"
 #include "snap/layout.h"
@@ -47,18 +47,18 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
   } else {
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
     if (!r.tarball.empty())
-      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), warn, UnprivilegedDevices::kSkip, progress));
-    std::optional<std::vector<OciNode>> history;
+      AE_TRY(archive::ExtractTarball(r.tarball, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip, progress));
+    std::optional<std::vector<archive::OciNode>> history;
     if (!r.oci.empty()) {
-      AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+      AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
       // An image agentenv exported: one node per layer, as it was (the
       // live tree is ours, so each snapshot rereads only what changed).
-      history = OciHistory(image);
-      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip,
+      history = archive::OciHistory(image);
+      AE_TRY(archive::UnpackOciImage(image, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip,
                             [&](size_t i) -> Result<void> {
                               if (!history) return {};
-                              const OciNode& n = (*history)[i];
-                              AE_TRY(SetRootMeta(repo->work_dir(), n.root));
+                              const archive::OciNode& n = (*history)[i];
+                              AE_TRY(archive::SetRootMeta(repo->work_dir(), n.root));
                               snap::SnapOptions opt;
                               opt.message = n.message;
                               opt.label = n.label;
@@ -101,7 +101,7 @@ Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
     AE_ASSIGN(snap::NodeRecord rec, repo.Record(b));
     base = rec.tree;
   }
-  AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output, client.progress()));
+  AE_ASSIGN(archive::ExportStats st, archive::ExportTar(repo.store(), node, base, r.output, client.progress()));
   return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value(), std::move(st.warnings)};
 }
 
@@ -116,10 +116,10 @@ Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRe
   ImportArchiveReply rep;
   auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
   if (!r.oci.empty()) {
-    AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
-    AE_TRY(UnpackOciImage(image, dir, warn, UnprivilegedDevices::kRefuse));
+    AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
+    AE_TRY(archive::UnpackOciImage(image, dir, warn, archive::UnprivilegedDevices::kRefuse));
   } else {
-    AE_TRY(ExtractTarball(r.archive, dir, warn, UnprivilegedDevices::kRefuse, client.progress()));
+    AE_TRY(archive::ExtractTarball(r.archive, dir, warn, archive::UnprivilegedDevices::kRefuse, client.progress()));
   }
   std::string source = r.oci.empty() ? r.archive : r.oci;
   AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));

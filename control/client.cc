@@ -4,7 +4,7 @@
 #include "control/ignore.h"
 #include "control/jobs.h"
 #include "control/workspace.h"
-#include "serve/socket.h"
+#include "control/daemon_call.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {

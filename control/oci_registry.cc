@@ -1,5 +1,5 @@
-// push and pull: nodes to and from a registry, through scratch OCI image
-// layouts (control/oci.h).
+// export --oci, push and pull: nodes to and from OCI image layouts and
+// registries (control/oci.h), push and pull through scratch layouts.
 #include <stdlib.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,7 +9,8 @@
 #include <filesystem>
 
 #include "control/errors.h"
-#include "archive/archive.h"
+#include "control/oci.h"
+#include "control/server.h"
 #include "snap/scratch.h"
 #include "snap/layout.h"
 
@@ -36,11 +37,16 @@ Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, con
 
 }  // namespace
 
+Result<archive::OciExportReply> ExportOci(Client& client, const archive::OciExportRequest& r) {
+  AE_ASSIGN(Server* s, client.Local());
+  return ExplainFullDisk(archive::ExportOci(s->repo(), r), r.dir, FullDiskAt::kOutput);
+}
+
 Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
   registry::Options opt = Options(r.insecure, r.auth_file, progress);
   AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
-  OciExportRequest exp;
+  archive::OciExportRequest exp;
   exp.ref = r.ref;
   exp.dir = scratch.path() + "/layout";
   exp.tag = "push";
@@ -48,7 +54,7 @@ Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgr
   registry::Options quiet = opt;
   quiet.progress = nullptr;
   exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
-  AE_ASSIGN(OciExportReply layout, ExportOci(client, exp));
+  AE_ASSIGN(archive::OciExportReply layout, ExportOci(client, exp));
   AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
   return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
                    st.bytes_sent};

@@ -1,7 +1,7 @@
 // The history operations of control::Server.
 #include "control/server.h"
 
-#include "control/textdiff.h"
+#include "common/textdiff.h"
 
 #include <filesystem>
 #include <map>

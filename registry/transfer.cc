@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/platform.h"
 #include "common/unique_fd.h"
 #include "registry/registry.h"
 #include "registry/session.h"
@@ -275,10 +276,10 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
     if (index.is_object() && index.contains("manifests") && index["manifests"].is_array())
       for (const json& m : index["manifests"])
         if (m.is_object() && m.contains("platform") && m["platform"].value("os", "") == "linux" &&
-            m["platform"].value("architecture", "") == Architecture() && chosen.empty())
+            m["platform"].value("architecture", "") == OciArchitecture() && chosen.empty())
           chosen = m.value("digest", "");
     if (chosen.empty())
-      return Fail(ErrorCode::kNotFound, ref.String() + ": no image for linux/" + Architecture() + " in its index");
+      return Fail(ErrorCode::kNotFound, ref.String() + ": no image for linux/" + OciArchitecture() + " in its index");
     AE_ASSIGN(got, GetManifest(*s, ref, chosen, chosen));
     std::tie(type, body) = got;
   }
@@ -322,16 +323,6 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
   AE_TRY(WriteNewFile(layout + "/index.json", index.dump()));
   st.manifest = digest;
   return st;
-}
-
-const char* Architecture() {
-#if defined(__x86_64__)
-  return "amd64";
-#elif defined(__aarch64__)
-  return "arm64";
-#else
-  return "unknown";
-#endif
 }
 
 }  // namespace agentenv::registry

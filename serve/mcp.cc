@@ -2,16 +2,19 @@
 // per line; the tools are the operations of control/ops.h.
 #include "serve/mcp.h"
 
-#include "serve/socket.h"
 
 #include <iostream>
 #include <string>
 
 #include "control/client.h"
+#include "control/daemon_call.h"
 #include "control/errors.h"
 #include "control/ops.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
+
+using json = nlohmann::json;
+
 namespace {
 
 // Newest first. structuredContent and outputSchema, which every tool here
@@ -30,7 +33,7 @@ std::string NegotiateProtocol(const json& params) {
 }
 
 bool KnownTool(const std::string& name) {
-  for (const OpSpec& op : Ops())
+  for (const control::OpSpec& op : control::Ops())
     if (op.tool && op.name == name) return true;
   return false;
 }
@@ -45,7 +48,7 @@ json RpcError(const json& id, int code, const std::string& msg) {
 
 json ToolList() {
   json tools = json::array();
-  for (const OpSpec& op : Ops()) {
+  for (const control::OpSpec& op : control::Ops()) {
     if (!op.tool) continue;
     tools.push_back({{"name", op.name},
                      {"description", op.description},
@@ -57,7 +60,7 @@ json ToolList() {
   return {{"tools", tools}};
 }
 
-json CallTool(Client& client, const json& params) {
+json CallTool(control::Client& client, const json& params) {
   std::string name = params.value("name", "");
   json args = params.contains("arguments") ? params["arguments"] : json::object();
   if (args.is_null()) args = json::object();
@@ -67,7 +70,7 @@ json CallTool(Client& client, const json& params) {
     // structuredContent: it would have to match the tool's outputSchema,
     // which describes success.
     bool partial = r.error().partial;
-    std::string code(ErrorCodeName(r.error().code));
+    std::string code(control::ErrorCodeName(r.error().code));
     std::string text = partial ? "FAILED (" + code + "): " + name + " may have partly happened: the command ran but did "
                                  "not complete normally; check `status` and `diff` before retrying. Reason: " + r.error().message
                                : "FAILED (" + code + "): " + name + " did not happen; do not assume it did. Reason: " +
@@ -90,7 +93,7 @@ bool ReadLine(std::istream& in, std::string* line, bool* too_long) {
     if (c == '\n') return true;
     if (*too_long) continue;
     line->push_back(char(c));
-    if (line->size() > kMaxRequestBytes) {
+    if (line->size() > control::kMaxRequestBytes) {
       *too_long = true;
       std::string().swap(*line);
     }
@@ -101,7 +104,7 @@ bool ReadLine(std::istream& in, std::string* line, bool* too_long) {
 }  // namespace
 
 void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
-  Client client(root);
+  control::Client client(root);
   std::string line;
   auto send = [&out](const json& j) {
     out << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
@@ -137,7 +140,7 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
       send({{"jsonrpc", "2.0"}, {"id", id}, {"result", {
                {"protocolVersion", NegotiateProtocol(params)},
                {"capabilities", {{"tools", {{"listChanged", false}}}}},
-               {"serverInfo", {{"name", "agentenv"}, {"version", kVersion}}},
+               {"serverInfo", {{"name", "agentenv"}, {"version", control::kVersion}}},
                {"instructions", "Tools to run commands in this environment and to snapshot and roll back its "
                                 "whole filesystem. `exec` runs a command and snapshots afterwards (use one "
                                 "`session` name to keep cd and exported variables between calls). Snapshot "
@@ -162,4 +165,4 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
   }
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -5,7 +5,7 @@
 #include <iosfwd>
 #include <string>
 
-namespace agentenv::control {
+namespace agentenv::serve {
 
 // Serves MCP on `in`/`out` until `in` ends. Tool calls run at the daemon
 // serving `root` when one answers, else in this process. A root that is
@@ -13,4 +13,4 @@ namespace agentenv::control {
 // fail with a clear error.
 void ServeMcp(const std::string& root, std::istream& in, std::ostream& out);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -4,9 +4,9 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-namespace agentenv::control {
+namespace agentenv::serve {
 
-Result<std::unique_ptr<Serving>> Serving::Signals(Server& server, const std::vector<int>& signals) {
+Result<std::unique_ptr<Serving>> Serving::Signals(control::Server& server, const std::vector<int>& signals) {
   std::unique_ptr<Serving> s(new Serving(server));
   sigset_t set;
   sigemptyset(&set);
@@ -17,7 +17,7 @@ Result<std::unique_ptr<Serving>> Serving::Signals(Server& server, const std::vec
   return s;
 }
 
-Result<std::unique_ptr<Serving>> Serving::Start(Server& server, ServeOptions opt) {
+Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOptions opt) {
   AE_ASSIGN(auto s, Signals(server, opt.signals));
   for (auto& [path, handler] : opt.sockets) {
     AE_ASSIGN(auto sock, SocketServer::Start(path, std::move(handler)));
@@ -46,4 +46,4 @@ void Serving::Stop(bool deliver_pending) {
   for (auto& s : sockets_) s->Stop();
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -20,21 +20,21 @@
 #include "control/server.h"
 #include "serve/socket.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
 
 struct ServeOptions {
   std::vector<int> signals;                                  // e.g. SIGINT, SIGTERM
   std::vector<std::pair<std::string, StreamHandler>> sockets;  // path, handler
-  std::optional<CaptureOptions> capture;                     // none: no automatic snapshots
+  std::optional<control::CaptureOptions> capture;                     // none: no automatic snapshots
 };
 
 class Serving {
  public:
   // Sets up `server` as above. Errors: kBusy (another daemon or lock
   // holder), I/O, a bad ignore file.
-  static Result<std::unique_ptr<Serving>> Start(Server& server, ServeOptions opt);
+  static Result<std::unique_ptr<Serving>> Start(control::Server& server, ServeOptions opt);
   // Step 1 alone: the signals, no sockets, no lock, no capture.
-  static Result<std::unique_ptr<Serving>> Signals(Server& server, const std::vector<int>& signals);
+  static Result<std::unique_ptr<Serving>> Signals(control::Server& server, const std::vector<int>& signals);
   ~Serving();
 
   // Readable when one of the signals arrived (read a signalfd_siginfo).
@@ -46,11 +46,11 @@ class Serving {
   void Stop(bool deliver_pending);
 
  private:
-  explicit Serving(Server& server) : server_(server) {}
-  Server& server_;
+  explicit Serving(control::Server& server) : server_(server) {}
+  control::Server& server_;
   UniqueFd signals_;
   std::vector<std::unique_ptr<SocketServer>> sockets_;
   bool stopped_ = false;
 };
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -25,7 +25,7 @@
 #include "control/workspace.h"
 #include "runner/runner.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
 namespace {
 
 // The caller's terminal in raw mode for this object's lifetime.
@@ -130,25 +130,25 @@ void Relay(runner::Env& env, int master, int sigfd) {
 }  // namespace
 
 Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
-  AE_ASSIGN(auto repo, OpenRepo(root));
-  Server server(std::move(repo));
+  AE_ASSIGN(auto repo, control::OpenRepo(root));
+  control::Server server(std::move(repo));
   snap::Repo& r = server.repo();
   runner::EnvSpec spec;
   spec.root = r.work_dir();
   spec.cwd = opt.cwd;
-  AE_ASSIGN(spec.network, ParseNetwork(opt.network));
+  AE_ASSIGN(spec.network, control::ParseNetwork(opt.network));
   spec.terminal = true;
 
   // Like supervise: this process captures, so it holds the lock. A
   // workspace needs no capture (its upper is the journal) and no lock but
   // its own.
-  std::optional<WorkspaceInUse> in_ws;
+  std::optional<control::WorkspaceInUse> in_ws;
   if (!opt.workspace.empty()) {
-    AE_ASSIGN(in_ws, UseWorkspace(r, opt.workspace));
+    AE_ASSIGN(in_ws, control::UseWorkspace(r, opt.workspace));
     in_ws->Apply(&spec);
   }
   spec.tied_to_caller = true;
-  const Workspace* ws = in_ws ? &in_ws->ws : nullptr;
+  const control::Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // bash if the tree has it (a workspace's: its upper over its lower).
   std::vector<std::string> cmd = opt.argv;
   if (cmd.empty()) {
@@ -191,10 +191,10 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
     if (ws) {
       in_ws->lock.reset();  // the snapshot takes it again
-      SnapshotRequest req;
+      control::SnapshotRequest req;
       req.label = snap_opt.label;
       req.workspace = ws->name;
-      AE_ASSIGN(SnapshotReply rep, server.Snapshot(req));
+      AE_ASSIGN(control::SnapshotReply rep, server.Snapshot(req));
       if (!rep.node) return std::optional<store::ObjectId>();
       AE_ASSIGN(store::ObjectId id, store::ObjectId::FromHex(rep.node->id));
       return std::optional<store::ObjectId>(id);
@@ -212,4 +212,4 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   return res;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -9,13 +9,13 @@
 #include "common/result.h"
 #include "control/capture.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
 
 struct ShellOptions {
   std::vector<std::string> argv;  // empty: /bin/bash -i if the tree has it, else /bin/sh -i
   std::string network = "allow";
   std::string cwd = "/";
-  CaptureOptions capture;
+  control::CaptureOptions capture;
   std::string workspace;  // a workspace's shell: its overlay as /, its snapshot at the end
 };
 
@@ -32,4 +32,4 @@ struct ShellResult {
 // the env's start-up.
 Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -1,5 +1,6 @@
 #include "serve/socket.h"
 
+#include "control/daemon_call.h"
 #include "control/errors.h"
 
 #include <poll.h>
@@ -11,47 +12,17 @@
 
 #include <cstring>
 
-namespace agentenv::control {
-namespace {
+namespace agentenv::serve {
 
-Result<sockaddr_un> Address(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path)
-    return Fail(ErrorCode::kInvalid, path + ": socket path too long (max " + std::to_string(sizeof a.sun_path - 1) + " bytes); use a shorter --root");
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  return a;
-}
+using control::ConnectSocket;
+using control::SendAll;
+using control::SocketAddress;
 
-Result<UniqueFd> Connect(const std::string& path) {
-  AE_ASSIGN(sockaddr_un a, Address(path));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return FailErrno(path, errno);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    int e = errno;
-    if (e == ENOENT || e == ECONNREFUSED) return Fail(ErrorCode::kNotFound, path + ": no daemon is running (start one with `agentenv daemon`)");
-    return FailErrno(path, e);
-  }
-  return fd;
-}
-
-bool WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += n;
-  }
-  return true;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& path, StreamHandler handler) {
-  if (Connect(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
+  if (ConnectSocket(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
   ::unlink(path.c_str());  // stale socket of a dead daemon
-  AE_ASSIGN(sockaddr_un a, Address(path));
+  AE_ASSIGN(sockaddr_un a, SocketAddress(path));
   std::unique_ptr<SocketServer> s(new SocketServer);
   s->path_ = path;
   s->handler_ = std::move(handler);
@@ -92,7 +63,7 @@ void SocketServer::AcceptLoop() {
     socklen_t len = sizeof cred;
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
         (cred.uid != ::geteuid() && cred.uid != 0)) {
-      WriteAll(c.get(), nlohmann::json{{"ok", false}, {"error", {{"code", "denied"}, {"message", "peer uid not allowed"}}}}.dump() + "\n");
+      SendAll(c.get(), nlohmann::json{{"ok", false}, {"error", {{"code", "denied"}, {"message", "peer uid not allowed"}}}}.dump() + "\n");
       // Closing with the peer's request unread would send a reset, which
       // can discard the answer before the peer reads it: end our side,
       // then take what it sent (briefly) before closing.
@@ -139,57 +110,30 @@ void SocketServer::Serve(UniqueFd client) {
         resp = {{"ok", false}, {"error", {{"code", "invalid"}, {"message", "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"}}}};
       } else {
         if (req.contains("id")) resp["id"] = req["id"];
-        FrameSink emit = [&](nlohmann::json frame) {
+        control::FrameSink emit = [&](nlohmann::json frame) {
           if (frame.is_null()) {
             pollfd p{client.get(), POLLRDHUP, 0};
             return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
           }
           if (req.contains("id")) frame["id"] = req["id"];
-          return WriteAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+          return SendAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         };
         Result<nlohmann::json> r = handler_(req["op"].get<std::string>(), req.value("args", nlohmann::json::object()), emit);
         resp["ok"] = bool(r);
         if (r) resp["result"] = std::move(*r);
-        else resp["error"] = ErrorJson(r.error());
+        else resp["error"] = control::ErrorJson(r.error());
       }
-      if (!WriteAll(client.get(), resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) return;
+      if (!SendAll(client.get(), resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) return;
     }
-    if (buf.size() > kMaxRequestBytes) {
+    if (buf.size() > control::kMaxRequestBytes) {
       nlohmann::json resp = {{"ok", false},
                              {"error", {{"code", "invalid"},
                                         {"message", "request line longer than 16 MiB (the socket's limit): "
                                                     "the connection is closed; send smaller requests"}}}};
-      WriteAll(client.get(), resp.dump() + "\n");
+      SendAll(client.get(), resp.dump() + "\n");
       return;
     }
   }
 }
 
-Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args) {
-  return CallDaemonStream(path, op, args, [](const nlohmann::json&) {});
-}
-
-Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<void(const nlohmann::json&)>& on_frame) {
-  AE_ASSIGN(UniqueFd fd, Connect(path));
-  if (!WriteAll(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n")) return FailErrno(path, errno);
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      auto msg = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
-      buf.erase(0, nl + 1);
-      if (msg.is_discarded() || !msg.is_object()) return Fail(ErrorCode::kCorrupt, path + ": malformed response");
-      if (!msg.contains("frame")) return msg;
-      on_frame(msg);
-    }
-    ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return FailErrno(path, errno);
-    if (n == 0) return Fail(path + ": daemon closed the connection");
-    buf.append(chunk, n);
-  }
-}
-
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

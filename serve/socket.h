@@ -21,23 +21,18 @@
 #include "common/unique_fd.h"
 #include "control/frames.h"
 
-namespace agentenv::control {
-
-// The longest request line the socket and `agentenv mcp` accept. A longer
-// one gets an error reply (the socket then closes that connection; MCP
-// skips the line) and memory stays bounded.
-inline constexpr size_t kMaxRequestBytes = size_t{16} << 20;
+namespace agentenv::serve {
 
 // Handles one request that may stream frames before its result. Frames
 // sent to `emit` get the request's "id" and go to the client ahead of the
 // response; a null frame sends nothing and only checks that the client is
 // still connected.
 using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
-                                                           const FrameSink& emit)>;
+                                                           const control::FrameSink& emit)>;
 
 // Serves the socket until Stop() or destruction: one thread per client,
 // many clients at once. A malformed line gets an error response and the
-// connection stays open; a line over kMaxRequestBytes gets an error
+// connection stays open; a line over control::kMaxRequestBytes gets an error
 // response and the connection is closed.
 class SocketServer {
  public:
@@ -63,13 +58,4 @@ class SocketServer {
   std::atomic<bool> stopping_{false};
 };
 
-// Sends one request to the daemon at `path` and returns its response
-// object. Errors: kNotFound when no daemon listens there, I/O.
-Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args);
-
-// Same, handing every frame that precedes the response to on_frame (e.g.
-// exec's output as it is produced). Errors as for CallDaemon.
-Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<void(const nlohmann::json&)>& on_frame);
-
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

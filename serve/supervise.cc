@@ -15,47 +15,50 @@
 #include "snap/layout.h"
 #include "runner/runner.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
+
+using json = nlohmann::json;
+
 namespace {
 
 class Supervisor {
  public:
-  Supervisor(Server& server, runner::EnvSpec spec) : server_(server), spec_(std::move(spec)) {}
+  Supervisor(control::Server& server, runner::EnvSpec spec) : server_(server), spec_(std::move(spec)) {}
 
   Result<void> Launch() {
     std::lock_guard lock(mu_);
     AE_ASSIGN(runner::Env env, runner::Env::Start(spec_));
-    Log("agent started (pid " + std::to_string(env.pid()) + ")");
+    control::Log("agent started (pid " + std::to_string(env.pid()) + ")");
     env_.emplace(std::move(env));
     return {};
   }
 
   // Operator rollback: stop the world, restore, relaunch.
   Result<json> OperatorRollback(const json& args) {
-    AE_ASSIGN(RollbackRequest req, ReadRequest<RollbackRequest>("rollback", args));
+    AE_ASSIGN(control::RollbackRequest req, control::ReadRequest<control::RollbackRequest>("rollback", args));
     std::lock_guard lock(mu_);
     if (env_) {
       env_->KillAll();
       env_.reset();
     }
-    Result<RollbackReply> r = server_.Rollback(req);
+    Result<control::RollbackReply> r = server_.Rollback(req);
     auto env = runner::Env::Start(spec_);
     if (!env) return Unexpected<Error>(env.error());
-    Log("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
+    control::Log("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
     env_.emplace(std::move(*env));
     if (!r) return Unexpected<Error>(r.error());
     r->relaunched = true;
-    return ToJson(*r);
+    return control::ToJson(*r);
   }
 
   // ps with the agent's env added (null while none runs).
   Result<json> Ps(const json& args) {
-    AE_ASSIGN(PsRequest req, ReadRequest<PsRequest>("ps", args));
-    AE_ASSIGN(PsReply rep, server_.Ps(req));
+    AE_ASSIGN(control::PsRequest req, control::ReadRequest<control::PsRequest>("ps", args));
+    AE_ASSIGN(control::PsReply rep, server_.Ps(req));
     rep.supervised = true;
     std::lock_guard lock(mu_);
-    if (env_) rep.agent = AgentEntry{env_->pid(), EnvProcesses(*env_)};
-    return ToJson(rep);
+    if (env_) rep.agent = control::AgentEntry{env_->pid(), control::EnvProcesses(*env_)};
+    return control::ToJson(rep);
   }
 
   // The pidfd of the running agent env, -1 while none runs.
@@ -84,7 +87,7 @@ class Supervisor {
   }
 
  private:
-  Server& server_;
+  control::Server& server_;
   runner::EnvSpec spec_;
   std::mutex mu_;  // guards env_: rollbacks and the main loop race for it
   std::optional<runner::Env> env_;
@@ -93,29 +96,29 @@ class Supervisor {
 }  // namespace
 
 Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
-  AE_ASSIGN(auto repo, OpenRepo(root));
-  Server server(std::move(repo));
+  AE_ASSIGN(auto repo, control::OpenRepo(root));
+  control::Server server(std::move(repo));
   runner::EnvSpec spec;
   spec.root = server.repo().work_dir();
   spec.argv = opt.argv;
-  AE_ASSIGN(spec.network, ParseNetwork(opt.network));
+  AE_ASSIGN(spec.network, control::ParseNetwork(opt.network));
   // /run is ignored (never versioned), so a restored tree may lack it; the
   // runner mounts a tmpfs there and binds the agent socket inside.
-  EnsureRunDir(server.repo().work_dir());
+  control::EnsureRunDir(server.repo().work_dir());
   std::string agent_sock = snap::layout::AgentSocket(root);
   spec.binds.push_back({agent_sock, runner::kSocketPath, false});
   Supervisor sup(server, spec);
 
   ServeOptions so;
   so.signals = {SIGINT, SIGTERM};
-  so.sockets.push_back({agent_sock, [&server](const std::string& op, const json& args, const FrameSink& emit) {
-                          return CallJson(server, op, args, emit);  // in place: the agent keeps running
+  so.sockets.push_back({agent_sock, [&server](const std::string& op, const json& args, const control::FrameSink& emit) {
+                          return control::CallJson(server, op, args, emit);  // in place: the agent keeps running
                         }});
-  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const FrameSink& emit) {
-                          const OpSpec* spec = FindOp(op);
+  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const control::FrameSink& emit) {
+                          const control::OpSpec* spec = control::FindOp(op);
                           if (spec && spec->name == "rollback") return sup.OperatorRollback(args);
                           if (spec && spec->name == "ps") return sup.Ps(args);
-                          return CallJson(server, op, args, emit);
+                          return control::CallJson(server, op, args, emit);
                         }});
   so.capture = opt.capture;
   AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
@@ -127,7 +130,7 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
     pollfd p[2] = {{serving->signal_fd(), POLLIN, 0}, {pfd, POLLIN, 0}};
     if (::poll(p, pfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR) break;
     if (p[0].revents) {
-      Log("stopping: signal; killing the env");
+      control::Log("stopping: signal; killing the env");
       sup.Stop();
       exit_code = 128 + SIGTERM;
       break;
@@ -135,7 +138,7 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
     if (pfd >= 0 && (p[1].revents & POLLIN)) {
       if (auto st = sup.Reap(pfd)) {
         exit_code = st->signal ? 128 + st->signal : st->exit_code;
-        Log("agent exited with " + std::to_string(exit_code));
+        control::Log("agent exited with " + std::to_string(exit_code));
         break;
       }
     }
@@ -144,4 +147,4 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
   return exit_code;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

@@ -15,12 +15,12 @@
 #include "common/result.h"
 #include "control/capture.h"
 
-namespace agentenv::control {
+namespace agentenv::serve {
 
 struct SuperviseOptions {
   std::vector<std::string> argv;  // the agent
   std::string network = "allow";
-  CaptureOptions capture;
+  control::CaptureOptions capture;
 };
 
 // Runs the agent until it exits or SIGINT/SIGTERM arrives; returns its exit
@@ -29,4 +29,4 @@ struct SuperviseOptions {
 // root), the env's start-up.
 Result<int> Supervise(const std::string& root, const SuperviseOptions& opt);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::serve

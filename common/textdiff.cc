@@ -1,10 +1,10 @@
-#include "control/textdiff.h"
+#include "common/textdiff.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-namespace agentenv::control {
+namespace agentenv {
 namespace {
 
 // Lines including their '\n' (the last may lack it).
@@ -134,4 +134,4 @@ std::optional<std::string> UnifiedDiff(std::string_view a, std::string_view b, c
   return out;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv

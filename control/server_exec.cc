@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "common/unique_fd.h"
+#include "common/text.h"
 #include "control/frames.h"
 #include "control/jobs.h"
 #include "control/render.h"

@@ -11,14 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "control/archive.h"
-#include "control/client.h"
 #include "archive/tarball.h"
-#include "registry/registry.h"
+#include "common/result.h"
+#include "snap/repo.h"
 #include "snap/tree.h"
 
-namespace agentenv::control {
+namespace agentenv::archive {
 
 // Which layers an exported image has (docs/oci.md):
 //  squash: one layer, the node's whole tree;
@@ -49,9 +47,10 @@ struct OciExportReply {
 // Writes node `ref` as image `tag` of the layout at `dir` (blobs are
 // content-addressed: the same node gives the same digests; an existing
 // blob is never rewritten; index.json is replaced atomically, other tags
-// kept). A reader: runs in this process. Errors: kNotFound (ref),
-// kInvalid (layers mode, tag), I/O.
-Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r);
+// kept). A reader of `repo`: thread-safe as its readers are. Errors:
+// kNotFound (ref), kInvalid (layers mode, tag), I/O (a full disk is the
+// caller's to explain: it knows whose disk that is).
+Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r);
 
 // One content descriptor of an image.
 struct OciBlob {
@@ -93,52 +92,4 @@ std::optional<std::vector<OciNode>> OciHistory(const OciImage& image);
 // Gives directory `dir` the root metadata of a node (owner only as root).
 Result<void> SetRootMeta(const std::string& dir, const snap::Meta& m);
 
-using TransferProgress = std::function<void(const registry::Progress&)>;
-
-struct PushRequest {
-  std::string ref;     // the node
-  std::string target;  // HOST[:PORT]/REPOSITORY[:TAG]
-  std::string layers = "path";
-  bool insecure = false;  // plain HTTP
-  std::string auth_file;  // empty: registry::Options' default search
-};
-struct PushReply {
-  std::string node, target, manifest;
-  uint64_t layers = 0, blobs_sent = 0, blobs_skipped = 0, bytes_sent = 0;
-  template <class V> void Fields(V& v) {
-    v("node", node); v("target", target); v("manifest", manifest); v("layers", layers);
-    v("blobs_sent", blobs_sent); v("blobs_skipped", blobs_skipped); v("bytes_sent", bytes_sent);
-  }
-};
-// Pushes node `ref` (layers as ExportOci) to a registry: the layers the
-// registry has (HEAD) are neither written again locally (their digests are
-// remembered) nor uploaded; the manifest is PUT last, so a failed push
-// leaves no tag. A scratch layout beside the live tree is removed after.
-// Errors: as ExportOci and registry::Push.
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress);
-
-struct PullRequest {
-  std::string source;  // HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]
-  bool insecure = false;
-  std::string auth_file;
-  std::string message;  // default "pulled <source>"
-};
-struct PullReply {
-  std::string node, source, manifest;
-  uint64_t bytes_received = 0;
-  std::vector<std::string> warnings;
-  template <class V> void Fields(V& v) {
-    v("node", node); v("source", source); v("manifest", manifest); v("bytes_received", bytes_received);
-    v("warnings", warnings);
-  }
-};
-// Pulls an image into a scratch layout beside the live tree (every blob
-// verified), then imports it as ImportArchive does (a new child of HEAD;
-// the live tree is not touched). On any failure nothing is recorded and
-// the scratch layout is removed. Errors: as registry::Pull and ImportArchive.
-Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress);
-// `init --from-image`: a new repository at `root` whose first node is the
-// pulled image. On failure nothing of it is left. Errors: as Pull and Init.
-Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, const TransferProgress& progress);
-
-}  // namespace agentenv::control
+}  // namespace agentenv::archive

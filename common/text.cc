@@ -1,11 +1,11 @@
-#include "control/frames.h"
+#include "common/text.h"
 
 #include <openssl/evp.h>
 
 #include <cctype>
 #include <cstdint>
 
-namespace agentenv::control {
+namespace agentenv {
 size_t Utf8Prefix(std::string_view s, bool* tail_ok) {
   size_t i = 0;
   *tail_ok = false;
@@ -64,4 +64,4 @@ std::optional<std::string> Base64Decode(std::string_view s) {
   return out;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace agentenv::control {
+namespace agentenv {
 
 // Whether `data` looks like text: no NUL byte in its first 8000 bytes
 // (git's rule).
@@ -19,4 +19,4 @@ bool LooksLikeText(std::string_view data);
 std::optional<std::string> UnifiedDiff(std::string_view a, std::string_view b, const std::string& a_name,
                                        const std::string& b_name, size_t max_edits = 4000);
 
-}  // namespace agentenv::control
+}  // namespace agentenv
