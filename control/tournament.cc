@@ -43,7 +43,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   // Workspaces a killed tournament left behind: nothing runs in them.
   AE_ASSIGN(auto existing, ListWorkspaces(repo_->root()));
   for (const auto& ws : existing)
-    if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(ws);
+    if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(*repo_, ws);
 
   // Leased for the whole tournament (the candidates' workspaces lease it
   // too, through their states).
@@ -54,7 +54,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
   for (size_t i = 0; i < n; ++i) {
-    AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
+    AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
     spaces.push_back(std::move(ws));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
   }
@@ -141,7 +141,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     if (r.keep == "all" || (rep.winner && *rep.winner == i)) {
       ws.tournament.clear();
       (void)SaveWorkspace(ws);
-    } else if (RemoveWorkspace(ws)) {
+    } else if (RemoveWorkspace(*repo_, ws)) {
       rep.candidates[i].workspace.clear();
     }
   }

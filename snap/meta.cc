@@ -204,12 +204,15 @@ Result<std::optional<store::ObjectId>> MetaDb::GetRef(const std::string& name) c
   return std::optional<store::ObjectId>(IdOf(v));
 }
 
-Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
-    const std::string& prefix) const {
-  READ_TXN(t);
+namespace {
+
+// The refs whose names start with `prefix`, in name order, as `txn` sees them.
+Result<std::vector<std::pair<std::string, store::ObjectId>>> RefsIn(MDB_txn* txn, MDB_dbi refs,
+                                                                    const std::string& dir,
+                                                                    const std::string& prefix) {
   std::vector<std::pair<std::string, store::ObjectId>> out;
   MDB_cursor* c;
-  MDB_TRY(dir_, mdb_cursor_open(t.txn, refs_, &c));
+  MDB_TRY(dir, mdb_cursor_open(txn, refs, &c));
   MDB_val k = Val(prefix.data(), prefix.size()), v;
   for (int rc = mdb_cursor_get(c, &k, &v, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE); rc == 0;
        rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -219,6 +222,14 @@ Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
   }
   mdb_cursor_close(c);
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
+    const std::string& prefix) const {
+  READ_TXN(t);
+  return RefsIn(t.txn, refs_, dir_, prefix);
 }
 
 Result<std::vector<NodeRecord>> MetaDb::Recent(size_t limit, uint64_t before) const {
@@ -476,6 +487,18 @@ Result<void> MetaDb::Txn::SetRef(const std::string& name, const store::ObjectId&
   MDB_val k = Val(name.data(), name.size()), v = Val(id);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->refs_, &k, &v, 0));
   return {};
+}
+
+Result<bool> MetaDb::Txn::HasNode(const store::ObjectId& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn_, db_->nodes_, &k, &v);
+  if (rc == MDB_NOTFOUND) return false;
+  MDB_TRY(db_->dir_, rc);
+  return true;
+}
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::Txn::ListRefs(const std::string& prefix) {
+  return RefsIn(txn_, db_->refs_, db_->dir_, prefix);
 }
 
 Result<void> MetaDb::Txn::DeleteRef(const std::string& name) {
