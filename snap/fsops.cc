@@ -170,7 +170,8 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
   std::string p = ProcPath(dirfd, name);
   AE_ASSIGN(Xattrs have, ReadXattrs(dirfd, name, rel));
   for (const auto& [k, v] : have) {
-    bool keep = std::any_of(m.xattrs.begin(), m.xattrs.end(), [&](const auto& x) { return x.first == k; });
+    const std::string& key = k;  // clang 14 cannot capture a structured binding
+    bool keep = std::any_of(m.xattrs.begin(), m.xattrs.end(), [&](const auto& x) { return x.first == key; });
     if (!keep && ::lremovexattr(p.c_str(), k.c_str()) != 0 && errno != ENODATA)
       return FailErrno(rel + ": xattr " + k, errno);
   }
