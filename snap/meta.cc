@@ -11,6 +11,12 @@
 namespace agentenv::snap {
 
 using meta_internal::BigEndian;
+using meta_internal::DecodeEntry;
+using meta_internal::DecodeRecord;
+using meta_internal::DecodeStat;
+using meta_internal::EncodeEntry;
+using meta_internal::EncodeRecord;
+using meta_internal::EncodeStat;
 using meta_internal::IdOf;
 using meta_internal::Val;
 
@@ -31,6 +37,29 @@ std::string PathKey(std::string_view path) {
   auto h = store::ObjectId::Of({reinterpret_cast<const uint8_t*>(path.data()), path.size()});
   return "\x01long:" + h.Hex();
 }
+
+// The fields both caches start with.
+void WriteFields(ByteWriter& w, const StatFields& f) {
+  for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
+  w.Signed(f.mtime_ns);
+  w.Signed(f.ctime_ns);
+  w.Pairs(f.xattrs);
+}
+
+bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
+  uint64_t mode, uid, gid;
+  if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
+      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns))
+    return false;
+  f->mode = uint32_t(mode);
+  f->uid = uint32_t(uid);
+  f->gid = uint32_t(gid);
+  return r.Pairs(&f->xattrs, max);
+}
+
+}  // namespace
+
+namespace meta_internal {
 
 std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   ByteWriter w;
@@ -63,25 +92,6 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
   n.flags = uint32_t(flags);
   if ((n.flags & NodeRecord::kDamaged) && !r.Str(&n.damage)) return std::nullopt;
   return n;
-}
-
-// The fields both caches start with.
-void WriteFields(ByteWriter& w, const StatFields& f) {
-  for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
-  w.Signed(f.mtime_ns);
-  w.Signed(f.ctime_ns);
-  w.Pairs(f.xattrs);
-}
-
-bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
-  uint64_t mode, uid, gid;
-  if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
-      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns))
-    return false;
-  f->mode = uint32_t(mode);
-  f->uid = uint32_t(uid);
-  f->gid = uint32_t(gid);
-  return r.Pairs(&f->xattrs, max);
 }
 
 std::vector<uint8_t> EncodeStat(const StatEntry& e) {
@@ -126,8 +136,7 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
   return e;
 }
 
-
-}  // namespace
+}  // namespace meta_internal
 
 Result<void> MetaDb::Sync() {
   MDB_TRY(dir_, mdb_env_sync(env_, 1));
