@@ -109,6 +109,9 @@ std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
   uint8_t type;
   if (!ReadFields(r, b.size(), &e) || !r.Raw(e.ref.id.bytes.data(), 32) || !r.U8(&type) || !r.Var(&e.ref.size))
     return std::nullopt;
+  // A file's content is a chunk or a manifest: any other type would go
+  // into a tree entry that no tree decoder reads back.
+  if (type != uint8_t(store::ObjectType::kChunk) && type != uint8_t(store::ObjectType::kManifest)) return std::nullopt;
   e.ref.type = store::ObjectType(type);
   return e;
 }
