@@ -21,6 +21,15 @@ bool ValidTagName(const std::string& n) {
   }) && n.find('~') == std::string::npos && n.find("..") == std::string::npos;
 }
 
+// `seconds` since the epoch plus `ns`, held to the range of int64_t: a
+// time before 1678 or after 2262 is still before or after every node.
+int64_t ToNs(int64_t seconds, int64_t ns) {
+  int64_t out;
+  if (__builtin_mul_overflow(seconds, int64_t{1000000000}, &out) || __builtin_add_overflow(out, ns, &out))
+    return seconds < 0 ? INT64_MIN : INT64_MAX;
+  return out;
+}
+
 // "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
 // "now": nanoseconds since the epoch (dates in local time).
 Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
@@ -28,19 +37,29 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
   unsigned long long n = 0;
   char unit[16] = {0};
   int used = 0;
-  if (std::sscanf(when.c_str(), "%llu %15s ago%n", &n, unit, &used) == 2 && size_t(used) == when.size()) {
+  if (when.find('-') == std::string::npos &&  // %llu reads "-5" as 2^64 - 5
+      std::sscanf(when.c_str(), "%llu %15s ago%n", &n, unit, &used) == 2 && size_t(used) == when.size()) {
     std::string u = unit;
     if (u.size() > 1 && u.back() == 's') u.pop_back();
     const std::pair<const char*, int64_t> units[] = {{"second", 1}, {"sec", 1}, {"s", 1}, {"minute", 60}, {"min", 60},
                                                      {"m", 60}, {"hour", 3600}, {"h", 3600}, {"day", 86400},
                                                      {"d", 86400}, {"week", 604800}, {"w", 604800}};
-    for (const auto& [name, seconds] : units)
-      if (u == name) return now_ns - int64_t(n) * seconds * 1000000000;
+    for (const auto& [name, seconds] : units) {
+      if (u != name) continue;
+      int64_t ago, t;
+      if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(int64_t(n), seconds * 1000000000, &ago) ||
+          __builtin_sub_overflow(now_ns, ago, &t))
+        return INT64_MIN;  // before every node
+      return t;
+    }
   }
   struct tm tm {};
-  int y, mo, d, h = 0, mi = 0, sec = 0;
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
   int fields = std::sscanf(when.c_str(), "%d-%d-%d %d:%d:%d%n", &y, &mo, &d, &h, &mi, &sec, &used);
-  if (fields == 3 || fields >= 5) {
+  // Fields out of range are no date (and y - 1900 must not overflow).
+  bool in_range = y >= 1 && y <= 9999 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h >= 0 && h <= 23 &&
+                  mi >= 0 && mi <= 59 && sec >= 0 && sec <= 60;
+  if ((fields == 3 || fields >= 5) && in_range) {
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;
     tm.tm_mday = d;
@@ -49,7 +68,7 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
     tm.tm_sec = fields == 6 ? sec : 0;
     tm.tm_isdst = -1;
     time_t t = ::mktime(&tm);
-    if (t != time_t(-1)) return int64_t(t) * 1000000000 + (fields == 3 ? 0 : 999999999);
+    if (t != time_t(-1)) return ToNs(int64_t(t), fields == 3 ? 0 : 999999999);
   }
   return Fail(ErrorCode::kInvalid, "@{" + when + "}: expected \"N minutes ago\" (seconds, minutes, hours, days, weeks), "
                                    "\"YYYY-MM-DD HH:MM[:SS]\" or \"YYYY-MM-DD\"");
