@@ -85,53 +85,62 @@ Result<NodeRecord> Repo::Record(const store::ObjectId& id) const {
 }
 
 Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {
-  // @{<time>}: the newest node made at or before that time.
-  if (ref.size() > 3 && ref.rfind("@{", 0) == 0 && ref.back() == '}') {
-    std::string when = ref.substr(2, ref.size() - 3);
-    AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
-    AE_ASSIGN(auto nodes, Log(SIZE_MAX));
-    const NodeRecord* best = nullptr;
-    for (const auto& r : nodes)
-      if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
-    if (!best) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': no node was made at or before that time");
-    return best->id;
-  }
-  // <base>~N and <base>^ walk up the history.
-  size_t tilde = ref.find_last_of("~^");
-  if (tilde != std::string::npos && tilde > 0) {
-    std::string count = ref.substr(tilde + 1);
-    if (ref[tilde] == '^' && !count.empty()) return Fail(ErrorCode::kInvalid, "ref '" + ref + "': use <ref>~N");
+  auto is_time = [](const std::string& r) { return r.size() > 3 && r.rfind("@{", 0) == 0 && r.back() == '}'; };
+  // <base>~N and <base>^ walk up the history: the suffixes are taken off
+  // from the right and their steps added up, in a loop (one recursion per
+  // suffix overflowed the stack on a ref of a few thousand '~').
+  std::string base = ref;
+  uint64_t up = 0;
+  while (!is_time(base)) {
+    size_t tilde = base.find_last_of("~^");
+    if (tilde == std::string::npos || tilde == 0) break;
+    std::string count = base.substr(tilde + 1);
+    if (base[tilde] == '^' && !count.empty()) return Fail(ErrorCode::kInvalid, "ref '" + ref + "': use <ref>~N");
     uint64_t n = 1;
     if (!count.empty()) {
       if (!std::all_of(count.begin(), count.end(), ::isdigit) || count.size() > 9)
         return Fail(ErrorCode::kInvalid, "ref '" + ref + "': expected <ref>~N with a number N");
       n = std::stoull(count);
     }
-    AE_ASSIGN(store::ObjectId id, Resolve(ref.substr(0, tilde)));
-    for (uint64_t i = 0; i < n; ++i) {
-      AE_ASSIGN(NodeRecord r, Record(id));
-      if (!r.parent) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': history has only " + std::to_string(i) + " ancestors");
-      id = *r.parent;
+    up += n;  // at most 10^9 per suffix: no overflow
+    base.resize(tilde);
+  }
+  AE_ASSIGN(store::ObjectId id, [&]() -> Result<store::ObjectId> {
+    // @{<time>}: the newest node made at or before that time.
+    if (is_time(base)) {
+      std::string when = base.substr(2, base.size() - 3);
+      AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
+      AE_ASSIGN(auto nodes, Log(SIZE_MAX));
+      const NodeRecord* best = nullptr;
+      for (const auto& r : nodes)
+        if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
+      if (!best) return Fail(ErrorCode::kNotFound, "ref '" + base + "': no node was made at or before that time");
+      return best->id;
     }
-    return id;
-  }
-  if (ref == "HEAD") {
-    AE_ASSIGN(auto head, Head());
-    if (!head) return Fail(ErrorCode::kNotFound, "HEAD: no snapshot yet (run `agentenv snap`)");
-    return *head;
-  }
-  AE_ASSIGN(auto tag, meta_->GetRef("tag/" + ref));
-  if (tag) return *tag;
-  if (ref.size() >= 4 && ref.size() <= 64 && IsHex(ref)) {
-    AE_ASSIGN(auto ids, meta_->FindPrefix(ref, 5));
-    if (ids.size() == 1) return ids[0];
-    if (ids.size() > 1) {
-      std::string msg = "ref '" + ref + "': ambiguous, matches";
-      for (const auto& id : ids) msg += " " + id.Hex().substr(0, 12);
-      return Fail(ErrorCode::kInvalid, msg + "; give more digits");
+    if (base == "HEAD") {
+      AE_ASSIGN(auto head, Head());
+      if (!head) return Fail(ErrorCode::kNotFound, "HEAD: no snapshot yet (run `agentenv snap`)");
+      return *head;
     }
+    AE_ASSIGN(auto tag, meta_->GetRef("tag/" + base));
+    if (tag) return *tag;
+    if (base.size() >= 4 && base.size() <= 64 && IsHex(base)) {
+      AE_ASSIGN(auto ids, meta_->FindPrefix(base, 5));
+      if (ids.size() == 1) return ids[0];
+      if (ids.size() > 1) {
+        std::string msg = "ref '" + base + "': ambiguous, matches";
+        for (const auto& id : ids) msg += " " + id.Hex().substr(0, 12);
+        return Fail(ErrorCode::kInvalid, msg + "; give more digits");
+      }
+    }
+    return Fail(ErrorCode::kNotFound, "ref '" + base + "': no such node, tag or HEAD (see `agentenv log`)");
+  }());
+  for (uint64_t i = 0; i < up; ++i) {
+    AE_ASSIGN(NodeRecord r, Record(id));
+    if (!r.parent) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': history has only " + std::to_string(i) + " ancestors");
+    id = *r.parent;
   }
-  return Fail(ErrorCode::kNotFound, "ref '" + ref + "': no such node, tag or HEAD (see `agentenv log`)");
+  return id;
 }
 
 Result<store::ObjectId> Repo::Tag(const std::string& name, const std::string& ref) {
