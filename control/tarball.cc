@@ -158,6 +158,22 @@ bool IsWhiteout(const std::string& name) {
   return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, ".wh.") == 0;
 }
 
+// A whiteout is a marker file. One that is a directory, or an entry below
+// a whiteout's name, would both remove a path and put one of the marker's
+// name in the tree (which the next export would write as a whiteout
+// again): no tool agrees on what such a layer means, so it is refused.
+Result<void> CheckWhiteoutName(const std::string& archive, const std::string& name, mode_t type) {
+  for (size_t start = 0, slash; (slash = name.find('/', start)) != std::string::npos; start = slash + 1)
+    if (name.compare(start, 4, ".wh.") == 0)
+      return Fail(ErrorCode::kInvalid, archive + ": entry '" + name + "' lies below whiteout '" +
+                                           name.substr(0, slash) + "'; refusing the layer");
+  if (type == AE_IFDIR && IsWhiteout(name))
+    return Fail(ErrorCode::kInvalid, archive + ": entry '" + name +
+                                         "' is a directory named as a whiteout ('.wh.'), which must be a file; "
+                                         "refusing the layer");
+  return {};
+}
+
 }  // namespace
 
 namespace {
@@ -263,13 +279,14 @@ Result<void> Extract(const std::string& path, const std::string& dest,
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());
     }
+    mode_t type = A.archive_entry_filetype(e);
+    if (layer) AE_TRY(CheckWhiteoutName(path, name, type));
     if (layer) AE_TRY(keep_parent_time(name));
     if (layer && IsWhiteout(name)) {
       if (name.ends_with("/.wh..wh..opq")) AE_TRY(keep_parent_time(name.substr(0, name.rfind('/'))));
       AE_TRY(ApplyWhiteout(path, name, seen));
       continue;
     }
-    mode_t type = A.archive_entry_filetype(e);
     if (layer && type == AE_IFDIR)
       dir_times.emplace_back(name, timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))});
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {

@@ -306,6 +306,26 @@ TEST_CASE("cli oci: hostile and damaged images are refused, nothing recorded", "
   CHECK(r.err.find("no image tagged 'nope' (tags: t)") != std::string::npos);
 }
 
+TEST_CASE("cli oci: whiteouts that are directories or have entries below them are refused, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "lower.tar", {{"etc/", '5'}, {"etc/passwd", '0', "", "root\n"}, {"etc/conf.d/", '5'},
+                               {"etc/conf.d/a", '0', "", "a\n"}});
+  // ".wh.etc/" would remove etc, and its entry would put a directory of
+  // that name in the tree: the layer cannot mean both.
+  WriteTar(tmp / "whdir.tar", {{".wh.etc/", '5'}, {".wh.etc/file", '0', "", "f\n"}});
+  MakeLayout(tmp / "whdir", {tmp / "lower.tar", tmp / "whdir.tar"});
+  ExpectRefused(tmp, tmp / "whdir", "entry '.wh.etc' is a directory named as a whiteout");
+  // The same without the directory's own entry.
+  WriteTar(tmp / "below.tar", {{".wh.etc/file", '0', "", "f\n"}});
+  MakeLayout(tmp / "below", {tmp / "lower.tar", tmp / "below.tar"});
+  ExpectRefused(tmp, tmp / "below", "entry '.wh.etc/file' lies below whiteout '.wh.etc'");
+  // An opaque marker is a file too.
+  WriteTar(tmp / "opqdir.tar", {{"etc/.wh..wh..opq/", '5'}});
+  MakeLayout(tmp / "opqdir", {tmp / "lower.tar", tmp / "opqdir.tar"});
+  ExpectRefused(tmp, tmp / "opqdir", "entry 'etc/.wh..wh..opq' is a directory named as a whiteout");
+}
+
 TEST_CASE("cli oci: skopeo pushes our layout to a real registry and back, init --from-oci of it gives the same tree",
           "[cli][oci][interop][registry]") {
   if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
