@@ -163,7 +163,13 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
                                          " images; name one as " + dir + ":TAG (tags: " + list + ")");
   }
   if (IsIndex(chosen->media_type)) {
-    if (depth > 0) return Fail(ErrorCode::kUnsupported, where + ": an index inside an index inside an index");
+    // A layout's index names images or one image index (a multi-platform
+    // image); deeper nesting is no image anyone writes, and reading it
+    // would follow any chain an input makes.
+    if (depth > 0)
+      return Fail(ErrorCode::kInvalid, where + ": names " + chosen->digest +
+                                           ", an image index nested in an image index (at most one level is read); "
+                                           "refusing the image");
     AE_ASSIGN(json nested, ReadJsonBlob(dir, *chosen));
     return PickManifest(dir, dir + " " + chosen->digest, nested, tag, depth + 1);
   }

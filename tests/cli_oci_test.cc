@@ -326,6 +326,26 @@ TEST_CASE("cli oci: whiteouts that are directories or have entries below them ar
   ExpectRefused(tmp, tmp / "opqdir", "entry 'etc/.wh..wh..opq' is a directory named as a whiteout");
 }
 
+TEST_CASE("cli oci: indexes nested deeper than an image index are refused as bad input, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "ok.tar", {{"f", '0', "", "fine"}});
+  fs::path layout = tmp / "deep";
+  MakeLayout(layout, {tmp / "ok.tar"});
+  json index = json::parse(ReadFile(layout / "index.json"));
+  json desc = index["manifests"][0];
+  desc.erase("annotations");
+  // 200 indexes, each naming the one below it; index.json names the top.
+  for (int i = 0; i < 200; ++i) {
+    fs::path f = tmp / "index.tmp";
+    WriteFile(f, json{{"schemaVersion", 2}, {"manifests", {desc}}}.dump());
+    desc = AddBlob(layout, f, "application/vnd.oci.image.index.v1+json");
+  }
+  desc["annotations"] = {{"org.opencontainers.image.ref.name", "t"}};
+  WriteFile(layout / "index.json", json{{"schemaVersion", 2}, {"manifests", {desc}}}.dump());
+  ExpectRefused(tmp, layout, "an image index nested in an image index");
+}
+
 TEST_CASE("cli oci: skopeo pushes our layout to a real registry and back, init --from-oci of it gives the same tree",
           "[cli][oci][interop][registry]") {
   if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
