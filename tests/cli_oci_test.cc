@@ -326,6 +326,27 @@ TEST_CASE("cli oci: whiteouts that are directories or have entries below them ar
   ExpectRefused(tmp, tmp / "opqdir", "entry 'etc/.wh..wh..opq' is a directory named as a whiteout");
 }
 
+TEST_CASE("cli oci: a config whose diff_ids do not match the layers is a damaged image, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "a.tar", {{"a", '0', "", "a\n"}});
+  WriteTar(tmp / "b.tar", {{"b", '0', "", "b\n"}});
+  std::string a = Sha256Of(tmp / "a.tar"), b = Sha256Of(tmp / "b.tar");
+  MakeLayout(tmp / "swapped", {tmp / "a.tar", tmp / "b.tar"}, "t", json::array({b, a}));
+  ExpectRefused(tmp, tmp / "swapped", "the config's diff_id of layer 1 is " + b);
+  MakeLayout(tmp / "fewer", {tmp / "a.tar", tmp / "b.tar"}, "t", json::array({a}));
+  ExpectRefused(tmp, tmp / "fewer", "rootfs.diff_ids has 1 entries for 2 layers");
+  // A compressed layer's diff_id is the digest of the tar inside.
+  fs::path gz = tmp / "a.tar.gz";
+  MustRun({"/bin/sh", "-c", "gzip -n -c " + (tmp / "a.tar").string() + " > " + gz.string()});
+  MakeLayout(tmp / "gz", {gz}, "t", json::array({a}));
+  fs::path fresh = tmp / "from-gz";
+  MustAgentenv(fresh, {"init", "--from-oci", (tmp / "gz").string() + ":t"});
+  CHECK(ReadFile(Work(fresh) / "a") == "a\n");
+  MakeLayout(tmp / "gz-bad", {gz}, "t", json::array({b}));
+  ExpectRefused(tmp, tmp / "gz-bad", "refusing the image");
+}
+
 TEST_CASE("cli oci: indexes nested deeper than an image index are refused as bad input, nothing recorded",
           "[cli][oci]") {
   TempDir tmp;
