@@ -24,7 +24,8 @@ max_len() {
   case $1 in
     tar_import|oci_layer|pax_time) echo 16384 ;;
     oci_layout) echo 32768 ;;
-    socket|mcp) echo 2048 ;;
+    socket) echo 1024 ;;
+    mcp) echo 512 ;;
     *) echo 4096 ;;
   esac
 }
