@@ -170,6 +170,13 @@ Result<json> ReadJsonBlob(const std::string& dir, const OciBlob& b) {
   return ReadJson(path, kMaxJson);
 }
 
+// j[key] when j is an object whose key holds a string, else "" (json's
+// value() throws for a key of another type).
+std::string StringAt(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
+  return j[key].get<std::string>();
+}
+
 bool IsIndex(const std::string& t) {
   return t == "application/vnd.oci.image.index.v1+json" ||
          t == "application/vnd.docker.distribution.manifest.list.v2+json";
@@ -192,9 +199,8 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
                            : "";
     if (!name.empty()) tags.push_back(name);
     if (depth == 0 && !tag.empty() && name == tag) chosen = b;
-    if (depth > 0 && m.contains("platform") && m["platform"].is_object() &&
-        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == registry::Architecture() &&
-        !chosen)
+    if (depth > 0 && m.contains("platform") && StringAt(m["platform"], "os") == "linux" &&
+        StringAt(m["platform"], "architecture") == registry::Architecture() && !chosen)
       chosen = b;
     all.push_back(std::move(b));
   }
@@ -245,7 +251,7 @@ Result<OciImage> OpenOciImage(const std::string& spec) {
   }
   while (img.dir.size() > 1 && img.dir.back() == '/') img.dir.pop_back();
   AE_ASSIGN(json layout, ReadJson(img.dir + "/oci-layout", 4096));
-  if (layout.value("imageLayoutVersion", "") != "1.0.0")
+  if (StringAt(layout, "imageLayoutVersion") != "1.0.0")
     return Fail(ErrorCode::kUnsupported, img.dir + "/oci-layout: imageLayoutVersion is not 1.0.0");
   AE_ASSIGN(json index, ReadJson(img.dir + "/index.json", kMaxJson));
   AE_ASSIGN(img.manifest, PickManifest(img.dir, img.dir + "/index.json", index, img.tag, 0));
