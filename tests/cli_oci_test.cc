@@ -38,6 +38,14 @@ TEST_CASE("cli oci: the same node exports to the same digests in every layers mo
   MustAgentenv(root, {"export", "HEAD~1", "--oci", (tmp / "again").string(), "--tag", "older"});
   json index = json::parse(ReadFile(tmp / "again/index.json"));
   CHECK(index["manifests"].size() == 2);
+  // Entries of another tool's index whose annotations are not what we
+  // write stay as they are.
+  index["manifests"].push_back({{"mediaType", "x"}, {"annotations", "not an object"}});
+  index["manifests"].push_back({{"mediaType", "y"}, {"annotations", {{"org.opencontainers.image.ref.name", 7}}}});
+  WriteFile(tmp / "again/index.json", index.dump());
+  MustAgentenv(root, {"export", "HEAD", "--oci", (tmp / "again").string(), "--tag", "older"});
+  index = json::parse(ReadFile(tmp / "again/index.json"));
+  CHECK(index["manifests"].size() == 4);
   int code = 0;
   json bad = AgentenvJson(root, {"export", "HEAD", "--oci", (tmp / "x").string(), "--layers", "many"}, &code);
   CHECK(code == 2);
