@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "control/jobs.h"
 #include "control/ops.h"
 #include "fuzz/fuzz_env.h"
 
@@ -50,8 +51,21 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
   if (name == "retain") return ReadOnly<RetainRequest>(name, args);
   if (name == "gc") return ReadOnly<GcRequest>(name, args);
   if (name == "import") return ReadOnly<ImportRequest>(name, args);
-  if (name == "exec") return ReadOnly<ExecRequest>(name, args);
-  if (name == "spawn") return ReadOnly<SpawnRequest>(name, args);
+  // A run's arguments are planned as exec and spawn plan them (PlanRun);
+  // a session's directory would be made, so one with a session is not.
+  if (name == "exec" || name == "spawn") {
+    bool exec = name == "exec";
+    RunRequest run;
+    if (exec) {
+      AE_ASSIGN(ExecRequest r, ReadRequest<ExecRequest>(name, args));
+      run = r;
+    } else {
+      AE_ASSIGN(SpawnRequest r, ReadRequest<SpawnRequest>(name, args));
+      run = r.run;
+    }
+    if (run.session.empty()) AE_TRY(PlanRun(server.repo(), run, exec, /*collect=*/!emit));
+    return Fail(ErrorCode::kUnsupported, name + ": not run by the fuzz target");
+  }
   if (name == "kill") return ReadOnly<KillRequest>(name, args);
   if (name == "fork") return ReadOnly<ForkRequest>(name, args);
   if (name == "workspace_rm") return ReadOnly<WorkspaceRmRequest>(name, args);
