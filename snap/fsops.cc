@@ -197,7 +197,12 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
   return {};
 }
 
-int64_t ToNs(const struct timespec& ts) { return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+int64_t ToNs(const struct timespec& ts) {
+  int64_t ns;
+  if (__builtin_mul_overflow(int64_t(ts.tv_sec), int64_t{1000000000}, &ns) || __builtin_add_overflow(ns, ts.tv_nsec, &ns))
+    return ts.tv_sec < 0 ? INT64_MIN : INT64_MAX;
+  return ns;
+}
 
 int64_t NowNs() {
   struct timespec ts;

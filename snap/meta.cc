@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "snap/fsops.h"
 #include "snap/meta_internal.h"
 #include "snap/varint.h"
 #include "store/nocow.h"
@@ -148,8 +149,7 @@ Result<void> MetaDb::Sync() {
 }
 
 StatFields StatFields::Of(const struct stat& st, uint64_t dev) {
-  auto ns = [](const struct timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; };
-  return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ns(st.st_mtim), ns(st.st_ctim),
+  return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim), ToNs(st.st_ctim),
           st.st_mode, st.st_uid, st.st_gid, {}};
 }
 
