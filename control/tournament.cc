@@ -36,7 +36,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
   if (r.keep != "winner" && r.keep != "all") return Fail(ErrorCode::kInvalid, "tournament: keep must be winner or all");
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
-  if (r.timeout_s < 0) return Fail(ErrorCode::kInvalid, "tournament: timeout_s must be non-negative");
+  AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "tournament: timeout_s"));
   AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
   AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.base));
 
@@ -82,7 +82,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     spec.network = network;
     spec.stdio = runner::Stdio::kCapture;
     spec.limits.output_cap = 65536;
-    spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
+    spec.limits.timeout = timeout;
     spec.argv = {"/bin/sh", "-c", c.candidate};
     auto ran = runner::Run(spec);
     if (!ran) return c.error = ran.error().message, done();
