@@ -67,10 +67,13 @@ struct OciImage {
 // "DIR:TAG") and reads its manifest and layer list (blobs are verified
 // by UnpackOciImage). Errors: kNotFound (no layout, no such tag),
 // kInvalid (malformed JSON, a digest that is not sha256, several images
-// and no tag), kUnsupported (a media type that is not an image).
+// and no tag, an image index inside an image index inside the layout's
+// index), kUnsupported (a media type that is not an image).
 Result<OciImage> OpenOciImage(const std::string& spec);
-// Verifies every layer's size and SHA-256 against the manifest (kInvalid,
-// "<blob>: ... refusing the image"), then applies the layers bottom up
+// Verifies every layer's size and SHA-256 against the manifest, and the
+// config's rootfs.diff_ids against the layers (a compressed layer is read
+// once more to hash its tar) (kInvalid, "<blob>: ... refusing the image"),
+// then applies the layers bottom up
 // onto the empty directory `dest` (ApplyLayer: whiteouts, opaque
 // directories, hostile entries refused with kInvalid). On error `dest`
 // may hold a partial tree: the caller removes it.

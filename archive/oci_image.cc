@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include "common/platform.h"
 #include "common/unique_fd.h"
+#include "archive/libarchive.h"
 #include "archive/oci.h"
 
 namespace agentenv::archive {
@@ -73,16 +75,38 @@ Result<OciBlob> Descriptor(const std::string& where, const json& j) {
   return b;
 }
 
+// "sha256:<hex>" of what `ctx` hashed.
+std::string Finish(EVP_MD_CTX* ctx) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, d, &len);
+  static const char* k = "0123456789abcdef";
+  std::string hex = "sha256:";
+  for (unsigned i = 0; i < len; ++i) hex += k[d[i] >> 4], hex += k[d[i] & 15];
+  return hex;
+}
+
+using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
+
+Result<DigestCtx> NewSha256() {
+  DigestCtx ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    return Fail(ErrorCode::kUnsupported, "sha256: OpenSSL cannot compute it");
+  return ctx;
+}
+
 Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return Fail(ErrorCode::kInvalid, path + ": blob missing; refusing the image");
     return FailErrno(path, errno);
   }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
-    return Fail(ErrorCode::kUnsupported, "sha256: OpenSSL cannot compute it");
-  std::vector<char> buf(1 << 20);
+  AE_ASSIGN(DigestCtx ctx, NewSha256());
+  // Sized for the blob: a 1 MiB buffer zero-filled for each small JSON
+  // blob was most of the time an import spent on them.
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return FailErrno(path, errno);
+  std::vector<char> buf(size_t(std::clamp<int64_t>(st.st_size, 4096, 1 << 20)));
   *size = 0;
   for (;;) {
     ssize_t n = ::read(fd.get(), buf.data(), buf.size());
@@ -92,13 +116,38 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
     EVP_DigestUpdate(ctx.get(), buf.data(), size_t(n));
     *size += uint64_t(n);
   }
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx.get(), d, &len);
-  static const char* k = "0123456789abcdef";
-  std::string hex = "sha256:";
-  for (unsigned i = 0; i < len; ++i) hex += k[d[i] >> 4], hex += k[d[i] & 15];
-  return hex;
+  return Finish(ctx.get());
+}
+
+// "sha256:<hex>" of the file at `path` decompressed (gzip, xz, zstd, or
+// as it is): a compressed layer's diff_id.
+Result<std::string> Sha256Uncompressed(const std::string& path) {
+  AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
+  const ArchiveLib& A = *lib;
+  std::unique_ptr<archive, decltype(A.archive_read_free)> in(A.archive_read_new(), A.archive_read_free);
+  A.archive_read_support_filter_gzip(in.get());
+  A.archive_read_support_filter_xz(in.get());
+  A.archive_read_support_filter_zstd(in.get());
+  A.archive_read_support_format_raw(in.get());
+  auto bad = [&] {
+    const char* why = A.archive_error_string(in.get());
+    return Fail(ErrorCode::kInvalid, path + ": " + (why ? why : "cannot be read") + "; refusing the image");
+  };
+  archive_entry* e = nullptr;
+  if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK ||
+      A.archive_read_next_header(in.get(), &e) != ARCHIVE_OK)
+    return bad();
+  AE_ASSIGN(DigestCtx ctx, NewSha256());
+  for (;;) {
+    const void* block;
+    size_t len;
+    la_int64_t offset;
+    int r = A.archive_read_data_block(in.get(), &block, &len, &offset);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK) return bad();
+    EVP_DigestUpdate(ctx.get(), block, len);
+  }
+  return Finish(ctx.get());
 }
 
 Result<void> VerifyBlob(const std::string& dir, const OciBlob& b) {
@@ -120,6 +169,13 @@ Result<json> ReadJsonBlob(const std::string& dir, const OciBlob& b) {
   AE_TRY(VerifyBlob(dir, b));
   AE_ASSIGN(std::string path, BlobPath(dir, b.digest));
   return ReadJson(path, kMaxJson);
+}
+
+// j[key] when j is an object whose key holds a string, else "" (json's
+// value() throws for a key of another type).
+std::string StringAt(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
+  return j[key].get<std::string>();
 }
 
 bool IsIndex(const std::string& t) {
@@ -144,9 +200,8 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
                            : "";
     if (!name.empty()) tags.push_back(name);
     if (depth == 0 && !tag.empty() && name == tag) chosen = b;
-    if (depth > 0 && m.contains("platform") && m["platform"].is_object() &&
-        m["platform"].value("os", "") == "linux" && m["platform"].value("architecture", "") == OciArchitecture() &&
-        !chosen)
+    if (depth > 0 && m.contains("platform") && StringAt(m["platform"], "os") == "linux" &&
+        StringAt(m["platform"], "architecture") == OciArchitecture() && !chosen)
       chosen = b;
     all.push_back(std::move(b));
   }
@@ -164,7 +219,13 @@ Result<OciBlob> PickManifest(const std::string& dir, const std::string& where, c
                                          " images; name one as " + dir + ":TAG (tags: " + list + ")");
   }
   if (IsIndex(chosen->media_type)) {
-    if (depth > 0) return Fail(ErrorCode::kUnsupported, where + ": an index inside an index inside an index");
+    // A layout's index names images or one image index (a multi-platform
+    // image); deeper nesting is no image anyone writes, and reading it
+    // would follow any chain an input makes.
+    if (depth > 0)
+      return Fail(ErrorCode::kInvalid, where + ": names " + chosen->digest +
+                                           ", an image index nested in an image index (at most one level is read); "
+                                           "refusing the image");
     AE_ASSIGN(json nested, ReadJsonBlob(dir, *chosen));
     return PickManifest(dir, dir + " " + chosen->digest, nested, tag, depth + 1);
   }
@@ -191,7 +252,7 @@ Result<OciImage> OpenOciImage(const std::string& spec) {
   }
   while (img.dir.size() > 1 && img.dir.back() == '/') img.dir.pop_back();
   AE_ASSIGN(json layout, ReadJson(img.dir + "/oci-layout", 4096));
-  if (layout.value("imageLayoutVersion", "") != "1.0.0")
+  if (StringAt(layout, "imageLayoutVersion") != "1.0.0")
     return Fail(ErrorCode::kUnsupported, img.dir + "/oci-layout: imageLayoutVersion is not 1.0.0");
   AE_ASSIGN(json index, ReadJson(img.dir + "/index.json", kMaxJson));
   AE_ASSIGN(img.manifest, PickManifest(img.dir, img.dir + "/index.json", index, img.tag, 0));
@@ -211,11 +272,46 @@ Result<OciImage> OpenOciImage(const std::string& spec) {
   return img;
 }
 
+namespace {
+
+// The config's rootfs.diff_ids name the layers' tars, uncompressed, in
+// order. A layer whose digest is its diff_id is plain; any other is read
+// through its decompression and hashed: one more pass over a compressed
+// layer, before anything is applied.
+Result<void> CheckDiffIds(const OciImage& image, const json& config) {
+  std::string what = image.dir + " " + image.config.digest;
+  if (!config.contains("rootfs") || !config["rootfs"].is_object() || !config["rootfs"].contains("diff_ids") ||
+      !config["rootfs"]["diff_ids"].is_array())
+    return Fail(ErrorCode::kInvalid, what + ": no rootfs.diff_ids (not an image config); refusing the image");
+  const json& ids = config["rootfs"]["diff_ids"];
+  size_t n = image.layers.size();
+  if (ids.size() != n)
+    return Fail(ErrorCode::kInvalid, what + ": rootfs.diff_ids has " + std::to_string(ids.size()) + " entries for " +
+                                         std::to_string(n) + " layers; refusing the image (damaged)");
+  for (size_t i = 0; i < n; ++i) {
+    std::string layer = "layer " + std::to_string(i + 1) + " of " + std::to_string(n);
+    if (!ids[i].is_string())
+      return Fail(ErrorCode::kInvalid, what + ": the diff_id of " + layer + " is not a string; refusing the image");
+    const std::string& want = ids[i].get_ref<const std::string&>();
+    if (want == image.layers[i].digest) continue;
+    AE_ASSIGN(std::string path, BlobPath(image.dir, image.layers[i].digest));
+    AE_ASSIGN(std::string got, Sha256Uncompressed(path));
+    if (got != want)
+      return Fail(ErrorCode::kInvalid, path + ": " + layer + " is a tar that hashes to " + got +
+                                           ", but the config's diff_id of layer " + std::to_string(i + 1) + " is " +
+                                           want + "; refusing the image (damaged)");
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> UnpackOciImage(const OciImage& image, const std::string& dest,
                             const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
                             const std::function<Result<void>(size_t layer)>& after_layer) {
-  AE_TRY(ReadJsonBlob(image.dir, image.config));
+  AE_ASSIGN(json config, ReadJsonBlob(image.dir, image.config));
   for (const OciBlob& l : image.layers) AE_TRY(VerifyBlob(image.dir, l));
+  AE_TRY(CheckDiffIds(image, config));
   for (size_t i = 0; i < image.layers.size(); ++i) {
     AE_ASSIGN(std::string path, BlobPath(image.dir, image.layers[i].digest));
     AE_TRY(ApplyLayer(path, dest, warn, devices));

@@ -314,8 +314,12 @@ Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
     if (old.is_discarded() || !old.is_object() || !old.contains("manifests") || !old["manifests"].is_array())
       return Fail(ErrorCode::kInvalid, r.dir + "/index.json: not an OCI image index; refusing to replace it");
     for (const json& m : old["manifests"]) {
-      if (m.is_object() && m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "") != r.tag)
-        index["manifests"].push_back(m);
+      if (!m.is_object()) continue;
+      // Checked, not value(): that throws for annotations of another type.
+      const char* kRefName = "org.opencontainers.image.ref.name";
+      const json* ann = m.contains("annotations") && m["annotations"].is_object() ? &m["annotations"] : nullptr;
+      bool this_tag = ann && ann->contains(kRefName) && (*ann)[kRefName].is_string() && (*ann)[kRefName] == r.tag;
+      if (!this_tag) index["manifests"].push_back(m);
     }
   }
   index["manifests"].push_back({{"mediaType", kManifestType},

@@ -62,12 +62,19 @@ class WorkingDirectory {
   UniqueFd old_;
 };
 
+// libarchive's message for the last error of `a`, which it does not always
+// set (a damaged stream can fail with none: a null string).
+std::string Why(const ArchiveLib& A, archive* a, const std::string& none) {
+  const char* m = A.archive_error_string(a);
+  return m ? m : none;
+}
+
 // A refused entry (libarchive's security checks set no errno; an entry
 // that would replace an earlier one or descend through a non-directory is
 // the archive's fault too) is kInvalid; anything else is an I/O error.
 Error HeaderError(const ArchiveLib& A, const std::string& path, const std::string& name, ::archive* out) {
   int err = A.archive_errno(out);
-  std::string why = A.archive_error_string(out) ? A.archive_error_string(out) : "cannot extract";
+  std::string why = Why(A, out, "cannot extract");
   if (err <= 0 || err == EEXIST || err == ENOTDIR || err == ELOOP)
     return Error{path + ": entry '" + name + "': " + why + "; refusing the archive", 0, ErrorCode::kInvalid};
   return Error{name + ": " + why + ": " + std::strerror(err), err, ErrorCode::kIo};
@@ -77,7 +84,7 @@ Error HeaderError(const ArchiveLib& A, const std::string& path, const std::strin
 // say so, and carry ENOSPC for the remedy).
 Error WriteError(const ArchiveLib& A, const std::string& name, ::archive* out) {
   int err = A.archive_errno(out);
-  std::string why = A.archive_error_string(out) ? A.archive_error_string(out) : "write failed";
+  std::string why = Why(A, out, "write failed");
   if (err > 0) why += std::string(": ") + std::strerror(err);
   return Error{name + ": " + why, std::max(err, 0), ErrorCode::kIo};
 }
@@ -151,6 +158,22 @@ bool IsWhiteout(const std::string& name) {
   return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, ".wh.") == 0;
 }
 
+// A whiteout is a marker file. One that is a directory, or an entry below
+// a whiteout's name, would both remove a path and put one of the marker's
+// name in the tree (which the next export would write as a whiteout
+// again): no tool agrees on what such a layer means, so it is refused.
+Result<void> CheckWhiteoutName(const std::string& archive, const std::string& name, mode_t type) {
+  for (size_t start = 0, slash; (slash = name.find('/', start)) != std::string::npos; start = slash + 1)
+    if (name.compare(start, 4, ".wh.") == 0)
+      return Fail(ErrorCode::kInvalid, archive + ": entry '" + name + "' lies below whiteout '" +
+                                           name.substr(0, slash) + "'; refusing the layer");
+  if (type == AE_IFDIR && IsWhiteout(name))
+    return Fail(ErrorCode::kInvalid, archive + ": entry '" + name +
+                                         "' is a directory named as a whiteout ('.wh.'), which must be a file; "
+                                         "refusing the layer");
+  return {};
+}
+
 }  // namespace
 
 namespace {
@@ -211,7 +234,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     if (r == ARCHIVE_EOF) break;
     // ARCHIVE_RETRY: a damaged header, skipped over by the next call.
     if (r < ARCHIVE_WARN || r == ARCHIVE_RETRY)
-      return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
+      return Fail(ErrorCode::kInvalid, path + ": " + Why(A, in, "unreadable header"));
     const char* raw = A.archive_entry_pathname(e);
     std::string name = Strip(raw ? raw : "");
     while (name.size() > 1 && name.back() == '/') name.pop_back();  // "dir/" is "dir"
@@ -256,13 +279,14 @@ Result<void> Extract(const std::string& path, const std::string& dest,
                                              "' carries data for a symlink; refusing the archive");
       A.archive_entry_set_hardlink(e, target.c_str());
     }
+    mode_t type = A.archive_entry_filetype(e);
+    if (layer) AE_TRY(CheckWhiteoutName(path, name, type));
     if (layer) AE_TRY(keep_parent_time(name));
     if (layer && IsWhiteout(name)) {
       if (name.ends_with("/.wh..wh..opq")) AE_TRY(keep_parent_time(name.substr(0, name.rfind('/'))));
       AE_TRY(ApplyWhiteout(path, name, seen));
       continue;
     }
-    mode_t type = A.archive_entry_filetype(e);
     if (layer && type == AE_IFDIR)
       dir_times.emplace_back(name, timespec{time_t(A.archive_entry_mtime(e)), long(A.archive_entry_mtime_nsec(e))});
     if ((type == AE_IFCHR || type == AE_IFBLK) && !root) {
@@ -293,7 +317,7 @@ Result<void> Extract(const std::string& path, const std::string& dest,
     r = A.archive_write_header(out.get(), e);
     if (is_root) A.archive_write_disk_set_options(out.get(), flags);
     if (r < ARCHIVE_WARN) return Unexpected<Error>(HeaderError(A, path, name, out.get()));
-    if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
+    if (r == ARCHIVE_WARN) warn(name + ": " + Why(A, out.get(), "warning"));
     if (A.archive_entry_size(e) > 0) {
       const void* buf;
       size_t len;
@@ -303,19 +327,19 @@ Result<void> Extract(const std::string& path, const std::string& dest,
           return Unexpected<Error>(WriteError(A, name, out.get()));
       }
       if (r != ARCHIVE_EOF)
-        return Fail(ErrorCode::kInvalid, path + ": " + A.archive_error_string(in));
+        return Fail(ErrorCode::kInvalid, path + ": " + Why(A, in, "unreadable data of '" + name + "'"));
     }
     // ARCHIVE_WARN: metadata not restored, such as ACLs where the
     // filesystem has none.
     r = A.archive_write_finish_entry(out.get());
     if (r < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, name, out.get()));
-    if (r == ARCHIVE_WARN) warn(name + ": " + A.archive_error_string(out.get()));
+    if (r == ARCHIVE_WARN) warn(name + ": " + Why(A, out.get(), "warning"));
     Advance(progress, 1, uint64_t(std::max<la_int64_t>(A.archive_entry_size(e), 0)));
   }
   // Directory modes, mtimes and ACLs are applied here, after their contents.
   int closed = A.archive_write_close(out.get());
   if (closed < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest, out.get()));
-  if (closed == ARCHIVE_WARN) warn(dest + ": " + A.archive_error_string(out.get()));
+  if (closed == ARCHIVE_WARN) warn(dest + ": " + Why(A, out.get(), "warning"));
   for (const auto& [dir, mtime] : dir_times) kept_times.erase(dir);
   std::vector<std::pair<std::string, timespec>> restore(kept_times.begin(), kept_times.end());
   restore.insert(restore.end(), dir_times.begin(), dir_times.end());

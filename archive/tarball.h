@@ -42,7 +42,9 @@ Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
 // the layer, but an entry replaces what lower layers left at its path
 // (unless both are directories), ".wh.NAME" removes NAME and
 // ".wh..wh..opq" empties its directory of the lower layers' entries. No
-// removal goes through a symlink or below a non-directory (kInvalid).
+// removal goes through a symlink or below a non-directory, and a whiteout
+// is a file: one that is a directory, or an entry below a whiteout's name,
+// is refused (kInvalid).
 Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
                         const std::function<void(const std::string&)>& warn,
                         UnprivilegedDevices devices = UnprivilegedDevices::kSkip);

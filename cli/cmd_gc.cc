@@ -52,6 +52,8 @@ int CmdGc(int argc, char** argv) {
     if (r.scratch_removed)
       text += "; removed " + std::to_string(r.scratch_removed) + " directories killed commands left (" +
               HumanBytes(r.scratch_bytes) + ")";
+    if (r.leases_released)
+      text += "; released " + std::to_string(r.leases_released) + " node leases of workspaces that are gone";
     if (r.counted) text += " (reference counts rebuilt: " + std::to_string(r.objects_read) + " trees and manifests read)";
     return text;
   });

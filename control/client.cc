@@ -66,7 +66,7 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   spec.cwd = r.cwd;
   AE_ASSIGN(spec.network, ParseNetwork(r.network));
   spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
-  spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
+  AE_ASSIGN(spec.limits.timeout, RunTimeout(r.timeout_s, "--timeout"));
   Result<runner::RunResult> ran = runner::Run(spec);
   if (in_ws) in_ws->lock.reset();  // the snapshot takes it again
   TerminalExecReply rep;

@@ -104,6 +104,11 @@ Result<runner::Network> ParseNetwork(const std::string& s) {
   return Fail(ErrorCode::kInvalid, "argument 'network' must be allow or deny");
 }
 
+Result<std::chrono::milliseconds> RunTimeout(double seconds, const std::string& what) {
+  if (!(seconds >= 0 && seconds <= 1e9)) return Fail(ErrorCode::kInvalid, what + " must be a number of seconds from 0 to 1e9");
+  return std::chrono::milliseconds(int64_t(seconds * 1000));
+}
+
 Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, bool collect) {
   PlannedRun run;
   runner::EnvSpec& s = run.spec;
@@ -120,10 +125,8 @@ Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, 
     s.set_env.push_back(k + "=" + v);
   }
   AE_ASSIGN(s.network, ParseNetwork(r.network));
-  double timeout_s = r.timeout_s.value_or(collect ? 300 : 0);
-  if (timeout_s < 0) return Fail(ErrorCode::kInvalid, "argument 'timeout_s' must be a non-negative number");
+  AE_ASSIGN(s.limits.timeout, RunTimeout(r.timeout_s.value_or(collect ? 300 : 0), "argument 'timeout_s'"));
   if (r.cpus < 0) return Fail(ErrorCode::kInvalid, "argument 'cpus' must be a non-negative number");
-  s.limits.timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
   s.limits.output_cap = r.output_cap.value_or(collect ? 65536 : 0);
   s.limits.memory_bytes = r.memory_bytes;
   s.limits.pids = r.pids;

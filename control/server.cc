@@ -353,6 +353,7 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
     rep.scratch_bytes += l.bytes;
     if (!l.errors.empty()) return Unexpected<Error>(l.errors.front());
   }
+  AE_ASSIGN(rep.leases_released, ReleaseOrphanLeases(*repo_));
   return rep;
 }
 

@@ -36,14 +36,14 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
   if (r.keep != "winner" && r.keep != "all") return Fail(ErrorCode::kInvalid, "tournament: keep must be winner or all");
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
-  if (r.timeout_s < 0) return Fail(ErrorCode::kInvalid, "tournament: timeout_s must be non-negative");
+  AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "tournament: timeout_s"));
   AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
   AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.base));
 
   // Workspaces a killed tournament left behind: nothing runs in them.
   AE_ASSIGN(auto existing, ListWorkspaces(repo_->root()));
   for (const auto& ws : existing)
-    if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(ws);
+    if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(*repo_, ws);
 
   // Leased for the whole tournament (the candidates' workspaces lease it
   // too, through their states).
@@ -54,7 +54,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
   for (size_t i = 0; i < n; ++i) {
-    AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
+    AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
     spaces.push_back(std::move(ws));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
   }
@@ -82,7 +82,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     spec.network = network;
     spec.stdio = runner::Stdio::kCapture;
     spec.limits.output_cap = 65536;
-    spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
+    spec.limits.timeout = timeout;
     spec.argv = {"/bin/sh", "-c", c.candidate};
     auto ran = runner::Run(spec);
     if (!ran) return c.error = ran.error().message, done();
@@ -141,7 +141,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     if (r.keep == "all" || (rep.winner && *rep.winner == i)) {
       ws.tournament.clear();
       (void)SaveWorkspace(ws);
-    } else if (RemoveWorkspace(ws)) {
+    } else if (RemoveWorkspace(*repo_, ws)) {
       rep.candidates[i].workspace.clear();
     }
   }

@@ -20,27 +20,35 @@ WorkspaceInfo Describe(const Workspace& ws) {
 
 Result<ForkReply> Server::Fork(const ForkRequest& r) {
   const auto start = std::chrono::steady_clock::now();
-  AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.ref));
-  std::string name = r.name;
-  if (name.empty()) {
-    // ws-<node>-<n>: the first free number.
-    AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
-    for (int n = 1;; ++n) {
-      name = "ws-" + Short(base) + "-" + std::to_string(n);
-      bool taken = false;
-      for (const auto& w : all) taken |= w.name == name;
-      if (!taken) break;
+  // The workspace leases its base node while it is made; retain may drop
+  // the node between Resolve and that lease (HEAD~N moved on): resolved
+  // again then, a few times.
+  for (int attempt = 0;; ++attempt) {
+    AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.ref));
+    std::string name = r.name;
+    if (name.empty()) {
+      // ws-<node>-<n>: the first free number.
+      AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+      for (int n = 1;; ++n) {
+        name = "ws-" + Short(base) + "-" + std::to_string(n);
+        bool taken = false;
+        for (const auto& w : all) taken |= w.name == name;
+        if (!taken) break;
+      }
     }
+    // The lower's lease is held until the workspace's state, a lease of
+    // its own, is durable: no gc can remove the lower in between.
+    AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
+    auto made = CreateWorkspace(*repo_, name, base, lower.dir());
+    if (!made && made.error().code == ErrorCode::kNotFound && attempt < 3) continue;
+    AE_ASSIGN(Workspace ws, std::move(made));
+    ForkReply rep;
+    rep.workspace = Describe(ws);
+    rep.materialized = lower.method();
+    rep.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    return rep;
   }
-  // The lease is held until the workspace's state, a lease of its own, is
-  // durable: no gc can remove the lower in between.
-  AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
-  AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), name, base, lower.dir()));
-  ForkReply rep;
-  rep.workspace = Describe(ws);
-  rep.materialized = lower.method();
-  rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  return rep;
 }
 
 Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
@@ -54,11 +62,11 @@ Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
   auto ws = LoadWorkspace(repo_->root(), r.name);
   if (!ws && ws.error().code == ErrorCode::kNotFound) {
     // A removal killed after its rename: finishing it is the removal.
-    AE_ASSIGN(bool finished, FinishRemoval(repo_->root(), r.name));
+    AE_ASSIGN(bool finished, FinishRemoval(*repo_, r.name));
     if (finished) return WorkspaceRmReply{r.name};
   }
   if (!ws) return Unexpected<Error>(ws.error());
-  AE_TRY(RemoveWorkspace(*ws));
+  AE_TRY(RemoveWorkspace(*repo_, *ws));
   return WorkspaceRmReply{r.name};
 }
 

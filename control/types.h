@@ -265,11 +265,13 @@ struct GcReply {
   // archives and images: snap::layout::ScratchPlaces), and their disk bytes.
   uint64_t scratch_removed = 0, scratch_bytes = 0;
   uint64_t stale_cache_rows = 0;  // stat/entry cache rows of paths gone or changed since
+  uint64_t leases_released = 0;   // node leases of workspaces gone (killed fork or workspace rm)
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
     v("objects_read", objects_read); v("lowers_removed", lowers_removed);
     v("scratch_removed", scratch_removed); v("scratch_bytes", scratch_bytes); v("stale_cache_rows", stale_cache_rows);
+    v("leases_released", leases_released);
   }
 };
 

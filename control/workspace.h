@@ -40,15 +40,21 @@ struct Workspace {
   std::string lower;  // lowers/<tree id>
   int64_t created_ns = 0;
   std::string tournament;  // the tournament that made it, if any
+  // The holder of its lease on `base` (snap::Repo::LeaseNode), which keeps
+  // retain from dropping the node the workspace's snapshots descend from:
+  // "ws/<name>-<suffix>", unique to this workspace.
+  std::string lease;
 
   std::string upper() const { return dir + "/upper"; }
   runner::Overlay overlay() const { return {lower, dir + "/upper", dir + "/work"}; }
   std::string mount_point() const { return dir + "/root"; }
 };
 
-// Creates workspaces/<name> over `lower` for node `base`. Errors: kInvalid
-// (the name), kExists, I/O.
-Result<Workspace> CreateWorkspace(const std::string& root, const std::string& name, const store::ObjectId& base,
+// Creates workspaces/<name> over `lower` for node `base`, with its lease
+// on `base` taken while it is being made (under its scratch name, locked).
+// Errors: kInvalid (the name), kExists, kNotFound (base left history
+// meanwhile: retain dropped it), I/O.
+Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
                                   const std::string& lower, const std::string& tournament = "");
 // Errors: kInvalid (the name), kNotFound "workspace 'x': no such workspace".
 Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name);
@@ -84,11 +90,17 @@ Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name);
 // Whether a command holds the lock now.
 bool WorkspaceBusy(const Workspace& ws);
 // Removes the workspace (its lock must be free): renamed aside, then
-// deleted. Errors: kBusy, I/O.
-Result<void> RemoveWorkspace(const Workspace& ws);
+// deleted, then its node lease released. Errors: kBusy, I/O.
+Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws);
 // Finishes the removal of workspace `name` that a killed removal left
-// renamed aside; false when there is none. Errors: kInvalid (the name),
-// kBusy (a removal of it is running), I/O.
-Result<bool> FinishRemoval(const std::string& root, const std::string& name);
+// renamed aside (and the leases no workspace holds any more); false when
+// there is none. Errors: kInvalid (the name), kBusy (a removal of it is
+// running), I/O.
+Result<bool> FinishRemoval(snap::Repo& repo, const std::string& name);
+// Releases the node leases of workspaces that are gone (a removal or a
+// creation killed before it released or finished); a lease of a workspace
+// being made (its scratch directory locked) stays. Returns how many.
+// Errors: I/O.
+Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo);
 
 }  // namespace agentenv::control

@@ -243,11 +243,26 @@ class Repo {
   Result<std::vector<NodeRecord>> Log(size_t limit) const;
   // Nodes without children (tips of history), newest first.
   Result<std::vector<NodeRecord>> Branches() const;
-  // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged
-  // or pinned nodes, branch points or tips. Children of dropped nodes are
+  // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged,
+  // pinned or leased nodes, branch points or tips. Children of dropped nodes are
   // reparented to their nearest kept ancestor, with their change summary
   // recomputed against it. dry_run: plan only. Takes the lock.
+  // Node leases keep them too (below).
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
+
+  // Node leases: `holder` (e.g. "ws/<workspace>-<suffix>") uses node `id`
+  // (a workspace's base), which Retain must not drop while the lease
+  // exists. A lease is a row of the metadata (a ref "lease/<holder>"),
+  // written in one transaction that first finds the node in history;
+  // Retain reads the leases again in the transaction that drops nodes and
+  // starts over when one names a node it would drop. So either the lease
+  // commits first and the node is kept, or the node is gone first and
+  // LeaseNode fails with kNotFound. Errors: kNotFound, I/O. Thread-safe.
+  Result<void> LeaseNode(const std::string& holder, const store::ObjectId& id);
+  // Ends a lease; none is no error. Errors: I/O.
+  Result<void> ReleaseNode(const std::string& holder);
+  // Every lease: holder -> node. Errors: I/O.
+  Result<std::vector<std::pair<std::string, store::ObjectId>>> NodeLeases() const;
   // Removes the stored objects whose reference count reached 0 (the
   // garbage table, fed by Retain and by stat cache changes; see
   // snap/refcount.h), then compacts packs so the disk space is returned
@@ -344,6 +359,9 @@ class Repo {
   Result<store::ObjectId> LiveTree();
 
  private:
+  // One plan and drop of Retain, under its lock; *leased_since: a lease
+  // taken since the plan names a node it drops (nothing written).
+  Result<RetentionResult> RetainOnce(const RetentionPolicy& policy, bool dry_run, int64_t now_ns, bool* leased_since);
   Repo() = default;
   struct Scanned {
     ScanOutput out;

@@ -191,4 +191,51 @@ TEST_CASE("lifecycle: killed commands leave scratch that status reports and gc r
   }
 }
 
+TEST_CASE("lifecycle: retain keeps the node a workspace was forked from until the workspace is removed", "[cli][lifecycle]") {
+  NeedRoot();
+  const As as = As::kRoot;
+  TempDir tmp;
+  fs::path root = MakeRepoAs(as, tmp, 50);
+  auto change = [&](const std::string& text) {
+    WriteFile(Work(root) / "data.txt", text);
+    Must(as, root, {"snap", "-m", text});
+  };
+  change("base");
+  const std::string base = HeadOf(as, root);
+  Must(as, root, {"fork", "--name", "a"});
+  for (int i = 0; i < 12; ++i) change("later " + std::to_string(i));
+  // The base has one child and is old: only the workspace's lease keeps it.
+  json kept = JsonAs(as, root, {"retain", "--keep-last", "2", "--keep-within", "0"});
+  INFO(kept.dump());
+  json log = JsonAs(as, root, {"log", "-n", "100"});
+  auto in_log = [&](const json& l) {
+    for (const auto& n : l["nodes"])
+      if (n.value("id", "") == base) return true;
+    return false;
+  };
+  CHECK(in_log(log));
+  Must(as, root, {"exec", "--workspace", "a", "--no-snap", "--", "/bin/sh", "-c", "echo mine > /mine"});
+  json snap = JsonAs(as, root, {"snap", "--workspace", "a", "-m", "in a"});
+  INFO(snap.dump());
+  REQUIRE(snap.contains("node"));
+  CHECK(snap["node"].value("parent", "") == base);
+
+  // Removed: the lease goes with it.
+  Must(as, root, {"workspace", "rm", "a"});
+  json gc = JsonAs(as, root, {"gc"});
+  CHECK(gc["leases_released"] == 0);  // workspace rm released it itself
+
+  // A workspace that vanished without `workspace rm` (its removal killed
+  // after the rename): gc releases its lease, and the retried rm succeeds.
+  Must(as, root, {"fork", "--name", "b"});
+  fs::path gone = root / "workspaces/.rm-b-killed";
+  fs::rename(root / "workspaces/b", gone);
+  CHECK(RunAs(as, root, {"workspace", "rm", "b"}).code == 0);
+  CHECK_FALSE(fs::exists(gone));
+  Must(as, root, {"fork", "--name", "c"});
+  fs::remove_all(root / "workspaces/c");
+  json gc2 = JsonAs(as, root, {"gc"});
+  CHECK(gc2["leases_released"] == 1);
+}
+
 }  // namespace agentenv::test

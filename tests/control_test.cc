@@ -99,6 +99,14 @@ TEST_CASE("control: unknown and wrongly typed arguments are refused by name, not
   CHECK(r.error().message.find("unknown argument 'timeout'") != std::string::npos);
   CHECK(r.error().message.find("timeout_s") != std::string::npos);  // the known keys are listed
 
+  // A timeout beyond what milliseconds hold is refused, not converted.
+  for (double t : {1e300, -1.0}) {
+    r = control::CallJson(**server, "exec", {{"argv", {"/bin/true"}}, {"timeout_s", t}}, nullptr);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kInvalid);
+    CHECK(r.error().message.find("'timeout_s' must be a number of seconds from 0 to 1e9") != std::string::npos);
+  }
+
   r = control::CallJson(**server, "log", {{"limit", "ten"}}, nullptr);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == ErrorCode::kInvalid);
