@@ -188,6 +188,54 @@ TEST_CASE("btrfs change search leaves out what was only read since the base but 
   REQUIRE(snap::btrfs::DeleteSubvolume(base));
 }
 
+TEST_CASE("btrfs: the first snapshot after init --from searches from the root node's snapshot "
+          "though every file was read",
+          "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  const std::string src = m.dir() + "/src";
+  REQUIRE(::mkdir(src.c_str(), 0755) == 0);
+  for (int d = 0; d < 10; ++d) {
+    const std::string dir = src + "/d" + std::to_string(d);
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+    for (int f = 0; f < 20; ++f)
+      REQUIRE(WriteFileAt(dir + "/f" + std::to_string(f), RandomString(100 + f, d * 20 + f)));
+    REQUIRE(::symlink("f0", (dir + "/link").c_str()) == 0);
+  }
+  // As `agentenv init --from` does it.
+  auto staged = snap::Repo::CreateStaged(m.dir() + "/repo");
+  REQUIRE(staged);
+  snap::Repo& r = **staged;
+  auto seeded = r.Seed(src, "init");
+  REQUIRE(seeded);
+  REQUIRE(seeded->node);
+  REQUIRE(r.FinishInit());
+  const std::string root_snapshot = snap::layout::Subvols(r.root()) + "/" + seeded->node->Hex();
+  REQUIRE(snap::btrfs::IsSubvolume(root_snapshot));
+  const std::string w = r.work_dir();
+  // The agent starts: it reads everything, then changes one file.
+  ReadEverything(w);
+  REQUIRE(WriteFileAt(w + "/d3/f7", "changed\n"));
+  // What the next snapshot's search finds: the one file.
+  const std::string probe = m.dir() + "/probe";
+  REQUIRE(snap::btrfs::Snapshot(w, probe, true));
+  auto ch = snap::btrfs::ChangedPaths(root_snapshot, probe, {});
+  REQUIRE(ch);
+  CHECK(ch->paths == std::vector<std::string>{"d3/f7"});
+  CHECK(ch->entries.empty());
+  // Every other file and every directory: all were read (the symlinks not).
+  CHECK(ch->read_only == 10 * 20 - 1 + 11);
+  REQUIRE(snap::btrfs::DeleteSubvolume(probe));
+  auto s = r.Snapshot({});
+  REQUIRE(s);
+  REQUIRE(s->node);
+  CHECK_FALSE(s->walked);
+  CHECK(s->hashed_files == 1);
+  CHECK(s->changes.modified == 1);
+  CHECK(HeadTree(r) == FullScanTree(r));
+}
+
 TEST_CASE("btrfs change search equals a full scan after 1000 random operations", "[snap][btrfs][root]") {
   TempDir t;
   BtrfsMount m(t.str());
