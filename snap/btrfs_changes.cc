@@ -191,9 +191,12 @@ Result<uint64_t> Settle(int base_fd, std::vector<MaybeRead>& maybe, std::vector<
 // transaction after `base.transid`, less those only read since (Settle
 // decides against the base snapshot at `base_fd`, a batch at a time, and
 // *read_only counts them). The search visits only tree blocks written
-// since then (the kernel skips older ones), so its cost follows the
-// changes; a block's generation says only that something in it changed,
-// so each inode item's own transid decides. Why "after" is exact: a
+// after that transaction too (the kernel skips the others; a block holding
+// an item written in a transaction was itself written in it or later), so
+// its cost follows the changes, not what the base's own transaction wrote
+// (all of init's tree, when no commit came before the snapshot); a
+// block's generation says only that something in it changed, so each
+// inode item's own transid decides. Why "after" is exact: a
 // snapshot is made inside the commit of its transaction, once no writer
 // can join it any more, with the delayed inode items flushed; so it holds
 // every change stamped with that transaction or earlier, and every later
@@ -203,7 +206,7 @@ Result<std::vector<ChangedInode>> ChangedInodes(int fd, int base_fd, const Creat
   constexpr size_t kMaybeBatch = 4096;
   SearchBuffer buf, base_buf;
   btrfs_ioctl_search_key k = InodeItems(BTRFS_FIRST_FREE_OBJECTID, BTRFS_LAST_FREE_OBJECTID);
-  k.min_transid = base.transid;
+  k.min_transid = base.transid + 1;
   std::vector<ChangedInode> out;
   std::vector<MaybeRead> maybe;
   maybe.reserve(kMaybeBatch);
