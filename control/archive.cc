@@ -13,6 +13,7 @@
 #include "control/oci.h"
 #include "snap/scratch.h"
 #include "archive/tarball.h"
+#include "snap/fsops.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
@@ -46,8 +47,11 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
     AE_ASSIGN(res, repo->Seed(r.from, r.message));
   } else {
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
-    if (!r.tarball.empty())
+    int64_t filled_ns = 0;  // see SnapOptions::filled_ns
+    if (!r.tarball.empty()) {
       AE_TRY(archive::ExtractTarball(r.tarball, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip, progress));
+      filled_ns = snap::NowNs();
+    }
     std::optional<std::vector<archive::OciNode>> history;
     if (!r.oci.empty()) {
       AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
@@ -64,17 +68,22 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
                               opt.label = n.label;
                               opt.time_ns = n.time_ns;
                               opt.allow_empty = true;
+                              // The last layer's node is HEAD: its snapshot
+                              // is the first change search's base.
+                              if (i + 1 == history->size()) opt.filled_ns = snap::NowNs();
                               AE_ASSIGN(res, repo->Snapshot(opt));
                               rep.entries += res.changes.added;
                               rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
                               res.warnings.clear();
                               return {};
                             }));
+      filled_ns = snap::NowNs();
     }
     if (!history) {
       snap::SnapOptions opt;
       opt.message = r.message;
       opt.allow_empty = true;
+      opt.filled_ns = filled_ns;
       AE_ASSIGN(res, repo->Snapshot(opt));
       rep.entries = res.changes.added;
     }

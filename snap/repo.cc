@@ -66,6 +66,16 @@ bool ReflinkWorks(const std::string& a, const std::string& b) {
   return ok;
 }
 
+// Returns once what was written by `filled_ns` is kRacyWindowNs older
+// than a snapshot made next (SnapOptions::filled_ns). On btrfs that time
+// is the snapshot's own, from the kernel's coarse clock: up to a tick
+// (10 ms at HZ=100, the coarsest) behind the wall clock.
+void WaitPastRacyWindow(int64_t filled_ns) {
+  constexpr int64_t kTickNs = 10'000'000;
+  int64_t now = NowNs(), until = filled_ns + kRacyWindowNs + kTickNs;
+  if (now < until) std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+}
+
 std::string WantedBackend() {
   const char* env = std::getenv("AGENTENV_BACKEND");
   return env ? env : "auto";
@@ -345,6 +355,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   ro.written = &written;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
+  const int64_t filled_ns = NowNs();
   // The live tree now holds exactly these files: cache them as written.
   sc.out.stat_updates = std::move(es.stat_entries);
   sc.out.stat_updates.insert(sc.out.stat_updates.end(), std::make_move_iterator(rs.stat_entries.begin()),
@@ -358,6 +369,10 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   // Nothing else writes the new live tree yet: it is exactly the node.
   AE_ASSIGN(bool subvols, UseSubvols());
   if (subvols && res.node) {
+    // The base of the first snapshot's change search: made once every file
+    // written above is out of the racy window, so that reading them later
+    // (each one's first read moves its atime) is no change to it.
+    WaitPastRacyWindow(filled_ns);
     auto fresh = SnapshotLive();
     if (fresh) KeepSubvol(*fresh, res.node, &res.warnings);
     else res.warnings.push_back(fresh.error().message);
@@ -526,6 +541,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(WriteLock lock, Lock());
+  if (opt.filled_ns) WaitPastRacyWindow(opt.filled_ns);
   std::string fresh;
   AE_ASSIGN(Scanned sc, ScanCurrent(opt.paths, opt.entry_paths, &fresh));
   AE_ASSIGN(SnapResult res, Commit(sc, opt));

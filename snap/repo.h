@@ -41,6 +41,13 @@ struct SnapOptions {
   std::vector<std::string> entry_paths;
   bool allow_empty = false;  // make a node even when nothing changed
   int64_t time_ns = 0;       // the node's time; 0: now (others: imports, simulations)
+  // init: when it finished filling the live tree (0: it did not). The
+  // snapshot then waits until those writes are kRacyWindowNs old (at most
+  // 60 ms), so that the scan's stat cache entries cover every file and,
+  // on btrfs, the node's subvolume snapshot lets the next change search
+  // tell each file init wrote that is only read later (relatime moves its
+  // atime) from a changed one.
+  int64_t filled_ns = 0;
 };
 
 struct SnapResult {
@@ -197,8 +204,10 @@ class Repo {
   Result<uint64_t> LiveStatDev();
 
   // In a repository without history: records the tree at `dir` as the
-  // first node and materializes it into the empty live tree. Takes the
-  // lock. Errors: kExists (history exists), I/O.
+  // first node and materializes it into the empty live tree; on btrfs the
+  // node's subvolume snapshot is made last, once the files written are
+  // kRacyWindowNs old (see SnapOptions::filled_ns). Takes the lock.
+  // Errors: kExists (history exists), I/O.
   Result<SnapResult> Seed(const std::string& dir, const std::string& message);
   // Records the tree at `dir` as a new child of HEAD without touching the
   // live tree or moving HEAD (restore it to use it). Takes the lock.
