@@ -124,7 +124,7 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
 Result<std::string> Sha256Uncompressed(const std::string& path) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
-  std::unique_ptr<archive, decltype(A.archive_read_free)> in(A.archive_read_new(), A.archive_read_free);
+  std::unique_ptr<::archive, decltype(A.archive_read_free)> in(A.archive_read_new(), A.archive_read_free);
   A.archive_read_support_filter_gzip(in.get());
   A.archive_read_support_filter_xz(in.get());
   A.archive_read_support_filter_zstd(in.get());

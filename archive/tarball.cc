@@ -64,7 +64,7 @@ class WorkingDirectory {
 
 // libarchive's message for the last error of `a`, which it does not always
 // set (a damaged stream can fail with none: a null string).
-std::string Why(const ArchiveLib& A, archive* a, const std::string& none) {
+std::string Why(const ArchiveLib& A, ::archive* a, const std::string& none) {
   const char* m = A.archive_error_string(a);
   return m ? m : none;
 }

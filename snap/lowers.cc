@@ -79,7 +79,13 @@ Result<LowerLease> Repo::LeaseLower(const store::ObjectId& node) {
   for (int attempt = 0; attempt < 4; ++attempt) {
     LowerLease lease;
     AE_ASSIGN(Found found, TryLease(dir, hex, &lease));
-    if (found == Found::kLeased) return lease;
+    if (found == Found::kLeased) {
+      // A build killed after its rename but before its scratch went leaves
+      // an empty `.tmp-` beside the ready lower: reclaimed here too, since
+      // no later command would build (a readdir of a small directory).
+      (void)ReclaimLeftovers(lowers, {".tmp-", ".rm-"}, true);
+      return lease;
+    }
     if (found == Found::kUnmarked) {
       // Not known to be whole (an older version's, or one whose removal was
       // killed before removals renamed first): never trusted, built again.
