@@ -52,6 +52,10 @@ struct OciExportReply {
 // kept). A reader: runs in this process. Errors: kNotFound (ref),
 // kInvalid (layers mode, tag), I/O.
 Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r);
+// ExportOci without explaining a full disk: for a caller whose layout lies
+// on a filesystem it explains itself (push: a scratch layout beside the
+// live tree, where dropping old history frees space).
+Result<OciExportReply> WriteOciLayout(Client& client, const OciExportRequest& r);
 
 // One content descriptor of an image.
 struct OciBlob {

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 #include "control/errors.h"
 #include "control/export.h"
 #include "control/oci.h"
@@ -105,13 +106,7 @@ class BlobWriter {
  private:
   BlobWriter() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {}
   Result<void> Flush() {
-    size_t off = 0;
-    while (off < buf_.size()) {
-      ssize_t w = ::write(fd_.get(), buf_.data() + off, buf_.size() - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return FailErrno(tmp_, errno);
-      off += size_t(w);
-    }
+    AE_TRY(WriteAll(fd_.get(), buf_.data(), buf_.size(), tmp_));
     buf_.clear();
     return {};
   }
@@ -142,9 +137,9 @@ Result<void> ReplaceFile(const std::string& dir, const std::string& name, const 
       if (armed) ::unlink(path.c_str());
     }
   } unlink_tmp{tmp};
-  if (::fchmod(fd.get(), 0644) != 0 || ::write(fd.get(), text.data(), text.size()) != ssize_t(text.size()) ||
-      ::fsync(fd.get()) != 0)
-    return FailErrno(tmp, errno);
+  if (::fchmod(fd.get(), 0644) != 0) return FailErrno(tmp, errno);
+  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), tmp));
+  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
   std::string path = dir + "/" + name;
   if (::rename(tmp.c_str(), path.c_str()) != 0) return FailErrno(path, errno);
   unlink_tmp.armed = false;
@@ -222,7 +217,9 @@ bool ValidTag(const std::string& t) {
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-", c); });
 }
 
-Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
+}  // namespace
+
+Result<OciExportReply> WriteOciLayout(Client& client, const OciExportRequest& r) {
   if (!ValidTag(r.tag))
     return Fail(ErrorCode::kInvalid, "--tag '" + r.tag + "': use letters, digits, '.', '_' and '-' (at most 128)");
   AE_ASSIGN(Server* s, client.Local());
@@ -329,10 +326,8 @@ Result<OciExportReply> WriteLayout(Client& client, const OciExportRequest& r) {
   return rep;
 }
 
-}  // namespace
-
 Result<OciExportReply> ExportOci(Client& client, const OciExportRequest& r) {
-  return ExplainFullDisk(WriteLayout(client, r), r.dir, FullDiskAt::kOutput);
+  return ExplainFullDisk(WriteOciLayout(client, r), r.dir, FullDiskAt::kOutput);
 }
 
 }  // namespace agentenv::control

@@ -34,9 +34,9 @@ Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, con
   return dir + ":" + kPulledTag;
 }
 
-}  // namespace
-
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+// The layout goes to a scratch directory beside the live tree: a full disk
+// there is the repository's (ExplainFullDisk in Push).
+Result<PushReply> PushNode(Client& client, const PushRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
   registry::Options opt = Options(r.insecure, r.auth_file, progress);
   AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
@@ -48,10 +48,16 @@ Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgr
   registry::Options quiet = opt;
   quiet.progress = nullptr;
   exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
-  AE_ASSIGN(OciExportReply layout, ExportOci(client, exp));
+  AE_ASSIGN(OciExportReply layout, WriteOciLayout(client, exp));
   AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
   return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
                    st.bytes_sent};
+}
+
+}  // namespace
+
+Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+  return ExplainFullDisk(PushNode(client, r, progress), client.root());
 }
 
 Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {

@@ -988,33 +988,6 @@ TEST_CASE("cli: fsck is read-only and compares the live tree beside a running da
   CHECK(d.Stop() == 0);
 }
 
-// A size-limited tmpfs at `dir`, unmounted on destruction (root only).
-class SmallTmpfs {
- public:
-  SmallTmpfs(const fs::path& dir, const std::string& size) : dir_(dir) {
-    fs::create_directories(dir);
-    mounted_ = RunCmd({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.string()}).code == 0;
-  }
-  ~SmallTmpfs() {
-    if (mounted_) RunCmd({"/bin/umount", "-l", dir_.string()});
-  }
-  bool mounted() const { return mounted_; }
-
- private:
-  fs::path dir_;
-  bool mounted_ = false;
-};
-
-// Fills the filesystem of `dir` with `dir`/fill until ENOSPC.
-void FillUp(const fs::path& dir) {
-  UniqueFd fd(::open((dir / "fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  std::string mb(1 << 20, 'f');
-  while (::write(fd.get(), mb.data(), mb.size()) > 0) {}
-  std::string kb(1024, 'f');
-  while (::write(fd.get(), kb.data(), kb.size()) > 0) {}
-  while (::write(fd.get(), "f", 1) > 0) {}
-}
-
 TEST_CASE("cli daemon: capture that failed on ENOSPC retries by itself and SIGTERM flushes it", "[cli][daemon]") {
   if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
   TempDir tmp;

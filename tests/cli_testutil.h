@@ -265,6 +265,38 @@ inline std::string ReadFile(const fs::path& p) {
   return s.str();
 }
 
+// A size-limited tmpfs at `dir`, unmounted on destruction (root only).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const fs::path& dir, const std::string& size) : dir_(dir) {
+    fs::create_directories(dir);
+    mounted_ = RunCmd({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.string()}).code == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) RunCmd({"/bin/umount", "-l", dir_.string()});
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path dir_;
+  bool mounted_ = false;
+};
+
+// Fills the filesystem of `dir` with `dir`/fill until ENOSPC, then gives
+// `leave` bytes of it back.
+inline void FillUp(const fs::path& dir, off_t leave = 0) {
+  UniqueFd fd(::open((dir / "fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  std::string mb(1 << 20, 'f');
+  while (::write(fd.get(), mb.data(), mb.size()) > 0) {}
+  std::string kb(1024, 'f');
+  while (::write(fd.get(), kb.data(), kb.size()) > 0) {}
+  while (::write(fd.get(), "f", 1) > 0) {}
+  struct stat st;
+  REQUIRE(::fstat(fd.get(), &st) == 0);
+  REQUIRE(st.st_size > leave);
+  REQUIRE(::ftruncate(fd.get(), st.st_size - leave) == 0);
+}
+
 // A line-oriented client of the daemon's control socket.
 class SocketClient {
  public:
