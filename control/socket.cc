@@ -48,7 +48,7 @@ bool WriteAll(int fd, const std::string& s) {
 
 }  // namespace
 
-Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& path, StreamHandler handler) {
+Result<std::unique_ptr<SocketServer>> SocketServer::Listen(const std::string& path, StreamHandler handler) {
   if (Connect(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
   ::unlink(path.c_str());  // stale socket of a dead daemon
   AE_ASSIGN(sockaddr_un a, Address(path));
@@ -64,8 +64,11 @@ Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& pat
   if (rc != 0 || ::listen(s->listen_.get(), 64) != 0) return FailErrno(path, errno);
   s->stop_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!s->stop_) return FailErrno("eventfd", errno);
-  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
+}
+
+void SocketServer::Accept() {
+  acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
 SocketServer::~SocketServer() { Stop(); }
