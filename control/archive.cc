@@ -11,7 +11,7 @@
 #include "control/export.h"
 #include "control/ignore.h"
 #include "control/oci.h"
-#include "control/scratch_dir.h"
+#include "snap/scratch.h"
 #include "control/tarball.h"
 #include "snap/layout.h"
 
@@ -110,7 +110,7 @@ Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRe
   (void)local;
   // Unpack beside the live tree (same filesystem) into a scratch directory
   // the next import, push or pull removes if this process is killed.
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "import"));
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "import"));
   std::string dir = scratch.path() + "/tree";
   if (::mkdir(dir.c_str(), 0755) != 0) return FailErrno(dir, errno);
   ImportArchiveReply rep;

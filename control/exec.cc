@@ -88,15 +88,15 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!in) return FailErrno("/dev/null", errno);
 
-  // In a workspace: its overlay as the root, its lock held to the end.
-  std::optional<Workspace> ws;
-  UniqueFd ws_lock;
+  // In a workspace: its overlay as the root, its lock and its lower's
+  // lease held to the end.
+  std::optional<WorkspaceInUse> in_ws;
   if (!r.workspace.empty()) {
-    AE_ASSIGN(ws, LoadWorkspace(repo_->root(), r.workspace));
-    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
-    run.spec.root = ws->mount_point();
-    run.spec.overlay = ws->overlay();
+    AE_ASSIGN(in_ws, UseWorkspace(*repo_, r.workspace));
+    in_ws->Apply(&run.spec);
   }
+  run.spec.tied_to_caller = true;  // this thread waits for it to the end
+  Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // From the command's start to its snapshot: no other writer (nor the
   // automatic capture) takes the command's changes into another node. A
   // workspace's command does not touch the live tree.

@@ -10,7 +10,7 @@
 
 #include "control/errors.h"
 #include "control/oci.h"
-#include "control/scratch_dir.h"
+#include "snap/scratch.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
@@ -39,7 +39,7 @@ Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, con
 Result<PushReply> PushNode(Client& client, const PushRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
   registry::Options opt = Options(r.insecure, r.auth_file, progress);
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
   OciExportRequest exp;
   exp.ref = r.ref;
   exp.dir = scratch.path() + "/layout";
@@ -63,7 +63,7 @@ Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgr
 Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before downloading
   (void)local;
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
   registry::TransferStats st;
   AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch.path() + "/layout", progress, &st), client.root()));
   ImportArchiveRequest imp;
@@ -85,9 +85,9 @@ Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, c
     }
   } remove_root{root, made_root};
   registry::TransferStats st;
-  std::optional<ScratchDir> scratch;
+  std::optional<snap::ScratchDir> scratch;
   {
-    AE_ASSIGN(ScratchDir d, ScratchDir::Make(root, ".pull"));
+    AE_ASSIGN(snap::ScratchDir d, snap::ScratchDir::Make(root, ".pull"));
     scratch.emplace(std::move(d));
   }
   AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch->path() + "/layout", progress, &st), root));

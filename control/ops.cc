@@ -126,7 +126,8 @@ std::vector<OpSpec> MakeOps() {
        Obj({}),
        Obj({{"dirty", kBool}, {"changed", kInt}, {"changes", ArrayOf(kChange)}, {"head", Nullable(kNode)}, {"nodes", kInt},
             {"root", kStr}, {"work", kStr}, {"backend", kStr}, {"stored_bytes", kInt}, {"logical_bytes", kInt},
-            {"disk_bytes", kInt}, {"head_files", kInt}, {"head_bytes", kInt}, {"workspaces", kInt}, {"lowers", kInt}},
+            {"disk_bytes", kInt}, {"head_files", kInt}, {"head_bytes", kInt}, {"workspaces", kInt}, {"lowers", kInt},
+            {"reclaimable", ArrayOf(Obj({{"path", kStr}, {"bytes", kInt}}, {"path", "bytes"}))}, {"reclaimable_bytes", kInt}},
            {"dirty", "changed", "changes", "head", "nodes"})},
       {"retain", {},
        "Thin old history: keep the newest nodes and everything recent, then fewer nodes the older they are; HEAD, "
@@ -144,7 +145,7 @@ std::vector<OpSpec> MakeOps() {
             {"full", {{"type", "boolean"}, {"description", "Recount every reference from scratch first"}}}}),
        Obj({{"live_objects", kInt}, {"dropped_objects", kInt}, {"dropped_bytes", kInt}, {"bytes_freed", kInt},
             {"packs_rewritten", kInt}, {"counted", kBool}, {"objects_read", kInt}, {"lowers_removed", kInt},
-            {"stale_cache_rows", kInt}},
+            {"scratch_removed", kInt}, {"scratch_bytes", kInt}, {"stale_cache_rows", kInt}},
            {"dropped_objects", "bytes_freed"}),
        true},
       {"import", {},

@@ -142,14 +142,13 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   // Like supervise: this process captures, so it holds the lock. A
   // workspace needs no capture (its upper is the journal) and no lock but
   // its own.
-  std::optional<Workspace> ws;
-  UniqueFd ws_lock;
+  std::optional<WorkspaceInUse> in_ws;
   if (!opt.workspace.empty()) {
-    AE_ASSIGN(ws, LoadWorkspace(root, opt.workspace));
-    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
-    spec.root = ws->mount_point();
-    spec.overlay = ws->overlay();
+    AE_ASSIGN(in_ws, UseWorkspace(r, opt.workspace));
+    in_ws->Apply(&spec);
   }
+  spec.tied_to_caller = true;
+  const Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // bash if the tree has it (a workspace's: its upper over its lower).
   std::vector<std::string> cmd = opt.argv;
   if (cmd.empty()) {
@@ -191,7 +190,7 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   snap_opt.label = "shell: " + line.substr(0, 180);
   Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
     if (ws) {
-      ws_lock.reset();  // the snapshot takes it again
+      in_ws->lock.reset();  // the snapshot takes it again
       SnapshotRequest req;
       req.label = snap_opt.label;
       req.workspace = ws->name;

@@ -45,14 +45,16 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   for (const auto& ws : existing)
     if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(ws);
 
-  AE_ASSIGN(snap::Repo::Lower lower, repo_->Materialize(base));
+  // Leased for the whole tournament (the candidates' workspaces lease it
+  // too, through their states).
+  AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
   TournamentReply rep;
   rep.id = TournamentId();
   rep.base = base.Hex();
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
   for (size_t i = 0; i < n; ++i) {
-    AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), rep.id + "-" + std::to_string(i + 1), base, lower.dir, rep.id));
+    AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
     spaces.push_back(std::move(ws));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
   }
@@ -75,6 +77,8 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     runner::EnvSpec spec;
     spec.root = ws.mount_point();
     spec.overlay = ws.overlay();
+    spec.held_fds = {lock->get(), lower.fd()};  // a candidate outliving a killed tournament keeps both
+    spec.tied_to_caller = true;
     spec.network = network;
     spec.stdio = runner::Stdio::kCapture;
     spec.limits.output_cap = 65536;

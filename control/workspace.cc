@@ -32,11 +32,13 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
       if (!taken) break;
     }
   }
-  AE_ASSIGN(snap::Repo::Lower lower, repo_->Materialize(base));
-  AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), name, base, lower.dir));
+  // The lease is held until the workspace's state, a lease of its own, is
+  // durable: no gc can remove the lower in between.
+  AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
+  AE_ASSIGN(Workspace ws, CreateWorkspace(repo_->root(), name, base, lower.dir()));
   ForkReply rep;
   rep.workspace = Describe(ws);
-  rep.materialized = lower.method;
+  rep.materialized = lower.method();
   rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }
@@ -49,8 +51,14 @@ Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
 }
 
 Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
-  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.name));
-  AE_TRY(RemoveWorkspace(ws));
+  auto ws = LoadWorkspace(repo_->root(), r.name);
+  if (!ws && ws.error().code == ErrorCode::kNotFound) {
+    // A removal killed after its rename: finishing it is the removal.
+    AE_ASSIGN(bool finished, FinishRemoval(repo_->root(), r.name));
+    if (finished) return WorkspaceRmReply{r.name};
+  }
+  if (!ws) return Unexpected<Error>(ws.error());
+  AE_TRY(RemoveWorkspace(*ws));
   return WorkspaceRmReply{r.name};
 }
 

@@ -15,6 +15,7 @@
 #include "control/workspace.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
+#include "snap/scratch.h"
 
 namespace agentenv::control {
 namespace {
@@ -39,7 +40,7 @@ Result<void> WriteDurably(const std::string& dir, const std::string& name, const
   if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
   if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return FailErrno(dir + "/" + name, errno);
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d) ::fsync(d.get());
+  if (!d || ::fsync(d.get()) != 0) return FailErrno(dir, errno);
   return {};
 }
 
@@ -51,9 +52,14 @@ Result<Workspace> CreateWorkspace(const std::string& root, const std::string& na
   std::string all = snap::layout::Workspaces(root);
   if (::mkdir(all.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(all, errno);
   Workspace ws{name, DirOf(root, name), base, base, lower, 0, tournament};
-  // Made under a temporary name: a workspace exists whole or not at all.
-  std::string tmp = all + "/.new-" + name + "-XXXXXX";
-  if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
+  if (::access(ws.dir.c_str(), F_OK) == 0)
+    return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
+  // What killed creations and removals left here goes first.
+  (void)snap::ReclaimLeftovers(all, {".new-", ".rm-"}, true);
+  // Made under a scratch name, locked by us: a workspace exists whole or
+  // not at all, and a killed creation leaves scratch that gc reclaims.
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(all, ".new-" + name));
+  const std::string& tmp = scratch.path();
   for (const char* d : {"/upper", "/work", "/root"})
     if (::mkdir((tmp + d).c_str(), 0755) != 0) return FailErrno(tmp + d, errno);
   // The overlay's root takes the upper root's metadata: give it the
@@ -70,13 +76,13 @@ Result<Workspace> CreateWorkspace(const std::string& root, const std::string& na
   ws.created_ns = snap::NowNs();
   State s{base.Hex(), base.Hex(), lower, tournament, ws.created_ns};
   AE_TRY(WriteDurably(tmp, "state", ToJson(s).dump()));
-  if (::rename(tmp.c_str(), ws.dir.c_str()) != 0) {
-    int e = errno;
-    (void)snap::RemoveTree(tmp);
-    if (e == EEXIST || e == ENOTEMPTY)
+  if (auto moved = scratch.MoveTo(ws.dir); !moved) {
+    if (moved.error().code == ErrorCode::kExists)
       return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
-    return FailErrno(ws.dir, e);
+    return Unexpected<Error>(moved.error());
   }
+  UniqueFd d(::open(all.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d || ::fsync(d.get()) != 0) return FailErrno(all, errno);
   return ws;
 }
 
@@ -133,15 +139,41 @@ Result<UniqueFd> LockWorkspace(const Workspace& ws) {
   return fd;
 }
 
+Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name) {
+  WorkspaceInUse u;
+  AE_ASSIGN(u.ws, LoadWorkspace(repo.root(), name));
+  AE_ASSIGN(u.lock, LockWorkspace(u.ws));
+  AE_ASSIGN(u.lower, repo.LeaseLower(u.ws.base));
+  if (u.lower.dir() != u.ws.lower) {  // the root was given another way, or an older layout
+    u.ws.lower = u.lower.dir();
+    AE_TRY(SaveWorkspace(u.ws));
+  }
+  return u;
+}
+
 bool WorkspaceBusy(const Workspace& ws) { return !LockWorkspace(ws); }
 
 Result<void> RemoveWorkspace(const Workspace& ws) {
   AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
-  // Renamed aside first: a crash mid-removal leaves no half workspace.
-  std::string gone = std::filesystem::path(ws.dir).parent_path().string() + "/.rm-" + ws.name;
-  (void)snap::RemoveTree(gone);
-  if (::rename(ws.dir.c_str(), gone.c_str()) != 0) return FailErrno(ws.dir, errno);
-  return snap::RemoveTree(gone);
+  // Renamed aside first (snap::Retire): a kill mid-removal leaves a `.rm-`
+  // directory, which the retried `workspace rm`, gc and the next fork
+  // finish, never a half workspace under its name.
+  AE_ASSIGN(snap::DirLock dir, snap::DirLock::TryExclusive(ws.dir));
+  return snap::Retire(std::move(dir));
+}
+
+Result<bool> FinishRemoval(const std::string& root, const std::string& name) {
+  AE_TRY(CheckName("workspace", name));
+  std::string all = snap::layout::Workspaces(root);
+  bool found = false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(all, ec)) {
+    if (!snap::IsRetiredName(e.path().filename().string(), name)) continue;
+    AE_ASSIGN(snap::DirLock lock, snap::DirLock::TryExclusive(e.path().string()));
+    AE_TRY(snap::Retire(std::move(lock)));
+    found = true;
+  }
+  return found;
 }
 
 }  // namespace agentenv::control

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runner/env_state.h"
 #include "runner/setup.h"
 
@@ -53,6 +55,11 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   UniqueFd err_r(p[0]), err_w(p[1]);
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
   UniqueFd status_w(p[1]);
+  // What init keeps open (sorted, made here: the child may not allocate).
+  std::vector<unsigned> kept = {unsigned(status_w.get())};
+  for (int fd : spec.held_fds)
+    if (fd > 2) kept.push_back(unsigned(fd));
+  std::sort(kept.begin(), kept.end());
   st->status_r.reset(p[0]);
 
   unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
@@ -62,6 +69,9 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   if (pid == 0) {
     // init: pid 1 of the new pid namespace. Raw syscalls only from here.
     ResetProcessState();
+    // Before the sync read: a caller that died before this line has closed
+    // its end of the sync pipe, and the read below sees EOF.
+    if (spec.tied_to_caller) prctl(PR_SET_PDEATHSIG, SIGKILL);
     sync_w.reset();
     char c;
     if (read(sync_r.get(), &c, 1) != 1) _exit(127);  // the parent failed to map ids
@@ -88,9 +98,13 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
     // descriptors other threads of the parent had open when it was cloned
     // (another env's output pipes): EOF of each env follows its own
     // processes alone.
-    const unsigned keep = unsigned(status_w.get());
-    if (keep > 3) syscall(SYS_close_range, 3U, keep - 1, 0U);
-    syscall(SYS_close_range, keep + 1, ~0U, 0U);
+    // The held descriptors (leases, locks) stay too, until init exits.
+    unsigned from = 3;
+    for (unsigned keep : kept) {
+      if (keep > from) syscall(SYS_close_range, from, keep - 1, 0U);
+      from = keep + 1;
+    }
+    syscall(SYS_close_range, from, ~0U, 0U);
     for (;;) {
       int status;
       pid_t w = wait(&status);

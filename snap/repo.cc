@@ -409,55 +409,6 @@ Result<store::ObjectId> Repo::UpperTree(const std::string& upper, const store::O
   return sc.out.tree;
 }
 
-Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
-  AE_ASSIGN(NodeRecord rec, Record(node));
-  if (rec.damaged())
-    return Fail(ErrorCode::kCorrupt, "node " + node.Hex().substr(0, 12) + " is damaged and cannot be materialized: " + rec.damage);
-  std::string dir = layout::Lowers(root_) + "/" + rec.tree.Hex();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) return Lower{dir, "existing"};
-  if (::mkdir(layout::Lowers(root_).c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(layout::Lowers(root_), errno);
-  AE_ASSIGN(std::optional<Lower> fast, MaterializeSubvol(node, dir));
-  if (fast) return *fast;
-  AE_ASSIGN(Node n, LoadNode(*store_, node));
-  std::string tmp = layout::Lowers(root_) + "/.tmp-XXXXXX";
-  if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
-  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
-  ro.ignored = {};  // a new directory: nothing of it is kept
-  // Its files are not the live tree's: their stat cache entries are
-  // dropped as they come (kept, they would grow with the tree).
-  ro.stat_sink = [](std::vector<std::pair<std::string, StatEntry>>&&) -> Result<void> { return {}; };
-  // Files another lower has with the same content and metadata are
-  // hardlinked (both are read-only); others are cloned or copied.
-  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get(), ro.stat_dev);
-  ro.link_sources = true;
-  ro.fresh = true;  // our own new directory; removed if the restore fails
-  RestoreStats rs;
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) return FailErrno(tmp, errno);
-    auto restored = RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro);
-    if (!restored) {
-      fd.reset();
-      (void)RemoveTree(tmp);
-      return Unexpected<Error>(restored.error());
-    }
-    rs = std::move(*restored);
-  }
-  // Another process may have built the same lower meanwhile: theirs wins.
-  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
-    int e = errno;
-    (void)RemoveTree(tmp);
-    if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
-    return Lower{dir, "existing"};
-  }
-  std::string method = ro.reflink ? "reflink" : "copy";
-  if (rs.files_copied) method += " (" + std::to_string(rs.files_copied) + " from the live tree)";
-  if (rs.files_linked) method = "hardlink (" + std::to_string(rs.files_linked) + " files), " + method + " (" +
-                                std::to_string(rs.files_written) + ")";
-  return Lower{dir, method};
-}
-
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanForeign(dir));

@@ -13,17 +13,20 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "snap/layout.h"
+#include "snap/lowers.h"
 #include "snap/meta.h"
 #include "snap/node.h"
 #include "snap/refcount.h"
 #include "snap/restore.h"
 #include "snap/scan.h"
+#include "snap/scratch.h"
 #include "store/store.h"
 
 namespace agentenv::snap {
@@ -286,22 +289,39 @@ class Repo {
   // (another process kept the lock), I/O. Thread-safe.
   Result<void> HoldLock();
 
-  // A node's tree as a read-only directory, lowers/<tree id>: the lower
-  // layer of every workspace forked from a node with that tree. Built
-  // under a temporary name and renamed when complete (a crash leaves a
-  // temporary directory, never a partial lower); reused while it exists.
-  // `method`: "existing", "snapshot" (btrfs: an O(1) snapshot of the
-  // node's subvolume snapshot); otherwise files that another lower has with
-  // the same content and metadata are hardlinked to it (lowers are never
-  // written) and the rest cloned (reflink backends: from another lower, the
-  // live tree or the store's packs) or copied: "reflink", "copy", or
-  // "hardlink (N files), reflink|copy (M)". Errors: kNotFound,
-  // kCorrupt (a damaged node), I/O.
-  struct Lower {
-    std::string dir;
-    std::string method;
+  // A lease on node's tree as a read-only directory, lowers/<tree id>
+  // (snap/lowers.h: lifecycle and leases): the lower layer of every
+  // workspace forked from a node with that tree. Reused while it exists and
+  // carries its completion mark; otherwise built under a scratch name,
+  // synced, marked and renamed into place (a crash leaves scratch, never a
+  // partial lower under a ready name). Building: btrfs, an O(1) snapshot of
+  // the node's subvolume snapshot ("snapshot"); else files that another
+  // lower has with the same content and metadata are hardlinked to it
+  // (lowers are never written) and the rest cloned (reflink backends: from
+  // another lower, the live tree or the store's packs) or copied. The
+  // lease is held until the object dies. Thread-safe; no repository lock.
+  // Errors: kNotFound, kCorrupt (a damaged node), kBusy (an unmarked
+  // lower another process uses), I/O.
+  Result<LowerLease> LeaseLower(const store::ObjectId& node);
+  // gc's part of the lifecycle: removes (renames away, then deletes) every
+  // ready lower that no process leases and whose name `persistent` does
+  // not return (the tree ids workspaces' states name; called once, after
+  // every unleased lower is locked, so a fork cannot slip in between), and
+  // every leftover of a killed build or removal. No repository lock.
+  // Errors: I/O from `persistent` (nothing removed then).
+  struct LowerSweep {
+    uint64_t removed = 0;  // ready lowers removed
+    Leftovers leftovers;   // scratch of killed builds and removals, removed
   };
-  Result<Lower> Materialize(const store::ObjectId& node);
+  Result<LowerSweep> SweepLowers(const std::function<Result<std::set<std::string>>()>& persistent);
+  // fsck --lowers: each ready lower checked against its tree (scanned
+  // read-only: nothing stored, no lock). Errors: I/O listing lowers/.
+  struct LowerCheck {
+    std::string dir;
+    bool ok = false;
+    std::string problem;  // what differs: the mark, or the first paths
+  };
+  Result<std::vector<LowerCheck>> CheckLowers();
   // Records an overlay workspace as a new node without moving HEAD: the
   // tree of (lower = `base`'s tree, upper directory `upper`), read from the
   // upper alone (ScanUpper), as a child of `parent` (the workspace's last
@@ -365,8 +385,12 @@ class Repo {
   void SweepSwapLeftovers();
   // Whether trees a and b differ in at least swap_from_ paths.
   Result<bool> DiffersInMany(const store::ObjectId& a, const store::ObjectId& b);
-  // Materialize through node's snapshot, if it has one: nullopt if not.
-  Result<std::optional<Lower>> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
+  // Builds node's tree at `dir` (which must not exist) as a writable
+  // snapshot of node's subvolume snapshot, if it has one: false if not.
+  Result<bool> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
+  // Builds node's tree into the empty directory `fd` (lower `dir`) from the
+  // store; returns the method (LowerLease::method).
+  Result<std::string> MaterializeStore(const store::ObjectId& node, int fd, const std::string& dir);
   // With the lock held: scans (fully or along paths); content stays in
   // sc.batch until Commit or CommitContent.
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,

@@ -309,9 +309,9 @@ TEST_CASE("btrfs: a subvolume nested in the live tree is recorded by walking", "
   CHECK(s->walked);
   CHECK(s->changes.added == 2);  // inner and inner/f, not an empty directory
   CHECK_FALSE(fs::exists(snap::layout::Subvols(r->root()) + "/" + s->node->Hex()));
-  auto low = r->Materialize(*s->node);
+  auto low = r->LeaseLower(*s->node);
   REQUIRE(low);
-  CHECK(ReadFileAt(low->dir + "/inner/f") == "inside\n");
+  CHECK(ReadFileAt(low->dir() + "/inner/f") == "inside\n");
   // Without it, snapshots take the fast path again (after one walk).
   REQUIRE(snap::btrfs::DeleteSubvolume(w + "/inner"));
   REQUIRE(r->Snapshot({}));
@@ -335,19 +335,19 @@ TEST_CASE("btrfs materializes a node with a snapshot", "[snap][btrfs][root]") {
   store::ObjectId n1 = Snap(*r);
   REQUIRE(WriteFileAt(w + "/etc/conf", "setting=2\n", 0600));
   store::ObjectId n2 = Snap(*r);
-  auto low = r->Materialize(n1);
+  auto low = r->LeaseLower(n1);
   REQUIRE(low);
-  CHECK(low->method == "snapshot");
-  for (const auto& problem : CompareManifests(m1, Capture(low->dir))) FAIL_CHECK(problem);
+  CHECK(low->method() == "snapshot");
+  for (const auto& problem : CompareManifests(m1, Capture(low->dir()))) FAIL_CHECK(problem);
   // A node without a snapshot (dropped) comes from the store instead.
   REQUIRE(snap::btrfs::DeleteSubvolume(snap::layout::Subvols(r->root()) + "/" + n2.Hex()));
-  auto low2 = r->Materialize(n2);
+  auto low2 = r->LeaseLower(n2);
   REQUIRE(low2);
-  CHECK(low2->method == "reflink");
-  CHECK(ReadFileAt(low2->dir + "/etc/conf") == "setting=2\n");
+  CHECK(low2->method() == "reflink");
+  CHECK(ReadFileAt(low2->dir() + "/etc/conf") == "setting=2\n");
   // Lowers are removed like any directory.
-  CHECK(snap::RemoveTree(low->dir));
-  CHECK_FALSE(fs::exists(low->dir));
+  CHECK(snap::RemoveTree(low->dir()));
+  CHECK_FALSE(fs::exists(low->dir()));
 }
 
 TEST_CASE("AGENTENV_BACKEND=btrfs fails clearly off btrfs", "[snap][btrfs]") {
