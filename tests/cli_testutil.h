@@ -70,19 +70,21 @@ class Child {
   Child& operator=(const Child&) = delete;
   ~Child() { Kill(); }
 
-  // Errors are test failures: spawning must work.
+  // Errors are test failures: spawning must work. Catch2 is reached only
+  // on a failure, so a thread other than the test's may run commands (its
+  // assertions are not thread-safe: a passing REQUIRE writes its state too).
   void Start(const std::vector<std::string>& argv, bool pipe_in, bool pipe_out, const std::string& err_file = "",
              bool pipe_err = false) {
     IgnoreSigpipe();
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (pipe_in) REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-    if (pipe_out) REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-    if (pipe_err) REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    if ((pipe_in && ::pipe2(in, O_CLOEXEC) != 0) || (pipe_out && ::pipe2(out, O_CLOEXEC) != 0) ||
+        (pipe_err && ::pipe2(err, O_CLOEXEC) != 0))
+      FAIL("pipe2: " << std::strerror(errno));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
+    if (pid_ < 0) FAIL("fork: " << std::strerror(errno));
     if (pid_ == 0) {
       int devnull = ::open("/dev/null", O_RDWR);
       ::dup2(pipe_in ? in[0] : devnull, 0);
