@@ -63,7 +63,8 @@ void Sweep(As as) {
       {"tournament", [] {},
        {"tournament", "--test", "true", "--jobs", "2", "--no-apply", "--", "echo a > /a", "echo b > /b"},
        [&] {
-         for (const auto& w : JsonAs(as, root, {"workspace", "ls"})["workspaces"]) run({"workspace", "rm", w["name"]});
+         json ls = JsonAs(as, root, {"workspace", "ls"});  // held: the loop reads into it
+         for (const auto& w : ls["workspaces"]) run({"workspace", "rm", w["name"]});
        }},
       {"workspace rm", [&] { run({"fork", "--name", "k"}); run({"exec", "--workspace", "k", "--", "/bin/sh", "-c", fill}); },
        {"workspace", "rm", "k"}, [] {},
