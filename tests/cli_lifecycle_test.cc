@@ -112,7 +112,7 @@ TEST_CASE("lifecycle: a killed gc never leaves a short lower that a fork would u
   }
 }
 
-TEST_CASE("lifecycle: a lower without its completion mark is never used; fsck --lowers finds a damaged one", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: a lower without its completion mark is never used, fsck --lowers finds a damaged one", "[cli][lifecycle][root]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));
@@ -149,7 +149,7 @@ TEST_CASE("lifecycle: a lower without its completion mark is never used; fsck --
   }
 }
 
-TEST_CASE("lifecycle: killed commands leave scratch that status reports and gc removes; a retried workspace rm finishes", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: killed commands leave scratch that status reports and gc removes, a retried workspace rm finishes", "[cli][lifecycle][root]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));

@@ -264,7 +264,7 @@ TEST_CASE("runner limits: unprivileged limits fail with kUnsupported, never a si
   CHECK(AsNobody([&] { auto r = Run(Spec(root, "true")); return r && r->exit_code == 0; }) == 0);
 }
 
-TEST_CASE("runner env: held descriptors live as long as the env; a tied env dies with the thread that started it") {
+TEST_CASE("runner env: held descriptors live as long as the env, a tied env dies with the thread that started it") {
   TempDir td;
   fs::path root = td / "root";
   MakeTree(root, getuid());
