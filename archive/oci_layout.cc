@@ -20,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "archive/export.h"
 #include "archive/oci.h"
+#include "common/write_all.h"
 #include "snap/layout.h"
 #include "snap/repo.h"
 
@@ -104,13 +105,7 @@ class BlobWriter {
  private:
   BlobWriter() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {}
   Result<void> Flush() {
-    size_t off = 0;
-    while (off < buf_.size()) {
-      ssize_t w = ::write(fd_.get(), buf_.data() + off, buf_.size() - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return FailErrno(tmp_, errno);
-      off += size_t(w);
-    }
+    AE_TRY(WriteAll(fd_.get(), buf_.data(), buf_.size(), tmp_));
     buf_.clear();
     return {};
   }
@@ -141,9 +136,9 @@ Result<void> ReplaceFile(const std::string& dir, const std::string& name, const 
       if (armed) ::unlink(path.c_str());
     }
   } unlink_tmp{tmp};
-  if (::fchmod(fd.get(), 0644) != 0 || ::write(fd.get(), text.data(), text.size()) != ssize_t(text.size()) ||
-      ::fsync(fd.get()) != 0)
-    return FailErrno(tmp, errno);
+  if (::fchmod(fd.get(), 0644) != 0) return FailErrno(tmp, errno);
+  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), tmp));
+  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
   std::string path = dir + "/" + name;
   if (::rename(tmp.c_str(), path.c_str()) != 0) return FailErrno(path, errno);
   unlink_tmp.armed = false;

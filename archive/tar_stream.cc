@@ -1,6 +1,7 @@
 #include "archive/tar_stream.h"
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "archive/libarchive.h"
@@ -15,8 +16,13 @@ std::string Message(const ArchiveLib& A, ::archive* a) {
   return m ? m : "unknown error";
 }
 
+// libarchive's message ("Write error") with the errno's text after it: a
+// full disk must say so.
 Error IoError(const ArchiveLib& A, const std::string& out, ::archive* a) {
-  return Error{out + ": " + Message(A, a), std::max(A.archive_errno(a), 0), ErrorCode::kIo};
+  int err = std::max(A.archive_errno(a), 0);
+  std::string why = Message(A, a);
+  if (err > 0) why += std::string(": ") + std::strerror(err);
+  return Error{out + ": " + why, err, ErrorCode::kIo};
 }
 
 bool EndsWith(const std::string& s, std::string_view suffix) {

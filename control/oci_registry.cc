@@ -42,7 +42,11 @@ Result<archive::OciExportReply> ExportOci(Client& client, const archive::OciExpo
   return ExplainFullDisk(archive::ExportOci(s->repo(), r), r.dir, FullDiskAt::kOutput);
 }
 
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+namespace {
+
+// The layout goes to a scratch directory beside the live tree: a full disk
+// there is the repository's (ExplainFullDisk in Push).
+Result<PushReply> PushNode(Client& client, const PushRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
   registry::Options opt = Options(r.insecure, r.auth_file, progress);
   AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
@@ -54,10 +58,17 @@ Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgr
   registry::Options quiet = opt;
   quiet.progress = nullptr;
   exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
-  AE_ASSIGN(archive::OciExportReply layout, ExportOci(client, exp));
+  AE_ASSIGN(Server* s, client.Local());
+  AE_ASSIGN(archive::OciExportReply layout, archive::ExportOci(s->repo(), exp));
   AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
   return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
                    st.bytes_sent};
+}
+
+}  // namespace
+
+Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+  return ExplainFullDisk(PushNode(client, r, progress), client.root());
 }
 
 Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {

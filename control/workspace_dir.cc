@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/write_all.h"
 #include "control/fields.h"
 #include "control/session.h"
 #include "control/workspace.h"
@@ -40,7 +41,7 @@ Result<void> WriteDurably(const std::string& dir, const std::string& name, const
   std::string tmp = dir + "/." + name + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return FailErrno(tmp, errno);
-  if (::write(fd.get(), data.data(), data.size()) != ssize_t(data.size())) return FailErrno(tmp, errno);
+  AE_TRY(WriteAll(fd.get(), data.data(), data.size(), tmp));
   if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
   if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return FailErrno(dir + "/" + name, errno);
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -36,12 +36,13 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   auto repo = control::OpenRepo(root);
   if (!repo) fuzz::Die(repo.error().message);
   server = std::make_unique<control::Server>(std::move(*repo));
-  auto s = serve::SocketServer::Start(snap::layout::Socket(root), [](const std::string& op, const json& args,
+  auto s = serve::SocketServer::Listen(snap::layout::Socket(root), [](const std::string& op, const json& args,
                                                                       const control::FrameSink& emit) {
     return fuzz::GuardedCall(*server, op, args, emit);
   });
   if (!s) fuzz::Die(s.error().message);
   socket_server = std::move(*s);
+  socket_server->Accept();
   return 0;
 }
 

@@ -95,12 +95,13 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   if (!repo) fuzz::Die(repo.error().message);
   server = std::make_unique<control::Server>(std::move(*repo));
   socket_path = snap::layout::Socket(root);
-  auto s = serve::SocketServer::Start(socket_path, [](const std::string& op, const json& args,
+  auto s = serve::SocketServer::Listen(socket_path, [](const std::string& op, const json& args,
                                                        const control::FrameSink& emit) {
     return fuzz::GuardedCall(*server, op, args, emit);
   });
   if (!s) fuzz::Die(s.error().message);
   socket_server = std::move(*s);
+  socket_server->Accept();
   conn = Connect();
   return 0;
 }

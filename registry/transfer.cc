@@ -12,6 +12,7 @@
 
 #include "common/platform.h"
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 #include "registry/registry.h"
 #include "registry/session.h"
 
@@ -72,8 +73,9 @@ Result<std::string> ReadFile(const std::string& path) {
 
 Result<void> WriteNewFile(const std::string& path, const std::string& text) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd || ::write(fd.get(), text.data(), text.size()) != ssize_t(text.size()) || ::fsync(fd.get()) != 0)
-    return FailErrno(path, errno);
+  if (!fd) return FailErrno(path, errno);
+  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), path));
+  if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
   return {};
 }
 
@@ -135,8 +137,7 @@ Result<uint64_t> DownloadBlob(Session& s, const std::string& layout, const std::
     if (got > size) return Fail(ErrorCode::kInvalid, digest + ": more than the " + std::to_string(size) +
                                                          " bytes the manifest says; refusing the image");
     hash->Update(p, n);
-    if (::write(fd.get(), p, n) != ssize_t(n)) return FailErrno(tmp, errno);
-    return {};
+    return WriteAll(fd.get(), p, n, tmp);
   };
   AE_ASSIGN(Response r, s.Send(get));
   if (r.status != 200) return Unexpected<Error>(s.StatusError("blob " + digest, r));

@@ -20,11 +20,12 @@ Result<std::unique_ptr<Serving>> Serving::Signals(control::Server& server, const
 Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOptions opt) {
   AE_ASSIGN(auto s, Signals(server, opt.signals));
   for (auto& [path, handler] : opt.sockets) {
-    AE_ASSIGN(auto sock, SocketServer::Start(path, std::move(handler)));
+    AE_ASSIGN(auto sock, SocketServer::Listen(path, std::move(handler)));
     s->sockets_.push_back(std::move(sock));
   }
   AE_TRY(server.repo().HoldLock());
   if (opt.capture) AE_TRY(server.StartCapture(*opt.capture));
+  for (auto& sock : s->sockets_) sock->Accept();
   return s;
 }
 

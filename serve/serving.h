@@ -6,7 +6,10 @@
 //      already serves this root;
 //   3. take the repository lock for good: from now on every writer of the
 //      repository runs in this process;
-//   4. start the automatic capture (a baseline snapshot first).
+//   4. start the automatic capture (a baseline snapshot first);
+//   5. serve the sockets. Clients that connected since step 2 waited in the
+//      backlog: no operation runs while the server is still being set up
+//      (Server::StartCapture publishes the capture unlocked).
 #pragma once
 
 #include <memory>

@@ -19,7 +19,7 @@ using control::SendAll;
 using control::SocketAddress;
 
 
-Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& path, StreamHandler handler) {
+Result<std::unique_ptr<SocketServer>> SocketServer::Listen(const std::string& path, StreamHandler handler) {
   if (ConnectSocket(path)) return Fail(ErrorCode::kBusy, path + ": another daemon is already serving this repository");
   ::unlink(path.c_str());  // stale socket of a dead daemon
   AE_ASSIGN(sockaddr_un a, SocketAddress(path));
@@ -35,8 +35,11 @@ Result<std::unique_ptr<SocketServer>> SocketServer::Start(const std::string& pat
   if (rc != 0 || ::listen(s->listen_.get(), 64) != 0) return FailErrno(path, errno);
   s->stop_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!s->stop_) return FailErrno("eventfd", errno);
-  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
+}
+
+void SocketServer::Accept() {
+  acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
 SocketServer::~SocketServer() { Stop(); }

@@ -36,8 +36,12 @@ using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op
 // response and the connection is closed.
 class SocketServer {
  public:
-  // Errors: kBusy when another daemon answers on the socket, I/O.
-  static Result<std::unique_ptr<SocketServer>> Start(const std::string& path, StreamHandler handler);
+  // Binds and listens at `path`; serves nobody until Accept: a client that
+  // connects before waits in the backlog. Errors: kBusy when another daemon
+  // answers on the socket, I/O.
+  static Result<std::unique_ptr<SocketServer>> Listen(const std::string& path, StreamHandler handler);
+  // Starts serving clients, each on its own thread. Call once.
+  void Accept();
   ~SocketServer();
   void Stop();
 

@@ -259,6 +259,37 @@ void ExpectRefused(const TempDir& tmp, const fs::path& layout, const std::string
   CHECK(HeadId(repo) == head);
 }
 
+TEST_CASE("cli oci: export --oci into a full filesystem says ENOSPC, names it and the remedy, and leaves no image",
+          "[cli][oci]") {
+  if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+  std::vector<uint8_t> big = RandomBytes(4 << 20, 11);  // does not compress, and no layer is compressed anyway
+  WriteFile(Work(root) / "big", std::string(big.begin(), big.end()));
+  MustAgentenv(root, {"snap", "-m", "big"});
+  std::string log_before = Agentenv(root, {"log"}).out;
+  SmallTmpfs small(tmp / "mnt", "16m");
+  REQUIRE(small.mounted());
+  fs::path out = tmp / "mnt" / "image";
+  FillUp(tmp / "mnt", 1 << 20);
+  CmdResult r = Agentenv(root, {"export", "HEAD", "--oci", out.string()});
+  INFO(r.Describe());
+  CHECK(r.code == 1);
+  CHECK(r.err.find(": No space left on device") != std::string::npos);
+  CHECK(r.err.find("Success") == std::string::npos);
+  CHECK(r.err.find("the filesystem holding " + out.string() + " is full: free space there, then run the command again") !=
+        std::string::npos);
+  // No image: no index names one, no partial blob is left; history is as it was.
+  CHECK_FALSE(fs::exists(out / "index.json"));
+  for (const auto& e : fs::recursive_directory_iterator(out)) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  // With the space back the export completes, and its image is the node.
+  fs::remove(tmp / "mnt" / "fill");
+  MustAgentenv(root, {"export", "HEAD", "--oci", out.string()});
+  MustAgentenv(tmp / "back", {"init", "--from-oci", out.string()});
+  CHECK(ManifestDiff(FullManifest(Work(root)), FullManifest(Work(tmp / "back"))) == "");
+}
+
 TEST_CASE("cli oci: hostile and damaged images are refused, nothing recorded", "[cli][oci]") {
   TempDir tmp;
   fs::create_directories(tmp / "victim");

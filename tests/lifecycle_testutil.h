@@ -98,26 +98,37 @@ inline std::string WorkspaceView(As as, const fs::path& root, const std::string&
 
 // The same view of node `ref` from its export, unpacked by GNU tar into a
 // scratch directory and listed with the same tools (the mount points the
-// env mounts over are empty directories in both).
-inline std::string NodeView(As as, const fs::path& root, const std::string& ref, const fs::path& scratch) {
-  fs::remove_all(scratch);
-  fs::create_directories(scratch);
+// env mounts over are empty directories in both). "" and *err set when a
+// step fails; no Catch2 assertion, so a worker thread may call it.
+inline std::string TryNodeView(As as, const fs::path& root, const std::string& ref, const fs::path& scratch,
+                               std::string* err) {
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  fs::create_directories(scratch, ec);
   fs::path tar = scratch.string() + ".tar";
   CmdResult e = RunAs(as, root, {"export", ref, "-o", tar.string()});
-  INFO(e.Describe());
-  REQUIRE(e.code == 0);
-  REQUIRE(RunCmd({"/bin/tar", "-xf", tar.string(), "-C", scratch.string()}).code == 0);
-  fs::remove(tar);
+  if (e.code != 0) return *err = "export " + ref + ": " + e.Describe(), "";
+  CmdResult x = RunCmd({"/bin/tar", "-xf", tar.string(), "-C", scratch.string()});
+  if (x.code != 0) return *err = "tar -x: " + x.Describe(), "";
+  fs::remove(tar, ec);
   // The same busybox tools as inside, from the host's busybox.
   fs::path tools = scratch.string() + ".bin";
-  fs::create_directories(tools);
+  fs::create_directories(tools, ec);
   for (const char* a : {"find", "sort", "md5sum"})
-    if (!fs::exists(tools / a)) fs::create_symlink("/bin/busybox", tools / a);
+    if (!fs::exists(tools / a, ec)) fs::create_symlink("/bin/busybox", tools / a, ec);
   CmdResult v = RunCmd({"/bin/sh", "-c", "export PATH='" + tools.string() + "'; cd '" + scratch.string() + "' && " +
                                              kViewScript});
-  fs::remove_all(tools);
-  REQUIRE(v.code == 0);
+  fs::remove_all(tools, ec);
+  if (v.code != 0) return *err = "listing the export: " + v.Describe(), "";
   return v.out;
+}
+
+// Same, for the test's own thread: a failed step fails the test.
+inline std::string NodeView(As as, const fs::path& root, const std::string& ref, const fs::path& scratch) {
+  std::string err;
+  std::string view = TryNodeView(as, root, ref, scratch, &err);
+  if (!err.empty()) FAIL(err);
+  return view;
 }
 
 // What a repository holds besides history and the live tree's contents:
