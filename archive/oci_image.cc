@@ -1,9 +1,7 @@
-// Reading an OCI image layout, whoever wrote it (control/oci.h).
+// Reading an OCI image layout, whoever wrote it (archive/oci.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/platform.h"
+#include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "archive/libarchive.h"
 #include "archive/oci.h"
@@ -75,33 +74,13 @@ Result<OciBlob> Descriptor(const std::string& where, const json& j) {
   return b;
 }
 
-// "sha256:<hex>" of what `ctx` hashed.
-std::string Finish(EVP_MD_CTX* ctx) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx, d, &len);
-  static const char* k = "0123456789abcdef";
-  std::string hex = "sha256:";
-  for (unsigned i = 0; i < len; ++i) hex += k[d[i] >> 4], hex += k[d[i] & 15];
-  return hex;
-}
-
-using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
-
-Result<DigestCtx> NewSha256() {
-  DigestCtx ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
-    return Fail(ErrorCode::kUnsupported, "sha256: OpenSSL cannot compute it");
-  return ctx;
-}
-
 Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return Fail(ErrorCode::kInvalid, path + ": blob missing; refusing the image");
     return FailErrno(path, errno);
   }
-  AE_ASSIGN(DigestCtx ctx, NewSha256());
+  Sha256 ctx;
   // Sized for the blob: a 1 MiB buffer zero-filled for each small JSON
   // blob was most of the time an import spent on them.
   struct stat st;
@@ -113,10 +92,10 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FailErrno(path, errno);
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.data(), size_t(n));
+    ctx.Update(buf.data(), size_t(n));
     *size += uint64_t(n);
   }
-  return Finish(ctx.get());
+  return ctx.OciDigest();
 }
 
 // "sha256:<hex>" of the file at `path` decompressed (gzip, xz, zstd, or
@@ -137,7 +116,7 @@ Result<std::string> Sha256Uncompressed(const std::string& path) {
   if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK ||
       A.archive_read_next_header(in.get(), &e) != ARCHIVE_OK)
     return bad();
-  AE_ASSIGN(DigestCtx ctx, NewSha256());
+  Sha256 ctx;
   for (;;) {
     const void* block;
     size_t len;
@@ -145,9 +124,9 @@ Result<std::string> Sha256Uncompressed(const std::string& path) {
     int r = A.archive_read_data_block(in.get(), &block, &len, &offset);
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK) return bad();
-    EVP_DigestUpdate(ctx.get(), block, len);
+    ctx.Update(block, len);
   }
-  return Finish(ctx.get());
+  return ctx.OciDigest();
 }
 
 Result<void> VerifyBlob(const std::string& dir, const OciBlob& b) {

@@ -5,7 +5,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,7 +15,9 @@
 #include <optional>
 #include <sstream>
 
+#include "common/durable.h"
 #include "common/platform.h"
+#include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "archive/export.h"
 #include "archive/oci.h"
@@ -33,19 +34,6 @@ constexpr const char* kLayerType = "application/vnd.oci.image.layer.v1.tar";
 constexpr const char* kConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kManifestType = "application/vnd.oci.image.manifest.v1+json";
 constexpr size_t kPathDepthStride = 16;
-
-std::string Hex(const unsigned char* d, size_t n) {
-  static const char* k = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += k[d[i] >> 4], s += k[d[i] & 15];
-  return s;
-}
-
-Result<void> FsyncPath(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd || ::fsync(fd.get()) != 0) return FailErrno(path, errno);
-  return {};
-}
 
 // One blob written under blobs/sha256: to a temporary file there, hashed
 // while written, fsynced, then renamed to its digest (or dropped when a
@@ -64,8 +52,6 @@ class BlobWriter {
     w->fd_.reset(fd);
     // Blobs are read by other users' tools (mkostemp makes 0600).
     if (::fchmod(fd, 0644) != 0) return FailErrno(w->tmp_, errno);
-    if (!w->ctx_ || EVP_DigestInit_ex(w->ctx_.get(), EVP_sha256(), nullptr) != 1)
-      return Fail(ErrorCode::kUnsupported, "sha256: OpenSSL cannot compute it");
     return w;
   }
   ~BlobWriter() {
@@ -73,7 +59,7 @@ class BlobWriter {
   }
 
   Result<void> Write(std::span<const uint8_t> b) {
-    EVP_DigestUpdate(ctx_.get(), b.data(), b.size());
+    hash_.Update(b.data(), b.size());
     size_ += b.size();
     buf_.insert(buf_.end(), b.begin(), b.end());
     if (buf_.size() >= (1u << 20)) return Flush();
@@ -86,10 +72,7 @@ class BlobWriter {
     AE_TRY(Flush());
     if (::fsync(fd_.get()) != 0) return FailErrno(tmp_, errno);
     fd_.reset();
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(ctx_.get(), d, &n);
-    OciBlob b{media_type, "sha256:" + Hex(d, n), size_, {}};
+    OciBlob b{media_type, hash_.OciDigest(), size_, {}};
     std::string final_path = blobs_ + "/" + b.digest.substr(7);
     struct stat st;
     if (::lstat(final_path.c_str(), &st) == 0) {
@@ -103,7 +86,7 @@ class BlobWriter {
   }
 
  private:
-  BlobWriter() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {}
+  BlobWriter() = default;
   Result<void> Flush() {
     AE_TRY(WriteAll(fd_.get(), buf_.data(), buf_.size(), tmp_));
     buf_.clear();
@@ -111,7 +94,7 @@ class BlobWriter {
   }
   std::string blobs_, tmp_;
   UniqueFd fd_;
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+  Sha256 hash_;
   std::vector<uint8_t> buf_;
   uint64_t size_ = 0;
 };
@@ -121,28 +104,6 @@ Result<OciBlob> WriteJsonBlob(const std::string& blobs, const json& j, const std
   AE_ASSIGN(auto w, BlobWriter::Open(blobs));
   AE_TRY(w->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}));
   return w->Commit(media_type);
-}
-
-// Replaces `path` by `text` atomically and durably.
-Result<void> ReplaceFile(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string tmp = dir + "/." + name + ".tmp-XXXXXX";
-  int raw = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (raw < 0) return FailErrno(dir, errno);
-  UniqueFd fd(raw);
-  struct Unlink {
-    std::string path;
-    bool armed = true;
-    ~Unlink() {
-      if (armed) ::unlink(path.c_str());
-    }
-  } unlink_tmp{tmp};
-  if (::fchmod(fd.get(), 0644) != 0) return FailErrno(tmp, errno);
-  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), tmp));
-  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
-  std::string path = dir + "/" + name;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return FailErrno(path, errno);
-  unlink_tmp.armed = false;
-  return {};
 }
 
 Result<void> MakeDir(const std::string& path) {
@@ -298,7 +259,7 @@ Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
                    {"annotations",
                     {{"org.opencontainers.image.created", Rfc3339(top.time_ns)}, {"dev.agentenv.node", id.Hex()}}}};
   AE_ASSIGN(OciBlob man, WriteJsonBlob(blobs, manifest, kManifestType));
-  AE_TRY(FsyncPath(blobs));
+  AE_TRY(FsyncDir(blobs));
   rep.manifest = man.digest;
 
   // index.json: this tag now names the manifest; other tags stay.
@@ -321,9 +282,8 @@ Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
                                 {"digest", man.digest},
                                 {"size", man.size},
                                 {"annotations", {{"org.opencontainers.image.ref.name", r.tag}}}});
-  AE_TRY(ReplaceFile(r.dir, "oci-layout", json{{"imageLayoutVersion", "1.0.0"}}.dump()));
-  AE_TRY(ReplaceFile(r.dir, "index.json", index.dump()));
-  AE_TRY(FsyncPath(r.dir));
+  AE_TRY(WriteFileDurably(r.dir, "oci-layout", json{{"imageLayoutVersion", "1.0.0"}}.dump()));
+  AE_TRY(WriteFileDurably(r.dir, "index.json", index.dump()));
   return rep;
 }
 

@@ -99,6 +99,18 @@ class Server {
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
   Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
+  // Resolves `ref` and calls `lease(node)`, which leases the node (a
+  // workspace's state does). retain may drop the node between the two
+  // (HEAD moved on and the node fell out of the kept set): lease then
+  // fails with kNotFound, and `ref` is resolved again, a few times.
+  template <class F>
+  auto LeaseResolved(const std::string& ref, F lease) -> decltype(lease(store::ObjectId{})) {
+    for (int attempt = 0;; ++attempt) {
+      AE_ASSIGN(store::ObjectId node, repo_->Resolve(ref));
+      auto leased = lease(node);
+      if (leased || leased.error().code != ErrorCode::kNotFound || attempt == 3) return leased;
+    }
+  }
 
   std::unique_ptr<snap::Repo> repo_;
   std::mutex writer_mu_;  // see the file comment

@@ -1,14 +1,14 @@
 // tournament: N candidates forked from one node, run in parallel, the
 // first to pass its test wins (control/server.h).
 #include <chrono>
-#include <mutex>
-#include <thread>
+#include <optional>
 
 #include "control/jobs.h"
 #include "control/render.h"
 #include "control/server.h"
 #include "control/workspace.h"
 #include "snap/fsops.h"
+#include "store/worker_pool.h"
 
 namespace agentenv::control {
 namespace {
@@ -38,32 +38,36 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
   AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "tournament: timeout_s"));
   AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
-  AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.base));
-
   // Workspaces a killed tournament left behind: nothing runs in them.
   AE_ASSIGN(auto existing, ListWorkspaces(repo_->root()));
   for (const auto& ws : existing)
     if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(*repo_, ws);
 
-  // Leased for the whole tournament (the candidates' workspaces lease it
-  // too, through their states).
-  AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
   TournamentReply rep;
   rep.id = TournamentId();
-  rep.base = base.Hex();
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
-  for (size_t i = 0; i < n; ++i) {
+  auto make = [&](size_t i, const store::ObjectId& base, const snap::LowerLease& lower) -> Result<void> {
     AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
     spaces.push_back(std::move(ws));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
-  }
+    return {};
+  };
+  // The lower is leased for the whole tournament; the first candidate's
+  // workspace leases the base node (LeaseResolved), and so do the others.
+  std::optional<snap::LowerLease> lower;
+  AE_ASSIGN(store::ObjectId base, LeaseResolved(r.base, [&](const store::ObjectId& node) -> Result<store::ObjectId> {
+    AE_ASSIGN(snap::LowerLease leased, repo_->LeaseLower(node));
+    AE_TRY(make(0, node, leased));
+    lower.emplace(std::move(leased));
+    return node;
+  }));
+  rep.base = base.Hex();
+  for (size_t i = 1; i < n; ++i) AE_TRY(make(i, base, *lower));
 
-  // One thread per running candidate: each waits on its child processes;
-  // the CPU work is theirs, not ours.
+  // One pool thread per running candidate (--jobs): each waits on its
+  // child processes; the CPU work is theirs, not ours.
   std::vector<Clock::time_point> finished(n);
-  std::mutex mu;  // guards next
-  size_t next = 0;
   auto run_one = [&](size_t i) {
     CandidateResult& c = rep.candidates[i];
     Workspace& ws = spaces[i];
@@ -77,7 +81,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     runner::EnvSpec spec;
     spec.root = ws.mount_point();
     spec.overlay = ws.overlay();
-    spec.held_fds = {lock->get(), lower.fd()};  // a candidate outliving a killed tournament keeps both
+    spec.held_fds = {lock->get(), lower->fd()};  // a candidate outliving a killed tournament keeps both
     spec.tied_to_caller = true;
     spec.network = network;
     spec.stdio = runner::Stdio::kCapture;
@@ -107,21 +111,10 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     c.node = snapped->node;
     c.changed = snapped->added + snapped->modified + snapped->deleted;
   };
-  std::vector<std::thread> workers;
-  for (size_t k = 0; k < std::min<size_t>(r.jobs, n); ++k) {
-    workers.emplace_back([&] {
-      for (;;) {
-        size_t i;
-        {
-          std::lock_guard l(mu);
-          if (next == n) return;
-          i = next++;
-        }
-        run_one(i);
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
+  {
+    store::WorkerPool pool(unsigned(std::min<size_t>(r.jobs, n)));
+    for (size_t i = 0; i < n; ++i) pool.Submit([&run_one, i] { run_one(i); });
+  }  // joins: every candidate is done
 
   for (size_t i = 0; i < n; ++i) {
     if (!rep.candidates[i].passed || !rep.candidates[i].node) continue;

@@ -20,11 +20,11 @@ WorkspaceInfo Describe(const Workspace& ws) {
 
 Result<ForkReply> Server::Fork(const ForkRequest& r) {
   const auto start = std::chrono::steady_clock::now();
-  // The workspace leases its base node while it is made; retain may drop
-  // the node between Resolve and that lease (HEAD~N moved on): resolved
-  // again then, a few times.
-  for (int attempt = 0;; ++attempt) {
-    AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.ref));
+  ForkReply rep;
+  // The workspace's state leases its base node (LeaseResolved). The
+  // lower's lease is held until that state is durable: no gc can remove
+  // the lower in between.
+  AE_ASSIGN(Workspace ws, LeaseResolved(r.ref, [&](const store::ObjectId& base) -> Result<Workspace> {
     std::string name = r.name;
     if (name.empty()) {
       // ws-<node>-<n>: the first free number.
@@ -36,19 +36,14 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
         if (!taken) break;
       }
     }
-    // The lower's lease is held until the workspace's state, a lease of
-    // its own, is durable: no gc can remove the lower in between.
     AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
-    auto made = CreateWorkspace(*repo_, name, base, lower.dir());
-    if (!made && made.error().code == ErrorCode::kNotFound && attempt < 3) continue;
-    AE_ASSIGN(Workspace ws, std::move(made));
-    ForkReply rep;
-    rep.workspace = Describe(ws);
     rep.materialized = lower.method();
-    rep.duration_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    return rep;
-  }
+    return CreateWorkspace(*repo_, name, base, lower.dir());
+  }));
+  rep.workspace = Describe(ws);
+  rep.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  return rep;
 }
 
 Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/write_all.h"
+#include "common/durable.h"
 #include "control/fields.h"
 #include "control/session.h"
 #include "control/workspace.h"
@@ -35,18 +35,6 @@ constexpr std::string_view kLeaseHolder = "ws/";
 
 std::string DirOf(const std::string& root, const std::string& name) {
   return snap::layout::Workspaces(root) + "/" + name;
-}
-
-Result<void> WriteDurably(const std::string& dir, const std::string& name, const std::string& data) {
-  std::string tmp = dir + "/." + name + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return FailErrno(tmp, errno);
-  AE_TRY(WriteAll(fd.get(), data.data(), data.size(), tmp));
-  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
-  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return FailErrno(dir + "/" + name, errno);
-  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::fsync(d.get()) != 0) return FailErrno(dir, errno);
-  return {};
 }
 
 }  // namespace
@@ -94,15 +82,14 @@ Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, con
   if (!lock) return FailErrno(tmp + "/lock", errno);
   ws.created_ns = snap::NowNs();
   State s{base.Hex(), base.Hex(), lower, tournament, ws.lease, ws.created_ns};
-  AE_TRY(WriteDurably(tmp, "state", ToJson(s).dump()));
+  AE_TRY(WriteFileDurably(tmp, "state", ToJson(s).dump(), 0600));
   if (auto moved = scratch.MoveTo(ws.dir); !moved) {
     if (moved.error().code == ErrorCode::kExists)
       return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
     return Unexpected<Error>(moved.error());
   }
   made = true;
-  UniqueFd d(::open(all.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::fsync(d.get()) != 0) return FailErrno(all, errno);
+  AE_TRY(FsyncDir(all));
   return ws;
 }
 
@@ -129,7 +116,7 @@ Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name
 
 Result<void> SaveWorkspace(const Workspace& ws) {
   State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns};
-  return WriteDurably(ws.dir, "state", ToJson(s).dump());
+  return WriteFileDurably(ws.dir, "state", ToJson(s).dump(), 0600);
 }
 
 Result<std::vector<Workspace>> ListWorkspaces(const std::string& root) {

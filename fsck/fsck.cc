@@ -4,15 +4,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <set>
 #include <span>
 #include <thread>
 #include <map>
 #include <memory>
 
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "store/codec.h"
 #include "store/manifest.h"
@@ -36,27 +35,28 @@ class InFlight {
   explicit InFlight(uint64_t cap) : cap_(cap) {}
   // False when the cap is reached: the caller then does the work itself.
   bool TryAcquire(uint64_t n) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (used_ != 0 && used_ + n > cap_) return false;
     used_ += n;
     return true;
   }
   void Release(uint64_t n) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       used_ -= n;
     }
     cv_.notify_all();
   }
   void Drain() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return used_ == 0; });
+    MutexLock lock(mu_);
+    while (used_ != 0) cv_.wait(lock);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t cap_, used_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  const uint64_t cap_;
+  uint64_t used_ GUARDED_BY(mu_) = 0;
 };
 
 // Deterministic by id: the same chunks are sampled on every run.
@@ -91,14 +91,21 @@ class Checker {
   Result<void> ResolveUnseen();
   void CheckManifests();
   void MarkBad(const ObjectId& id) {
-    std::lock_guard lock(report_mu_);
+    MutexLock lock(report_mu_);
     bad_.insert(id);
+  }
+  bool IsBad(const ObjectId& id) {
+    MutexLock lock(report_mu_);
+    return bad_.count(id) != 0;
   }
 
   const store::Store& s_;
   const FsckOptions& opts_;
   const FsckCallbacks& cb_;
-  std::mutex report_mu_;  // report_, manifests_, bad_ and the finding callback
+  // The counters of report_ that the verifying threads add to, manifests_,
+  // bad_ and the finding callback. (The other counters of report_ are the
+  // pack scan's own, on the calling thread.)
+  Mutex report_mu_;
   FsckReport report_;
   FsckProgress progress_;
   // Index entries are matched with the records as the packs are read,
@@ -123,9 +130,9 @@ class Checker {
   std::vector<std::pair<ObjectId, store::ObjectInfo>> unseen_;
   std::vector<store::PackInfo> unopened_;  // gone (ENOENT): compacted meanwhile, or missing
   std::set<uint32_t> vanished_;  // packs deleted by a compaction during the check
-  std::set<ObjectId> bad_;       // indexed objects whose record is wrong
+  std::set<ObjectId> bad_ GUARDED_BY(report_mu_);  // indexed objects whose record is wrong
   std::set<ObjectId> missing_;   // indexed objects with no record
-  std::vector<ManifestAt> manifests_;
+  std::vector<ManifestAt> manifests_ GUARDED_BY(report_mu_);
   // Payload bytes handed to the workers and not yet hashed. A pack's pages
   // further behind the scan than that (plus the group being filled and a
   // margin) are done with: ScanPackMapping unmaps them.
@@ -138,7 +145,7 @@ class Checker {
 void Checker::Report(Severity sev, std::string kind, std::optional<ObjectId> id,
                      std::optional<uint32_t> pack, std::optional<uint64_t> offset,
                      std::string what) {
-  std::lock_guard lock(report_mu_);
+  MutexLock lock(report_mu_);
   (sev == Severity::kError ? report_.errors : report_.warnings)++;
   if (!cb_.finding) return;
   std::string msg;
@@ -163,7 +170,7 @@ void Checker::Verify(const ObjectId& id, const store::RecordHeader& h, uint32_t 
     Report(Severity::kError, "hash-mismatch", id, pack, offset,
            "content hashes to " + actual->Hex());
   } else {
-    std::lock_guard lock(report_mu_);
+    MutexLock lock(report_mu_);
     report_.objects_verified++;
     report_.bytes_verified += h.size;
     if (h.type == store::ObjectType::kManifest) manifests_.push_back({id, pack, offset});
@@ -313,7 +320,12 @@ Result<void> Checker::ResolveUnseen() {
 
 // Chunks are looked up in the index as it is now: the view is closed.
 void Checker::CheckManifests() {
-  for (const ManifestAt& m : manifests_) {
+  std::vector<ManifestAt> manifests;
+  {
+    MutexLock lock(report_mu_);
+    manifests.swap(manifests_);
+  }
+  for (const ManifestAt& m : manifests) {
     auto payload = s_.Get(m.id);
     if (!payload) {
       Report(Severity::kError, "bad-manifest", m.id, std::nullopt, std::nullopt,
@@ -327,7 +339,7 @@ void Checker::CheckManifests() {
     }
     for (const auto& c : *chunks) {
       auto ci = s_.Stat(c.id);
-      if (!ci || missing_.count(c.id) || bad_.count(c.id)) {
+      if (!ci || missing_.count(c.id) || IsBad(c.id)) {
         Report(Severity::kError, "missing-chunk", m.id, m.pack, m.offset,
                "chunk " + c.id.Hex() + " is not stored intact");
       } else if (ci->size != c.size) {

@@ -4,13 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/durable.h"
 #include "common/platform.h"
+#include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
 #include "registry/registry.h"
@@ -33,30 +33,6 @@ bool ValidDigest(const std::string& d) {
   return true;
 }
 
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
-  void Update(const void* p, size_t n) { EVP_DigestUpdate(ctx_.get(), p, n); }
-  std::string Digest() {
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(ctx_.get(), d, &n);
-    static const char* k = "0123456789abcdef";
-    std::string s = "sha256:";
-    for (unsigned i = 0; i < n; ++i) s += k[d[i] >> 4], s += k[d[i] & 15];
-    return s;
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
-};
-
-std::string DigestOf(const std::string& bytes) {
-  Sha256 h;
-  h.Update(bytes.data(), bytes.size());
-  return h.Digest();
-}
-
 Result<std::string> ReadFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return FailErrno(path, errno);
@@ -69,14 +45,6 @@ Result<std::string> ReadFile(const std::string& path) {
     if (n == 0) return out;
     out.append(buf, size_t(n));
   }
-}
-
-Result<void> WriteNewFile(const std::string& path, const std::string& text) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd) return FailErrno(path, errno);
-  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), path));
-  if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
-  return {};
 }
 
 std::string MediaType(const std::string& content_type) {
@@ -141,7 +109,7 @@ Result<uint64_t> DownloadBlob(Session& s, const std::string& layout, const std::
   };
   AE_ASSIGN(Response r, s.Send(get));
   if (r.status != 200) return Unexpected<Error>(s.StatusError("blob " + digest, r));
-  std::string actual = hash->Digest();
+  std::string actual = hash->OciDigest();
   if (got != size || actual != digest)
     return Fail(ErrorCode::kInvalid, "blob " + digest + ": received " + std::to_string(got) + " bytes hashing to " +
                                          actual + "; refusing the image");
@@ -158,8 +126,8 @@ Result<std::pair<std::string, std::string>> GetManifest(Session& s, const Refere
   get.headers = {kAccept};
   AE_ASSIGN(Response r, s.Send(get));
   if (r.status != 200) return Unexpected<Error>(s.StatusError("manifest of " + image.String(), r));
-  if (!digest.empty() && DigestOf(r.body) != digest)
-    return Fail(ErrorCode::kInvalid, "manifest " + ref + ": content hashes to " + DigestOf(r.body) + ", not " +
+  if (!digest.empty() && Sha256::OciDigestOf(r.body) != digest)
+    return Fail(ErrorCode::kInvalid, "manifest " + ref + ": content hashes to " + Sha256::OciDigestOf(r.body) + ", not " +
                                          digest + "; refusing the image");
   return std::make_pair(MediaType(r.header("content-type")), r.body);
 }
@@ -311,8 +279,8 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
     p.done = size, p.finished = true;
     if (opt.progress) opt.progress(p);
   }
-  std::string digest = DigestOf(body);
-  AE_TRY(WriteNewFile(layout + "/blobs/sha256/" + digest.substr(7), body));
+  std::string digest = Sha256::OciDigestOf(body);
+  AE_TRY(WriteFileDurably(layout + "/blobs/sha256", digest.substr(7), body));  // fsyncs the downloads' renames too
   if (type.empty()) type = m.value("mediaType", std::string("application/vnd.oci.image.manifest.v1+json"));
   json index = {{"schemaVersion", 2},
                 {"manifests",
@@ -320,8 +288,8 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
                    {"digest", digest},
                    {"size", body.size()},
                    {"annotations", {{"org.opencontainers.image.ref.name", tag}}}}}}};
-  AE_TRY(WriteNewFile(layout + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})"));
-  AE_TRY(WriteNewFile(layout + "/index.json", index.dump()));
+  AE_TRY(WriteFileDurably(layout, "oci-layout", R"({"imageLayoutVersion":"1.0.0"})"));
+  AE_TRY(WriteFileDurably(layout, "index.json", index.dump()));
   st.manifest = digest;
   return st;
 }

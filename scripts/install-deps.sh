@@ -21,6 +21,8 @@ packages=(
   iproute2 procps dpkg
   # tests: OCI images with tools we did not write, a real registry
   skopeo umoci docker-registry curl
+  # tests: clang's -Wthread-safety check (scripts/thread_safety.sh); libFuzzer (fuzz/run.sh)
+  clang-14 libclang-rt-14-dev
   # benchmarks: the peers we compare with
   rsync restic borgbackup ostree git bubblewrap debootstrap hyperfine time
 )

@@ -57,7 +57,10 @@ std::shared_ptr<CloneSources> CloneSources::OpenScanned(const store::Store& s, c
   UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct stat st;
   bool unchanged = root && ::fstat(root.get(), &st) == 0 && ToNs(st.st_ctim) < out->scanned_before_ns_;
-  out->scanned_dirs_.emplace("", unchanged ? std::make_shared<const UniqueFd>(std::move(root)) : nullptr);
+  {
+    MutexLock lock(out->mu_);  // not shared yet; the analysis asks for it
+    out->scanned_dirs_.emplace("", unchanged ? std::make_shared<const UniqueFd>(std::move(root)) : nullptr);
+  }
   return out;
 }
 
@@ -69,7 +72,7 @@ std::optional<Entry> CloneSources::FileAt(const Lower& l, const std::string& rel
   for (size_t i = 0; i < parts.size(); ++i) {
     std::shared_ptr<const Tree> t;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = dirs_.find({l.tree, dir});
       if (it != dirs_.end()) t = it->second;
     }
@@ -77,7 +80,7 @@ std::optional<Entry> CloneSources::FileAt(const Lower& l, const std::string& rel
       auto loaded = LoadTree(s_, tree);
       if (!loaded) return std::nullopt;
       t = std::make_shared<const Tree>(std::move(*loaded));
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       dirs_.emplace(std::make_pair(l.tree, dir), t);
     }
     auto e = std::lower_bound(t->begin(), t->end(), parts[i],
@@ -149,7 +152,7 @@ bool CloneSources::Transfer(int src, const struct stat& st, int fd, bool copy, c
 
 std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir) const {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = scanned_dirs_.find(dir);
     if (it != scanned_dirs_.end()) return it->second;
     if (dir.empty()) return nullptr;  // not a scanned source
@@ -164,7 +167,7 @@ std::shared_ptr<const UniqueFd> CloneSources::ScannedDir(const std::string& dir)
     if (fd && ::fstat(fd.get(), &st) == 0 && ToNs(st.st_ctim) < scanned_before_ns_)
       out = std::make_shared<const UniqueFd>(std::move(fd));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (scanned_dirs_.size() >= kMaxScannedDirs) {
     auto root = scanned_dirs_.extract("");
     scanned_dirs_.clear();
@@ -201,7 +204,7 @@ bool CloneSources::FromLive(const std::string& rel, const Entry& e, int fd, bool
   if (!stats_) return false;
   std::optional<StatEntry> cached;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cached = stats_->Get(rel);
   }
   if (!cached || cached->ref.id != e.id) return false;

@@ -13,12 +13,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "snap/meta.h"
@@ -113,18 +113,18 @@ class CloneSources {
   std::vector<Lower> lowers_;
   UniqueFd live_;
   uint64_t live_stat_dev_ = 0;
-  std::unique_ptr<MetaDb::StatReader> stats_;  // GUARDED_BY(mu_): one read transaction
+  std::unique_ptr<MetaDb::StatReader> stats_ PT_GUARDED_BY(mu_);  // one read transaction
   int64_t scanned_before_ns_ = 0;  // OpenScanned: older ctimes are unchanged since the scan
   mutable Refusals live_refused_, scanned_refused_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // OpenScanned's directories opened so far (null: changed since the
   // scan), "" the root; cleared past kMaxScannedDirs (a restore goes
   // directory by directory, so the recent ones are the ones asked for
   // again, and each holds an fd).
-  mutable std::map<std::string, std::shared_ptr<const UniqueFd>> scanned_dirs_;  // GUARDED_BY(mu_)
+  mutable std::map<std::string, std::shared_ptr<const UniqueFd>> scanned_dirs_ GUARDED_BY(mu_);
   static constexpr size_t kMaxScannedDirs = 32;
   // Directory trees read so far, by (lower tree, directory path).
-  mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_;  // GUARDED_BY(mu_)
+  mutable std::map<std::pair<store::ObjectId, std::string>, std::shared_ptr<const Tree>> dirs_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentenv::snap

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/durable.h"
 #include "snap/clone_sources.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
@@ -124,8 +125,7 @@ Result<LowerLease> Repo::LeaseLower(const store::ObjectId& node) {
       if (errno == EEXIST || errno == ENOTEMPTY) continue;  // another process built it: lease theirs
       return FailErrno(dir, errno);
     }
-    UniqueFd parent(::open(lowers.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!parent || ::fsync(parent.get()) != 0) return FailErrno(lowers, errno);
+    AE_TRY(FsyncDir(lowers));
     return LowerLease(dir, std::move(fd), method);
   }
   return Fail(ErrorCode::kBusy, dir + ": built and removed by other commands 4 times over; retry");

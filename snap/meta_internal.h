@@ -13,14 +13,12 @@
 
 #include "common/result.h"
 #include "snap/meta.h"
+#include "store/lmdb_error.h"
 #include "store/store.h"
 
 namespace agentenv::snap::meta_internal {
 
-inline Error MdbError(const std::string& dir, int rc) {
-  return Error{dir + ": " + mdb_strerror(rc), rc > 0 ? rc : 0,
-               rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ? ErrorCode::kCorrupt : ErrorCode::kIo};
-}
+inline Error MdbError(const std::string& dir, int rc) { return store::LmdbError(dir, rc); }
 #define MDB_TRY(dir, expr)                                       \
   do {                                                           \
     int rc_ = (expr);                                            \

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/durable.h"
 #include "snap/btrfs.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
@@ -34,13 +35,6 @@ double LockWaitSeconds() {
 
 Result<void> MakeDir(const std::string& p) {
   if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno(p, errno);
-  return {};
-}
-
-// Makes a new or removed entry of directory p durable.
-Result<void> SyncDir(const std::string& p) {
-  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd || ::fsync(fd.get()) != 0) return FailErrno(p, errno);
   return {};
 }
 
@@ -122,7 +116,7 @@ Result<std::unique_ptr<Repo>> Repo::CreateStaged(const std::string& root) {
   UniqueFd init_marker(::open(marker.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!init_marker) return FailErrno(marker, errno);
   if (::flock(init_marker.get(), LOCK_EX) != 0 || ::fsync(init_marker.get()) != 0) return FailErrno(marker, errno);
-  AE_TRY(SyncDir(root));
+  AE_TRY(FsyncDir(root));
   AE_TRY(MakeDir(layout::WorkParent(root)));
   // On btrfs the live tree is a subvolume, so that nodes can keep O(1)
   // snapshots of it (snap/btrfs.h).
@@ -147,7 +141,7 @@ Result<void> Repo::FinishInit() {
   AE_TRY(meta_->Sync());  // committed without fsync until now (MetaDb::Open)
   std::string marker = layout::Initializing(root_);
   if (::unlink(marker.c_str()) != 0) return FailErrno(marker, errno);
-  AE_TRY(SyncDir(root_));
+  AE_TRY(FsyncDir(root_));
   init_marker_.reset();
   return {};
 }

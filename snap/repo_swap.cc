@@ -24,6 +24,7 @@
 
 #include <cstdio>
 
+#include "common/durable.h"
 #include "snap/btrfs.h"
 #include "snap/fsops.h"
 #include "snap/live_use.h"
@@ -160,8 +161,7 @@ Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, s
     EndLiveRestore();
     return give_up(FailErrno(work_dir(), e).error().message);
   }
-  UniqueFd parent(::open(layout::WorkParent(root_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!parent || ::fsync(parent.get()) != 0) return FailErrno(layout::WorkParent(root_), errno);
+  AE_TRY(FsyncDir(layout::WorkParent(root_)));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(txn->SetRef("HEAD", target));
   AE_TRY(txn->Commit());

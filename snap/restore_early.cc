@@ -7,13 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 
+#include "common/mutex.h"
 #include "snap/fsops.h"
 #include "snap/restore.h"
 #include "snap/restorer.h"
@@ -66,12 +65,12 @@ struct EarlyWriter::Impl {
   std::pair<std::string, Restorer::DirFd> last_made;  // OpenMade's last answer
   Result<void> error;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Dir> queue;      // GUARDED_BY(mu)
-  size_t queued_entries = 0;  // GUARDED_BY(mu)
-  bool stopping = false;      // GUARDED_BY(mu)
-  bool failed = false;        // GUARDED_BY(mu) once the thread runs: Add drops everything
+  Mutex mu;
+  CondVar cv;
+  std::deque<Dir> queue GUARDED_BY(mu);
+  size_t queued_entries GUARDED_BY(mu) = 0;
+  bool stopping GUARDED_BY(mu) = false;
+  bool failed GUARDED_BY(mu) = false;  // Add drops everything
   std::thread thread;
 };
 
@@ -79,8 +78,8 @@ void EarlyWriter::Impl::Run() {
   for (;;) {
     std::deque<Dir> batch;
     {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return !queue.empty() || stopping; });
+      MutexLock lock(mu);
+      while (queue.empty() && !stopping) cv.wait(lock);
       if (queue.empty()) break;
       batch.swap(queue);
       queued_entries = 0;
@@ -92,7 +91,7 @@ void EarlyWriter::Impl::Run() {
     // Nothing more to do for now: what is queued goes out.
     if (error) error = restorer->Flush();
     if (!error) {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       failed = true;
       queue.clear();
       break;
@@ -142,7 +141,7 @@ EarlyWriter::EarlyWriter(const store::Store& s, int root_fd, const RestoreOption
 
 EarlyWriter::~EarlyWriter() {
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->stopping = true;
     impl_->queue.clear();  // not finished: what it would write is removed anyway
   }
@@ -151,7 +150,7 @@ EarlyWriter::~EarlyWriter() {
 }
 
 void EarlyWriter::Add(const std::string& rel, const Entry& entry, Tree tree) {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   if (impl_->failed || impl_->stopping || impl_->queued_entries + tree.size() > Impl::kMaxQueuedEntries) return;
   impl_->queued_entries += tree.size();
   impl_->queue.push_back({rel, entry, std::move(tree)});
@@ -161,7 +160,7 @@ void EarlyWriter::Add(const std::string& rel, const Entry& entry, Tree tree) {
 Result<WrittenDirs> EarlyWriter::Finish(RestoreStats* stats) {
   Impl& m = *impl_;
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     m.stopping = true;
   }
   m.cv.notify_all();

@@ -1,11 +1,10 @@
 #include "store/codec.h"
 
-// The direct digest functions, as in object_id.cc (why: there).
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
 #include <zstd.h>
 
 #include <memory>
+
+#include "common/sha256.h"
 
 namespace agentenv::store {
 namespace {
@@ -93,8 +92,7 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
   thread_local std::vector<uint8_t> buf(128 * 1024);
   ZSTD_DCtx* dctx = ThreadDctx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-  SHA256_CTX md;
-  ::SHA256_Init(&md);
+  Sha256 md;
   ZSTD_inBuffer in{payload.data(), payload.size(), 0};
   uint64_t produced = 0;
   size_t r = 1;
@@ -104,7 +102,7 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
     if (ZSTD_isError(r)) return Fail(ErrorCode::kCorrupt, std::string("zstd: ") + ZSTD_getErrorName(r));
     produced += out.pos;
     if (produced > size) return Fail(ErrorCode::kCorrupt, "zstd frame decodes to the wrong size");
-    ::SHA256_Update(&md, buf.data(), out.pos);
+    md.Update(buf.data(), out.pos);
     if (r != 0 && in.pos == in.size && out.pos < out.size) {
       return Fail(ErrorCode::kCorrupt, "zstd: truncated frame");
     }
@@ -113,7 +111,7 @@ Result<ObjectId> HashDecoded(Codec codec, std::span<const uint8_t> payload, uint
     return Fail(ErrorCode::kCorrupt, "zstd frame decodes to the wrong size");
   }
   ObjectId id;
-  ::SHA256_Final(id.bytes.data(), &md);
+  id.bytes = md.Final();
   return id;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "store/le.h"
+#include "store/lmdb_error.h"
 #include "store/nocow.h"
 
 namespace agentenv::store {
@@ -19,9 +20,7 @@ constexpr size_t kPackValue = 56;
 constexpr size_t kForEachPage = 4096;
 constexpr std::string_view kRemovalsKey = "removals";
 
-Unexpected<Error> MdbFail(const std::string& what, int rc) {
-  return Fail(what + ": " + mdb_strerror(rc), rc > 0 ? rc : 0);
-}
+Unexpected<Error> MdbFail(const std::string& what, int rc) { return Unexpected<Error>(LmdbError(what, rc)); }
 
 void EncodeInfo(const ObjectInfo& o, uint8_t* b) {
   std::memset(b, 0, kObjectValue);
@@ -110,7 +109,7 @@ Result<MDB_txn*> Index::BeginRead(std::shared_lock<std::shared_mutex>* lock) con
 Result<MDB_txn*> Index::TakeRead(std::shared_lock<std::shared_mutex>* lock) const {
   MDB_txn* txn = nullptr;
   {
-    std::lock_guard spares(spare_mu_);
+    MutexLock spares(spare_mu_);
     if (!spare_.empty()) {
       txn = spare_.back();
       spare_.pop_back();
@@ -129,7 +128,7 @@ Result<MDB_txn*> Index::TakeRead(std::shared_lock<std::shared_mutex>* lock) cons
 
 void Index::GiveBack(MDB_txn* txn) const {
   mdb_txn_reset(txn);
-  std::lock_guard spares(spare_mu_);
+  MutexLock spares(spare_mu_);
   if (spare_.size() < kSpares) {
     spare_.push_back(txn);
     return;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "store/inspect.h"
 #include "store/map_trim.h"
@@ -104,8 +105,8 @@ class Index {
   // Reset read transactions kept for the next lookups: renewing one keeps
   // its reader slot, so a lookup takes no allocation and no reader-table
   // lock (a snapshot looks up each of its ~8k trees). At most kSpares.
-  mutable std::mutex spare_mu_;
-  mutable std::vector<MDB_txn*> spare_;  // guarded by spare_mu_
+  mutable Mutex spare_mu_;
+  mutable std::vector<MDB_txn*> spare_ GUARDED_BY(spare_mu_);
   static constexpr size_t kSpares = 16;
 };
 

@@ -1,27 +1,10 @@
-// ObjectId: SHA-256 ids and their hex form.
-//
-// SHA-256 through libcrypto's direct digest functions, not EVP: the first
-// EVP fetch loads the OpenSSL config, the error strings and the provider
-// name map, and registers their teardown at exit, ~1.5 ms of every CLI
-// call (a third of a no-op `snap`'s start-up). The direct functions run
-// the same code (SHA-NI where the CPU has it) with none of that. They are
-// deprecated in OpenSSL 3, not removed.
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
-
+// ObjectId: SHA-256 ids and their hex form (common/sha256.h).
+#include "common/sha256.h"
 #include "store/store.h"
 
 namespace agentenv::store {
 
-std::string ObjectId::Hex() const {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s(64, '0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    s[2 * i] = kDigits[bytes[i] >> 4];
-    s[2 * i + 1] = kDigits[bytes[i] & 15];
-  }
-  return s;
-}
+std::string ObjectId::Hex() const { return HexEncode(bytes); }
 
 static int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -46,12 +29,8 @@ Result<ObjectId> ObjectId::FromHex(std::string_view hex) {
 }
 
 ObjectId ObjectId::Of(std::span<const uint8_t> data) {
-  // Not the one-shot SHA256(): in OpenSSL 3 that is an EVP fetch.
-  SHA256_CTX ctx;
-  ::SHA256_Init(&ctx);
-  ::SHA256_Update(&ctx, data.data(), data.size());
   ObjectId id;
-  ::SHA256_Final(id.bytes.data(), &ctx);
+  id.bytes = Sha256::Of(data);
   return id;
 }
 

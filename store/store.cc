@@ -52,13 +52,6 @@ Result<std::unique_ptr<Store>> Create(const std::string& dir) {
 
 }  // namespace
 
-Result<void> FsyncDir(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) return FailErrno(path, errno);
-  if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
-  return {};
-}
-
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, Mode mode) {
   if (mode == Mode::kCreate) return Create(dir);
   struct stat st;
@@ -116,7 +109,7 @@ Result<std::vector<uint8_t>> StoreImpl::Get(const ObjectId& id) const {
 }
 
 Result<std::shared_ptr<const UniqueFd>> StoreImpl::PackFd(uint32_t pack) const {
-  std::lock_guard lock(fds_mu_);
+  MutexLock lock(fds_mu_);
   auto now = std::chrono::steady_clock::now();
   if (now - fds_swept_ > std::chrono::seconds(1)) {
     // Let go of packs deleted by a compaction (in any process) so that
@@ -141,7 +134,7 @@ Result<std::shared_ptr<const UniqueFd>> StoreImpl::PackFd(uint32_t pack) const {
 }
 
 void StoreImpl::ForgetPack(uint32_t pack) const {
-  std::lock_guard lock(fds_mu_);
+  MutexLock lock(fds_mu_);
   pack_fds_.erase(pack);
 }
 
@@ -230,7 +223,7 @@ Result<void> StoreImpl::CleanUpAfterWriters() {
 }
 
 WorkerPool& StoreImpl::pool() {
-  std::lock_guard lock(pool_mu_);
+  MutexLock lock(pool_mu_);
   if (!pool_) pool_ = std::make_unique<WorkerPool>(std::max(1u, std::thread::hardware_concurrency()));
   return *pool_;
 }

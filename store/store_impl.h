@@ -1,6 +1,9 @@
 // The Store implementation shared by store.cc, batch.cc and file_io.cc.
 #pragma once
 
+#include "common/durable.h"
+#include "common/mutex.h"
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -80,11 +83,11 @@ class StoreImpl final : public Store {
   std::string dir_;
   std::unique_ptr<Index> index_;
   StoreParams params_;
-  mutable std::mutex fds_mu_;
-  mutable std::map<uint32_t, std::shared_ptr<const UniqueFd>> pack_fds_;
-  mutable std::chrono::steady_clock::time_point fds_swept_;
-  std::mutex pool_mu_;
-  std::unique_ptr<WorkerPool> pool_;
+  mutable Mutex fds_mu_;
+  mutable std::map<uint32_t, std::shared_ptr<const UniqueFd>> pack_fds_ GUARDED_BY(fds_mu_);
+  mutable std::chrono::steady_clock::time_point fds_swept_ GUARDED_BY(fds_mu_);
+  Mutex pool_mu_;
+  std::unique_ptr<WorkerPool> pool_ GUARDED_BY(pool_mu_);
 };
 
 // pwrite of all n bytes at off (retrying short writes). Errors: path + errno.
@@ -94,8 +97,6 @@ Result<void> PwriteFull(int fd, const uint8_t* p, size_t n, uint64_t off, const 
 Result<std::unique_ptr<Batch>> MakeBatch(StoreImpl& s, UniqueFd lock_fd);
 std::unique_ptr<Batch> MakeHashingBatch(StoreImpl& s);
 
-// fsync of a directory (after creating or removing entries in it).
-Result<void> FsyncDir(const std::string& path);
 
 // Where a record goes when appended at `end`: headers 8-byte aligned, raw
 // payloads of at least one block 4 KiB aligned (reflinkable). A smaller raw

@@ -247,7 +247,7 @@ std::string Settle(const fs::path& root) {
 }  // namespace
 
 TEST_CASE("capture stress: random changes under the daemon are all captured, every state restorable",
-          "[cli][daemon][stress]") {
+          "[cli][daemon][stress][slow]") {
   uint64_t seed = std::random_device{}();
   if (const char* s = std::getenv("AGENTENV_STRESS_SEED")) seed = std::strtoull(s, nullptr, 10);
   INFO("AGENTENV_STRESS_SEED=" << seed);
@@ -339,7 +339,7 @@ namespace agentenv::test {
 
 // A directory that vanishes while a capture scans it must not cost the
 // other changes of the same change set (they are not touched again here).
-TEST_CASE("capture: a directory deleted during a capture loses no other change", "[cli][daemon]") {
+TEST_CASE("capture: a directory deleted during a capture loses no other change", "[cli][daemon][slow]") {
   TempDir tmp;
   fs::create_directories(tmp / "src");
   WriteFile(tmp / "src/readme", "start\n");

@@ -118,12 +118,12 @@ void Sweep(As as) {
 
 }  // namespace
 
-TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (root)", "[cli][lifecycle][kill][root]") {
+TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (root)", "[cli][lifecycle][kill][root][slow]") {
   if (!IsRoot()) Skip("needs root (the sweep also runs as uid 65534 through setpriv)");
   Sweep(As::kRoot);
 }
 
-TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (uid 65534)", "[cli][lifecycle][kill][root]") {
+TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (uid 65534)", "[cli][lifecycle][kill][root][slow]") {
   if (!IsRoot()) Skip("needs root to run the binary as uid 65534 on a repository it owns");
   Sweep(As::kNobody);
 }

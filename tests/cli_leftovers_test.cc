@@ -73,7 +73,7 @@ std::string ExportListing(const fs::path& root, const std::string& ref, const fs
   return t.out;
 }
 
-TEST_CASE("leftovers: a killed init leaves a half-made repository that commands refuse and init redoes", "[cli]") {
+TEST_CASE("leftovers: a killed init leaves a half-made repository that commands refuse and init redoes", "[cli][slow]") {
   TempDir tmp;
   fs::path src = tmp.path() / "src", root = tmp.path() / "repo";
   MakeTree(src, 3000);
@@ -163,7 +163,7 @@ TEST_CASE("leftovers: restore temp names are never recorded", "[cli]") {
   CHECK(listing.find(".agentenv-tmp-1-2") == std::string::npos);
 }
 
-TEST_CASE("leftovers: a killed restore is named by status and its temp files never reach history", "[cli]") {
+TEST_CASE("leftovers: a killed restore is named by status and its temp files never reach history", "[cli][slow]") {
   TempDir tmp;
   fs::path src = tmp.path() / "src", root = tmp.path() / "repo";
   MakeTree(src, 3000);

@@ -44,7 +44,7 @@ fs::path LowerOf(const fs::path& root) {
 
 }  // namespace
 
-TEST_CASE("lifecycle: gc and forks running together never fail for each other's reason", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: gc and forks running together never fail for each other's reason", "[cli][lifecycle][root][slow]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));
@@ -88,7 +88,7 @@ TEST_CASE("lifecycle: gc and forks running together never fail for each other's 
   }
 }
 
-TEST_CASE("lifecycle: a killed gc never leaves a short lower that a fork would use", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: a killed gc never leaves a short lower that a fork would use", "[cli][lifecycle][root][slow]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));
@@ -112,7 +112,7 @@ TEST_CASE("lifecycle: a killed gc never leaves a short lower that a fork would u
   }
 }
 
-TEST_CASE("lifecycle: a lower without its completion mark is never used and fsck --lowers finds a damaged one", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: a lower without its completion mark is never used and fsck --lowers finds a damaged one", "[cli][lifecycle][root][slow]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));
@@ -149,7 +149,7 @@ TEST_CASE("lifecycle: a lower without its completion mark is never used and fsck
   }
 }
 
-TEST_CASE("lifecycle: killed commands leave scratch that status reports and gc removes, and a retried workspace rm finishes", "[cli][lifecycle][root]") {
+TEST_CASE("lifecycle: killed commands leave scratch that status reports and gc removes, and a retried workspace rm finishes", "[cli][lifecycle][root][slow]") {
   NeedRoot();
   for (As as : {As::kRoot, As::kNobody}) {
     INFO(ModeName(as));

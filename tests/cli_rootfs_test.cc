@@ -156,7 +156,7 @@ void AptInstallsJq(const std::vector<std::string>& as, const fs::path& root) {
 
 }  // namespace
 
-TEST_CASE("cli rootfs: apt-get update and install work inside a debootstrap rootfs, as root", "[cli][rootfs][apt]") {
+TEST_CASE("cli rootfs: apt-get update and install work inside a debootstrap rootfs, as root", "[cli][rootfs][apt][slow]") {
   if (::geteuid() != 0) Skip("as root: needs root");
   fs::path rootfs = DebianRootfs();
   TempDir tmp;
@@ -168,7 +168,7 @@ TEST_CASE("cli rootfs: apt-get update and install work inside a debootstrap root
   AptInstallsJq({}, root);
 }
 
-TEST_CASE("cli rootfs: apt-get update and install work inside a debootstrap rootfs, rootless", "[cli][rootfs][apt]") {
+TEST_CASE("cli rootfs: apt-get update and install work inside a debootstrap rootfs, rootless", "[cli][rootfs][apt][slow]") {
   if (::geteuid() != 0) Skip("needs root to prepare the rootfs tarball and switch to uid 65534");
   fs::path rootfs = DebianRootfs();
   TempDir tmp;

@@ -180,12 +180,12 @@ void Stress(As as) {
 
 }  // namespace
 
-TEST_CASE("stress: capture with tournaments forks workspace-rm retain gc and ctl snapshot at once (root)", "[cli][lifecycle][stress][root]") {
+TEST_CASE("stress: capture with tournaments forks workspace-rm retain gc and ctl snapshot at once (root)", "[cli][lifecycle][stress][root][slow]") {
   if (!IsRoot()) Skip("needs root (runs the binary as root and as uid 65534)");
   Stress(As::kRoot);
 }
 
-TEST_CASE("stress: capture with tournaments forks workspace-rm retain gc and ctl snapshot at once (uid 65534)", "[cli][lifecycle][stress][root]") {
+TEST_CASE("stress: capture with tournaments forks workspace-rm retain gc and ctl snapshot at once (uid 65534)", "[cli][lifecycle][stress][root][slow]") {
   if (!IsRoot()) Skip("needs root to run the binary as uid 65534 on a repository it owns");
   Stress(As::kNobody);
 }

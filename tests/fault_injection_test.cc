@@ -292,7 +292,7 @@ std::set<std::string> Before(const Scenario& s) { return s.before; }
 
 // The test of the tests: the same power cuts in a program whose fsyncs do
 // nothing must lose data somewhere, or the layer models nothing.
-TEST_CASE("fault injection: the power-cut layer catches a program that never fsyncs", "[fault]") {
+TEST_CASE("fault injection: the power-cut layer catches a program that never fsyncs", "[fault][slow]") {
   TempDir tmp;
   Scenario s = PrepareScenario(tmp.path(), "snap", {"snap", "-m", "under fault"},
                                [](const fs::path& repo) { Mutate(repo / "work/current", 9); });
@@ -315,18 +315,18 @@ TEST_CASE("fault injection: the power-cut layer catches a program that never fsy
   CHECK(broken > 0);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during snap lose no committed node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during snap lose no committed node", "[fault][slow]") {
   RunScenario("snap", {"snap", "-m", "under fault"},
               [](const fs::path& repo) { Mutate(repo / "work/current", 9); }, Before);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during restore lose no committed node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during restore lose no committed node", "[fault][slow]") {
   RunScenario("restore", {"restore", "HEAD~3"},
               [](const fs::path& repo) { WriteFile(repo / "work/current/etc/unsaved", "unsaved change\n"); },
               Before, true);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during a large snap lose no committed node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during a large snap lose no committed node", "[fault][slow]") {
   RunScenario("large snap", {"snap", "-m", "many files"},
               [](const fs::path& repo) {
                 for (int i = 0; i < 60; ++i) {
@@ -340,11 +340,11 @@ TEST_CASE("fault injection: power cuts and failed writes during a large snap los
 }
 
 TEST_CASE("fault injection: power cuts and failed writes during a restore to the root lose no committed node",
-          "[fault]") {
+          "[fault][slow]") {
   RunScenario("restore to root", {"restore", "HEAD~4"}, [](const fs::path&) {}, Before);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during retain lose no node it keeps", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during retain lose no node it keeps", "[fault][slow]") {
   RunScenario("retain", {"retain", "--keep-last", "1", "--keep-within", "0"}, [](const fs::path&) {},
               [](const Scenario& s) {
                 std::set<std::string> kept;  // a cut may leave the dropped ones, never lose a kept one
@@ -355,7 +355,7 @@ TEST_CASE("fault injection: power cuts and failed writes during retain lose no n
               });
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during gc lose no node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during gc lose no node", "[fault][slow]") {
   RunScenario("gc", {"gc", "--compact-above", "0"},
               [](const fs::path& repo) {
                 REQUIRE(Agentenv(repo, {"retain", "--keep-last", "1", "--keep-within", "0", "-q"}).code == 0);
@@ -363,7 +363,7 @@ TEST_CASE("fault injection: power cuts and failed writes during gc lose no node"
               Before);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during gc --full lose no node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during gc --full lose no node", "[fault][slow]") {
   RunScenario("gc --full", {"gc", "--full", "--compact-above", "0"},
               [](const fs::path& repo) {
                 REQUIRE(Agentenv(repo, {"retain", "--keep-last", "1", "--keep-within", "0", "-q"}).code == 0);
@@ -371,7 +371,7 @@ TEST_CASE("fault injection: power cuts and failed writes during gc --full lose n
               Before);
 }
 
-TEST_CASE("fault injection: power cuts and failed writes during import lose no committed node", "[fault]") {
+TEST_CASE("fault injection: power cuts and failed writes during import lose no committed node", "[fault][slow]") {
   RunScenario("import", {"import", "@BASE@/import.tar"},
               [](const fs::path& repo) {
                 const fs::path base = repo.parent_path(), tree = base / "import-tree";

@@ -301,7 +301,7 @@ TEST_CASE("btrfs restore by swap keeps the live tree's ignored paths", "[snap][b
   CHECK(HeadTree(*r) == FullScanTree(*r));
 }
 
-TEST_CASE("btrfs restore: swaps, snapshots and in-place restores in random order match full scans", "[snap][btrfs][root]") {
+TEST_CASE("btrfs restore: swaps, snapshots and in-place restores in random order match full scans", "[snap][btrfs][root][slow]") {
   TempDir t;
   BtrfsMount m(t.str());
   NeedBtrfs(m);

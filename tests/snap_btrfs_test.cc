@@ -236,7 +236,7 @@ TEST_CASE("btrfs: the first snapshot after init --from searches from the root no
   CHECK(HeadTree(r) == FullScanTree(r));
 }
 
-TEST_CASE("btrfs change search equals a full scan after 1000 random operations", "[snap][btrfs][root]") {
+TEST_CASE("btrfs change search equals a full scan after 1000 random operations", "[snap][btrfs][root][slow]") {
   TempDir t;
   BtrfsMount m(t.str());
   NeedBtrfs(m);

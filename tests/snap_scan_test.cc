@@ -417,7 +417,7 @@ class FdLimit {
   struct rlimit saved_;
 };
 
-TEST_CASE("a directory of more subdirectories than the fd limit seeds, scans and restores within it", "[snap]") {
+TEST_CASE("a directory of more subdirectories than the fd limit seeds, scans and restores within it", "[snap][slow]") {
   TempDir t;
   auto r = MakeRepo(t.str() + "/repo");
   const std::string w = r->work_dir();

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <fstream>
 #include <thread>
 
 #include "store/inspect.h"
@@ -29,7 +29,7 @@ std::vector<uint8_t> Compressible(size_t n) {
   return v;
 }
 
-TEST_CASE("store: files round trip at every size class") {
+TEST_CASE("store: files round trip at every size class", "[slow]") {
   TempDir t;
   auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
   struct Case {
@@ -78,6 +78,21 @@ TEST_CASE("store: object ids parse and print") {
   CHECK(*back == id);
   CHECK(!ObjectId::FromHex("xyz"));
   CHECK(!ObjectId::FromHex(std::string(64, 'g')));
+}
+
+TEST_CASE("store: a damaged index file is reported as corruption, as the metadata index's is") {
+  TempDir t;
+  std::string dir = t.str() + "/s";
+  { auto s = OpenStore(dir, Store::Mode::kCreate); }
+  // Both meta pages overwritten: LMDB finds no valid header (MDB_INVALID).
+  {
+    std::ofstream f(dir + "/index/data.mdb", std::ios::binary | std::ios::trunc);
+    f << std::string(16384, 'x');
+  }
+  auto s = Store::Open(dir, Store::Mode::kOpen);
+  REQUIRE(!s);
+  CHECK(s.error().code == ErrorCode::kCorrupt);
+  CHECK(s.error().message.find(dir + "/index") == 0);
 }
 
 TEST_CASE("store: Put, Get, Has and missing objects") {

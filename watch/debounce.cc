@@ -74,16 +74,16 @@ void Watcher::Stop(bool deliver_pending) {
   if (deliver_pending) deliver_on_stop_ = true;
   stop_ = true;
   Wake();
-  std::lock_guard lock(join_mu_);  // two threads stopping must not both join
+  MutexLock lock(join_mu_);
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 void Watcher::Flush() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   uint64_t ticket = ++flush_requested_;
   Wake();
-  flushed_.wait(lock, [&] { return finished_ || flush_done_ >= ticket; });
+  while (!finished_ && flush_done_ < ticket) flushed_.wait(lock);
 }
 
 void Watcher::ReadJournal(Clock::time_point now) {
@@ -137,22 +137,23 @@ void Watcher::Loop() {
     }
 
     uint64_t requested;
+    bool flush;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       requested = flush_requested_;
+      flush = requested > flush_done_;
     }
-    bool flush = requested > flush_done_;
     bool stop = stop_;  // read once: Stop() may set it any time
     if (stop || flush) ReadJournal(now);  // everything queued before the request
     if (flush || (stop && deliver_on_stop_) || (!stop && debouncer_.Due(now))) Deliver();
     if (flush) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       flush_done_ = requested;
       flushed_.notify_all();
     }
     if (stop) break;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finished_ = true;
   flushed_.notify_all();
 }

@@ -6,15 +6,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "watch/change_set.h"
@@ -110,12 +109,12 @@ class Watcher {
   std::atomic<bool> deliver_on_stop_{false};
   std::atomic<bool> degraded_{false};
   std::atomic<size_t> watch_count_{0};
-  std::mutex join_mu_;
-  std::mutex mu_;  // guards the flush counters and finished_
-  std::condition_variable flushed_;
-  uint64_t flush_requested_ = 0;
-  uint64_t flush_done_ = 0;
-  bool finished_ = false;  // the loop has exited
+  Mutex join_mu_;  // two threads stopping must not both join
+  Mutex mu_;
+  CondVar flushed_;
+  uint64_t flush_requested_ GUARDED_BY(mu_) = 0;
+  uint64_t flush_done_ GUARDED_BY(mu_) = 0;
+  bool finished_ GUARDED_BY(mu_) = false;  // the loop has exited
   std::thread thread_;
 };
 
