@@ -247,7 +247,12 @@ constexpr Entry kEntries[] = {
 }  // namespace
 
 const std::vector<OpSpec>& Ops() {
-  static const std::vector<OpSpec> ops = MakeOps();
+  static const std::vector<OpSpec> ops = [] {
+    std::vector<OpSpec> v = MakeOps();
+    // Unknown argument keys are refused (ReadRequest): the schemas say so.
+    for (OpSpec& op : v) op.input_schema["additionalProperties"] = false;
+    return v;
+  }();
   return ops;
 }
 

@@ -32,7 +32,7 @@ std::optional<int> CodeOf(const runner::RunResult& r) {
 
 Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   const auto start = Clock::now();
-  if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament: no candidates (give them after --)");
+  if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament needs the argument 'candidates': at least one command line to try (on the CLI, after --)");
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
   if (r.keep != "winner" && r.keep != "all") return Fail(ErrorCode::kInvalid, "tournament: keep must be winner or all");
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
