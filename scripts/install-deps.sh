@@ -8,7 +8,7 @@ set -euo pipefail
 build=(
   build-essential cmake ninja-build pkg-config
   libzstd-dev liblmdb-dev liburing-dev libbtrfsutil-dev libssl-dev
-  libarchive-dev nlohmann-json3-dev libcli11-dev
+  libarchive-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libcurl4-openssl-dev
 )
 if [ "${1:-}" = --demo ]; then

@@ -3,7 +3,8 @@
 //   1. block the signals it waits for, before any thread starts, so that no
 //      other thread receives them (they are read from a signalfd);
 //   2. bind its sockets: the first refuses with kBusy when another daemon
-//      already serves this root;
+//      already serves this root; then the HTTP listener, when asked for
+//      (MCP on /mcp, tool calls run on this process's server);
 //   3. take the repository lock for good: from now on every writer of the
 //      repository runs in this process;
 //   4. start the automatic capture (a baseline snapshot first).
@@ -18,6 +19,8 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/server.h"
+#include "serve/http.h"
+#include "serve/mcp_http.h"
 #include "serve/socket.h"
 
 namespace agentenv::serve {
@@ -26,6 +29,8 @@ struct ServeOptions {
   std::vector<int> signals;                                  // e.g. SIGINT, SIGTERM
   std::vector<std::pair<std::string, StreamHandler>> sockets;  // path, handler
   std::optional<control::CaptureOptions> capture;                     // none: no automatic snapshots
+  std::optional<HttpOptions> http;                                     // none: no HTTP listener
+  std::vector<HttpRoutes> http_routes;                                 // served beside /mcp
 };
 
 class Serving {
@@ -37,6 +42,8 @@ class Serving {
   static Result<std::unique_ptr<Serving>> Signals(control::Server& server, const std::vector<int>& signals);
   ~Serving();
 
+  // The HTTP listener; null when none was asked for.
+  const HttpServer* http() const { return http_.get(); }
   // Readable when one of the signals arrived (read a signalfd_siginfo).
   int signal_fd() const { return signals_.get(); }
   // Blocks until one of the signals arrives; returns its number.
@@ -50,6 +57,9 @@ class Serving {
   control::Server& server_;
   UniqueFd signals_;
   std::vector<std::unique_ptr<SocketServer>> sockets_;
+  // The endpoint outlives the listener that calls it.
+  std::unique_ptr<McpHttpEndpoint> mcp_http_;
+  std::unique_ptr<HttpServer> http_;
   bool stopped_ = false;
 };
 

@@ -1,7 +1,10 @@
 // MCP (stdio) and the daemon socket as a concurrent agent host uses them:
 // JSON-RPC strictness, requests answered while an exec runs, cancellation,
 // progress and resources. Everything runs as uid 65534 on a busybox tree.
+#include <httplib.h>
+
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include "tests/cli_exec_testutil.h"
@@ -21,6 +24,58 @@ constexpr double kPromptMs = 1000;
 class InitializedMcp : public Mcp {
  public:
   explicit InitializedMcp(const fs::path& root) : Mcp(root, AsNobody({})) { REQUIRE(Initialize().contains("result")); }
+};
+
+// The port of a daemon's MCP listener, from its log.
+int HttpPort(NobodyDaemon& d) {
+  int port = 0;
+  WaitFor([&] {
+    std::smatch m;
+    std::string log = d.Log();
+    if (std::regex_search(log, m, std::regex(R"(serving MCP at http://[^:]+:(\d+)/mcp)"))) port = std::stoi(m[1]);
+    return port > 0;
+  }, 10000);
+  return port;
+}
+
+// An MCP session over Streamable HTTP (one connection per request, as
+// concurrent requests need).
+class HttpMcp {
+ public:
+  HttpMcp(int port, httplib::Headers extra = {}) : port_(port), extra_(std::move(extra)) {}
+  httplib::Result Post(const json& msg, httplib::Headers headers = {}) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    headers.insert(extra_.begin(), extra_.end());
+    headers.emplace("Accept", "application/json, text/event-stream");
+    if (!session_.empty()) headers.emplace("Mcp-Session-Id", session_);
+    return c.Post("/mcp", headers, msg.dump(), "application/json");
+  }
+  // The reply to a request (from a JSON body or the last SSE event).
+  json Request(const std::string& method, const json& params) {
+    auto r = Post({{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}});
+    if (!r || r->status != 200) return json();
+    if (r->get_header_value("Content-Type").starts_with("application/json")) return json::parse(r->body, nullptr, false);
+    json last;
+    std::istringstream in(r->body);
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with("data: ")) last = json::parse(line.substr(6), nullptr, false);
+    return last;
+  }
+  bool Initialize() {
+    auto r = Post({{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", "initialize"},
+                   {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                               {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}});
+    if (!r || r->status != 200) return false;
+    session_ = r->get_header_value("Mcp-Session-Id");
+    return !session_.empty();
+  }
+
+ private:
+  int port_;
+  httplib::Headers extra_;
+  std::string session_;
+  int id_ = 0;
 };
 
 }  // namespace
@@ -246,6 +301,99 @@ TEST_CASE("cli mcp: a resource read returns a file's bytes at an old node", "[cl
   CHECK(listed);
   json node = m.Request("resources/read", {{"uri", "agentenv://node/" + old_id}});
   CHECK(json::parse(node["result"]["contents"][0]["text"].get<std::string>())["node"]["title"] == "good");
+}
+
+TEST_CASE("cli serve --listen: a ping over HTTP is answered while an exec runs", "[cli][serve][mcp][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  HttpMcp m(port);
+  REQUIRE(m.Initialize());
+  json exec_reply;
+  std::thread exec([&] {
+    exec_reply = m.Request("tools/call", {{"name", "exec"}, {"arguments", {{"command", "sleep 3"}, {"snapshot", false}}}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = Clock::now();
+  json ping = m.Request("ping", json::object());
+  double ms = MsSince(t0);
+  WARN("ping over HTTP answered in " << ms << " ms while exec sleep 3 ran");
+  CHECK(ping["result"] == json::object());
+  CHECK(ms < kPromptMs);
+  exec.join();
+  INFO(exec_reply.dump());
+  CHECK(exec_reply["result"]["structuredContent"]["exit_code"] == 0);
+  CHECK(MsSince(t0) > 2000);
+}
+
+TEST_CASE("cli serve --listen: a foreign Host or Origin is refused, a session is required", "[cli][serve][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  json init = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+  HttpMcp plain(port);
+  auto evil_origin = plain.Post(init, {{"Origin", "http://evil.example.com"}});
+  REQUIRE(evil_origin);
+  CHECK(evil_origin->status == 403);
+  CHECK(evil_origin->body.find("Origin") != std::string::npos);
+  auto rebinding = plain.Post(init, {{"Host", "evil.example.com"}});
+  REQUIRE(rebinding);
+  CHECK(rebinding->status == 403);
+  auto local_origin = plain.Post(init, {{"Origin", "http://localhost:" + std::to_string(port)}});
+  REQUIRE(local_origin);
+  CHECK(local_origin->status == 200);
+  auto no_session = plain.Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}});
+  REQUIRE(no_session);
+  CHECK(no_session->status == 400);
+  auto stale = plain.Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}}, {{"Mcp-Session-Id", "nosuch"}});
+  REQUIRE(stale);
+  CHECK(stale->status == 404);
+}
+
+TEST_CASE("cli serve --listen: a bind that is not loopback requires the bearer token, without it nothing happens", "[cli][serve][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "0.0.0.0:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  fs::path token_file = root / "http-token";
+  REQUIRE(fs::exists(token_file));
+  CHECK((fs::status(token_file).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  std::string token = ReadFile(token_file);
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  REQUIRE(token.size() >= 32);
+  std::string head = HeadId(root);
+
+  // Without the token, or with a wrong one: 401, and the snapshot asked for is not made.
+  json init = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+  HttpMcp anonymous(port);
+  auto r = anonymous.Post(init);
+  REQUIRE(r);
+  CHECK(r->status == 401);
+  CHECK(r->get_header_value("WWW-Authenticate") == "Bearer");
+  HttpMcp wrong(port, {{"Authorization", "Bearer " + std::string(token.size(), '0')}});
+  CHECK(wrong.Post(init)->status == 401);
+  WriteOwned(Work(root) / "unauthorized.txt", "x\n");
+  auto snap = anonymous.Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+                              {"params", {{"name", "snapshot"}, {"arguments", {{"message", "must not happen"}}}}}},
+                             {{"Mcp-Session-Id", "guess"}});
+  CHECK(snap->status == 401);
+  CHECK(HeadId(root) == head);
+
+  HttpMcp authorized(port, {{"Authorization", "Bearer " + token}});
+  REQUIRE(authorized.Initialize());
+  json made = authorized.Request("tools/call", {{"name", "snapshot"}, {"arguments", {{"message", "with the token"}}}});
+  INFO(made.dump());
+  CHECK(made["result"]["structuredContent"]["created"] == true);
+  CHECK(HeadId(root) != head);
 }
 
 }  // namespace agentenv::test
