@@ -254,6 +254,29 @@ TEST_CASE("cli mcp: notifications/cancelled stops an exec, sends no reply, recor
   CHECK_FALSE(fs::exists(Work(root) / "root/late.txt"));
 }
 
+TEST_CASE("cli mcp: cancelling a tournament kills every candidate and applies nothing", "[cli][mcp][exec]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  InitializedMcp m(root);
+  std::string head = HeadId(root);
+  int t = m.Send("tools/call", {{"name", "tournament"},
+                                {"arguments", {{"candidates", {"sleep 20; echo a > /root/a", "sleep 20; echo b > /root/b"}},
+                                               {"test", "true"}}}});
+  auto workspaces = [&] { return m.Call("workspaces", json::object())["result"]["structuredContent"]["workspaces"].size(); };
+  REQUIRE(WaitFor([&] { return workspaces() == 2; }, 20000));  // both candidates run
+  auto t0 = Clock::now();
+  m.child().WriteAll(json{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", t}}}}.dump() + "\n");
+  // The tournament ends (its workspaces go) long before its candidates' 20 s.
+  CHECK(WaitFor([&] { return workspaces() == 0; }, 15000));
+  CHECK(MsSince(t0) < 15000);
+  CHECK(m.Await(t, 1000).is_null());  // no reply for a cancelled request
+  CHECK(HeadId(root) == head);        // nothing applied
+  CHECK_FALSE(fs::exists(Work(root) / "root/a"));
+  json log = m.Call("log", {{"limit", 5}});
+  for (const auto& n : log["result"]["structuredContent"]["nodes"])
+    CHECK(n["title"].get<std::string>().find("tournament") == std::string::npos);
+}
+
 TEST_CASE("cli mcp: progress notifications arrive for an exec with a progressToken", "[cli][mcp][exec]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
