@@ -72,6 +72,7 @@ int CmdCtlExec(int argc, char** argv) {
   std::string out, err;
   control::Client client(g.root);
   auto resp = client.AskDaemon("exec", args, [&](json f) {
+    if (!f.is_object()) return true;  // a probe: we still listen
     std::string kind = f.value("frame", "");
     if (kind != "stdout" && kind != "stderr") return true;
     std::string bytes = FrameBytes(f);

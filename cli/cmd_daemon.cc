@@ -8,21 +8,31 @@
 #include "control/client.h"
 #include "control/ignore.h"
 #include "control/ops.h"
+#include "serve/http.h"
 #include "serve/serving.h"
 #include "snap/layout.h"
 
 namespace agentenv::cli {
-int CmdDaemon(int argc, char** argv) {
+namespace {
+
+// daemon and serve: one command; serve's help leads with the listener.
+int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   Globals g;
   int quiet_ms = 300, max_delay_ms = 3000;
   bool no_capture = false;
-  CLI::App app{"Capture every change of the live tree automatically and serve the control socket "
-               "(<root>/agentenv.sock, newline-delimited JSON) until SIGINT/SIGTERM. Holds the repository "
-               "lock while it runs: CLI writers (snap, restore, tag, ...) run through it", "daemon"};
+  std::string listen, token_file;
+  std::vector<std::string> origins;
+  CLI::App app{about, name};
   AddGlobals(app, g);
   app.add_option("--quiet-ms", quiet_ms, "Snapshot after this long without changes (default 300)")->check(CLI::Range(10, 600000));
   app.add_option("--max-delay-ms", max_delay_ms, "...but never later than this after the first change (default 3000)")->check(CLI::Range(10, 3600000));
   app.add_flag("--no-capture", no_capture, "Serve the socket only; no automatic snapshots");
+  app.add_option("--listen", listen, "Also serve MCP over Streamable HTTP at http://HOST:PORT/mcp (PORT 0: any free port). "
+                                     "A loopback HOST needs no token; any other requires one (see --token-file)");
+  app.add_option("--token-file", token_file, "Require 'Authorization: Bearer <token>' with the token in this file, made "
+                                             "(0600) when missing; default for a non-loopback --listen: <root>/http-token");
+  app.add_option("--allow-origin", origins, "Also accept browser requests from this Origin (e.g. https://ui.example.com); "
+                                            "loopback origins always are");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
@@ -36,13 +46,48 @@ int CmdDaemon(int argc, char** argv) {
                           return control::CallJson(server, op, args, emit);
                         }});
   if (!no_capture) so.capture = control::CaptureOptions{quiet_ms, max_delay_ms};
+  if (!listen.empty()) {
+    auto hp = serve::ParseListen(listen);
+    if (!hp) return ReportError(g, hp.error());
+    serve::HttpOptions http;
+    http.host = hp->first;
+    http.port = hp->second;
+    http.allowed_origins = origins;
+    if (token_file.empty() && !serve::IsLoopbackHost(http.host)) token_file = snap::layout::HttpToken(g.root);
+    if (!token_file.empty()) {
+      auto token = serve::LoadOrCreateToken(token_file);
+      if (!token) return ReportError(g, token.error());
+      http.token = *token;
+    }
+    so.http = http;
+  }
   auto serving = serve::Serving::Start(server, std::move(so));
   if (!serving) return ReportError(g, serving.error());
   control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
+  if (const serve::HttpServer* http = (*serving)->http())
+    control::Log("serving MCP at " + http->base_url() + "/mcp" +
+                 (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
   int sig = (*serving)->WaitSignal();
   control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
   (*serving)->Stop(true);  // the last changes still become a node
   return kExitOk;
+}
+
+}  // namespace
+
+int CmdDaemon(int argc, char** argv) {
+  return RunDaemon(argc, argv, "daemon",
+                   "Capture every change of the live tree automatically and serve the control socket "
+                   "(<root>/agentenv.sock, newline-delimited JSON) until SIGINT/SIGTERM. Holds the repository "
+                   "lock while it runs: CLI writers (snap, restore, tag, ...) run through it. With --listen, "
+                   "also MCP over HTTP (as `serve`)");
+}
+
+int CmdServe(int argc, char** argv) {
+  return RunDaemon(argc, argv, "serve",
+                   "The daemon (automatic capture, the control socket) plus MCP over Streamable HTTP with "
+                   "--listen HOST:PORT, for an agent host on another machine: POST/GET http://HOST:PORT/mcp, "
+                   "Mcp-Session-Id, a bearer token for any non-loopback bind. One process serves them all");
 }
 
 int CmdCtl(int argc, char** argv) {

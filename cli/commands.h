@@ -16,6 +16,7 @@ int CmdBranches(int argc, char** argv);
 int CmdStatus(int argc, char** argv);
 int CmdFsck(int argc, char** argv);
 int CmdDaemon(int argc, char** argv);
+int CmdServe(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
 int CmdCtlExec(int argc, char** argv);
 int CmdMcp(int argc, char** argv);

@@ -42,6 +42,7 @@ constexpr Command kCommands[] = {
     {"push", "Push a node to an OCI registry as an image", CmdPush},
     {"pull", "Pull an image from an OCI registry as a new node", CmdPull},
     {"daemon", "Capture changes automatically and serve the control socket", CmdDaemon},
+    {"serve", "The daemon plus MCP over HTTP (--listen HOST:PORT) for remote agent hosts", CmdServe},
     {"ctl", "Send an operation to a running daemon", CmdCtl},
     {"mcp", "Serve snapshot/rollback tools to a model over MCP (stdio)", CmdMcp},
 };

@@ -55,6 +55,12 @@ Result<LsReply> List(Client& client, const std::string& ref, const std::string& 
 Result<void> Cat(Client& client, const std::string& ref, const std::string& path,
                  const std::function<Result<void>(std::span<const uint8_t>)>& sink) {
   AE_ASSIGN(Server* s, client.Local());
+  return Cat(*s, ref, path, sink);
+}
+
+Result<void> Cat(Server& server, const std::string& ref, const std::string& path,
+                 const std::function<Result<void>(std::span<const uint8_t>)>& sink) {
+  Server* s = &server;
   AE_ASSIGN(Found f, Lookup(s->repo(), ref, path));
   if (!f.entry || f.entry->kind == snap::Kind::kDir)
     return Fail(ErrorCode::kInvalid, (path.empty() ? std::string("/") : path) + ": a directory, not a file (agentenv ls)");

@@ -37,5 +37,8 @@ Result<LsReply> List(Client& client, const std::string& ref, const std::string& 
 // ("<path>: a directory, not a file"), I/O, kCorrupt.
 Result<void> Cat(Client& client, const std::string& ref, const std::string& path,
                  const std::function<Result<void>(std::span<const uint8_t>)>& sink);
+// Same, on a server of this process (a daemon's). Thread-safe.
+Result<void> Cat(Server& server, const std::string& ref, const std::string& path,
+                 const std::function<Result<void>(std::span<const uint8_t>)>& sink);
 
 }  // namespace agentenv::control

@@ -13,6 +13,7 @@ Client::Client(std::string root) : root_(std::move(root)) {}
 Client::~Client() = default;
 
 Result<Server*> Client::Local() {
+  std::lock_guard lock(local_mu_);
   if (!local_) {
     AE_ASSIGN(auto repo, OpenRepo(root_));
     local_ = std::make_unique<Server>(std::move(repo));
@@ -32,7 +33,7 @@ void Client::set_progress(Progress* p) {
 Result<std::optional<json>> Client::AskDaemon(std::string_view op, const json& args, const FrameSink& emit) {
   std::string path = snap::layout::Socket(root_);
   Result<json> resp = CallDaemonStream(path, std::string(op), args, [&](const json& frame) {
-    if (emit) emit(frame);
+    return !emit || emit(frame);  // false: the caller cancelled (MCP), the daemon stops the request
   });
   if (!resp) {
     // Connect reports kNotFound for nobody listening and kInvalid for an

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -43,8 +44,8 @@ class Client {
   // answers, else here. Errors as for CallJson.
   Result<json> CallJson(std::string_view op, const json& args, const FrameSink& emit = {});
 
-  // The repository opened in this process (on first use). Errors: as
-  // OpenRepo.
+  // The repository opened in this process (on first use; thread-safe: a
+  // concurrent first use opens it once). Errors: as OpenRepo.
   Result<Server*> Local();
   // Counters that operations run here advance (a daemon's work shows none).
   // Not owned; null: none.
@@ -58,6 +59,7 @@ class Client {
 
  private:
   std::string root_;
+  std::mutex local_mu_;  // guards the opening of local_
   std::unique_ptr<Server> local_;
   Progress* progress_ = nullptr;
 };

@@ -1,5 +1,6 @@
 #include "control/daemon_call.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,23 +41,37 @@ bool SendAll(int fd, const std::string& s) {
 }
 
 Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args) {
-  return CallDaemonStream(path, op, args, [](const nlohmann::json&) {});
+  return CallDaemonStream(path, op, args, [](const nlohmann::json&) { return true; });
 }
 
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<void(const nlohmann::json&)>& on_frame) {
+                                        const std::function<bool(const nlohmann::json&)>& on_frame) {
   AE_ASSIGN(UniqueFd fd, ConnectSocket(path));
   if (!SendAll(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n")) return FailErrno(path, errno);
   std::string buf;
   char chunk[65536];
+  bool cancelled = false;
+  auto deliver = [&](const nlohmann::json& frame) {
+    if (cancelled || on_frame(frame)) return;
+    cancelled = true;  // the response (and the reply to cancel, id 2) still come
+    SendAll(fd.get(), nlohmann::json{{"id", 2}, {"op", "cancel"}, {"args", {{"id", 1}}}}.dump() + "\n");
+  };
   for (;;) {
     size_t nl;
     while ((nl = buf.find('\n')) != std::string::npos) {
       auto msg = nlohmann::json::parse(buf.substr(0, nl), nullptr, false);
       buf.erase(0, nl + 1);
       if (msg.is_discarded() || !msg.is_object()) return Fail(ErrorCode::kCorrupt, path + ": malformed response");
+      if (msg.value("id", nlohmann::json()) == 2) continue;  // the reply to our cancel
       if (!msg.contains("frame")) return msg;
-      on_frame(msg);
+      deliver(msg);
+    }
+    pollfd p{fd.get(), POLLIN, 0};
+    int ready = ::poll(&p, 1, 250);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      deliver(nullptr);
+      continue;
     }
     ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;

@@ -34,8 +34,11 @@ bool SendAll(int fd, const std::string& s);
 Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args);
 
 // Same, handing every frame that precedes the response to on_frame (e.g.
-// exec's output as it is produced). Errors as for CallDaemon.
+// exec's output as it is produced), and a null frame every 250 ms while
+// none comes. When on_frame answers false the request is cancelled at the
+// daemon (the socket's `cancel` op: an exec's command is killed) and its
+// response is still awaited and returned. Errors as for CallDaemon.
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<void(const nlohmann::json&)>& on_frame);
+                                        const std::function<bool(const nlohmann::json&)>& on_frame);
 
 }  // namespace agentenv::control

@@ -124,6 +124,9 @@ Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, 
       return Fail(ErrorCode::kInvalid, "argument 'env': '" + k + "' must be a name with a string value");
     s.set_env.push_back(k + "=" + v);
   }
+  // The env's own standard PATH, not the serving process's (a daemon
+  // started from a shell would pass its user's tool directories in).
+  if (!r.env.count("PATH")) s.set_env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   AE_ASSIGN(s.network, ParseNetwork(r.network));
   AE_ASSIGN(s.limits.timeout, RunTimeout(r.timeout_s.value_or(collect ? 300 : 0), "argument 'timeout_s'"));
   if (r.cpus < 0) return Fail(ErrorCode::kInvalid, "argument 'cpus' must be a non-negative number");

@@ -209,7 +209,8 @@ std::vector<OpSpec> MakeOps() {
                                         {"duration_ms", kInt}, {"changed", kInt}, {"node", Nullable(kNode)},
                                         {"passed", kBool}, {"winner", kBool}, {"error", kStr}},
                                        {"index", "candidate", "passed", "winner"}))},
-            {"winner", {{"type", {"integer", "null"}}}}, {"applied", kBool}, {"saved", kOptStr}, {"duration_ms", kInt}},
+            {"winner", {{"type", {"integer", "null"}}}}, {"applied", kBool}, {"saved", kOptStr}, {"duration_ms", kInt},
+            {"cancelled", kBool}},
            {"id", "candidates", "winner", "applied"}),
        true, true},
       {"kill", {}, "Stop a job (job=<id> from ps) or every job (all=true): every process of its environment is killed at once.",
@@ -247,7 +248,12 @@ constexpr Entry kEntries[] = {
 }  // namespace
 
 const std::vector<OpSpec>& Ops() {
-  static const std::vector<OpSpec> ops = MakeOps();
+  static const std::vector<OpSpec> ops = [] {
+    std::vector<OpSpec> v = MakeOps();
+    // Unknown argument keys are refused (ReadRequest): the schemas say so.
+    for (OpSpec& op : v) op.input_schema["additionalProperties"] = false;
+    return v;
+  }();
   return ops;
 }
 

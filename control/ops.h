@@ -65,7 +65,7 @@ AGENTENV_OP(KillRequest, KillReply, "kill", s.Kill(r), true)
 AGENTENV_OP(ForkRequest, ForkReply, "fork", s.Fork(r), false)
 AGENTENV_OP(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)
 AGENTENV_OP(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)
-AGENTENV_OP(TournamentRequest, TournamentReply, "tournament", s.Tournament(r), true)
+AGENTENV_OP(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)
 #undef AGENTENV_OP
 
 // Runs `op` (a name or alias) with JSON `args` on `server`: the socket's

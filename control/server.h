@@ -80,8 +80,11 @@ class Server {
   // test in each (up to `jobs` at once), snapshots each as a child of the
   // base, picks the first to pass (by finish time, ties by order) and,
   // unless !apply, rolls the live tree back to its node (unsaved changes
-  // saved first). No winner: nothing applied, every node kept.
-  Result<TournamentReply> Tournament(const TournamentRequest& r);
+  // saved first). No winner: nothing applied, every node kept. `emit`
+  // is only probed (null frames): once it answers false (the caller
+  // cancelled or left) every candidate is killed, none is tested or
+  // snapshotted, nothing is applied and the reply says `cancelled`.
+  Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
 
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.

@@ -123,16 +123,17 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
     std::lock_guard lock(job->mu);
     job->KillLocked();
   };
+  // False once the client is gone or cancelled the request: the command
+  // stops; its changes still become a node, labelled as cancelled.
+  bool listening = !emit || emit({{"frame", "started"}, {"job", id}, {"pid", pid}});
   if (emit) {
     // A silent command still notices a client that went away (^C on ctl exec).
     opt.probe_ms = kProbeMs;
-    opt.probe = [&emit] { return emit(nullptr); };
+    opt.probe = [&] { return listening = listening && emit(nullptr); };
   }
-  const bool listening = !emit || emit({{"frame", "started"}, {"job", id}, {"pid", pid}});
   if (!listening) opt.kill();
   AE_ASSIGN(runner::PumpResult pumped, runner::PumpOutput(pidfd.get(), pipes, opt, [&](size_t i, std::string_view data) {
-    // False: the client is gone; the command stops (its changes are still snapshotted).
-    return listening && (data.empty() ? outs[i].Flush(emit) : outs[i].Take(data, emit));
+    return listening = listening && (data.empty() ? outs[i].Flush(emit) : outs[i].Take(data, emit));
   }));
   runner::ExitStatus st;
   bool killed = false;
@@ -166,7 +167,7 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   }
   if (r.snapshot) {
     snap::SnapOptions so;
-    so.label = "exec: " + run.line.substr(0, 180);
+    so.label = (listening ? "exec: " : "exec cancelled: ") + run.line.substr(0, 180);
     Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
       if (ws) {
         AE_ASSIGN(SnapshotReply s, SnapshotLocked(*ws, so));

@@ -1,6 +1,8 @@
 // tournament: N candidates forked from one node, run in parallel, the
 // first to pass its test wins (control/server.h).
 #include <chrono>
+#include <atomic>
+#include <mutex>
 #include <optional>
 
 #include "control/jobs.h"
@@ -30,9 +32,9 @@ std::optional<int> CodeOf(const runner::RunResult& r) {
 
 }  // namespace
 
-Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
+Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const FrameSink& emit) {
   const auto start = Clock::now();
-  if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament: no candidates (give them after --)");
+  if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament needs the argument 'candidates': at least one command line to try (on the CLI, after --)");
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
   if (r.keep != "winner" && r.keep != "all") return Fail(ErrorCode::kInvalid, "tournament: keep must be winner or all");
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
@@ -68,6 +70,14 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
   // One pool thread per running candidate (--jobs): each waits on its
   // child processes; the CPU work is theirs, not ours.
   std::vector<Clock::time_point> finished(n);
+  std::mutex mu;  // guards the calls of emit
+  std::atomic<bool> cancelled{false};
+  auto keep_going = [&] {
+    if (cancelled) return false;
+    std::lock_guard l(mu);
+    if (emit && !emit(nullptr)) cancelled = true;
+    return !cancelled;
+  };
   auto run_one = [&](size_t i) {
     CandidateResult& c = rep.candidates[i];
     Workspace& ws = spaces[i];
@@ -88,13 +98,16 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     spec.limits.output_cap = 65536;
     spec.limits.timeout = timeout;
     spec.argv = {"/bin/sh", "-c", c.candidate};
-    auto ran = runner::Run(spec);
+    if (cancelled) return c.error = "cancelled", done();
+    auto ran = runner::Run(spec, keep_going);
     if (!ran) return c.error = ran.error().message, done();
+    if (cancelled) return c.error = "cancelled", done();
     c.exit_code = CodeOf(*ran);
     c.timed_out = ran->timed_out;
     spec.argv = {"/bin/sh", "-c", r.test};
-    auto tested = runner::Run(spec);
+    auto tested = runner::Run(spec, keep_going);
     if (!tested) return c.error = "test: " + tested.error().message, done();
+    if (cancelled) return c.error = "cancelled", done();
     c.test_exit_code = CodeOf(*tested);
     c.timed_out |= tested->timed_out;
     c.passed = c.test_exit_code == 0 && !c.timed_out;
@@ -120,7 +133,8 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
     if (!rep.candidates[i].passed || !rep.candidates[i].node) continue;
     if (!rep.winner || finished[i] < finished[*rep.winner]) rep.winner = i;
   }
-  if (rep.winner) {
+  rep.cancelled = cancelled;
+  if (rep.winner && !cancelled) {
     rep.candidates[*rep.winner].winner = true;
     if (r.apply) {
       AE_ASSIGN(RollbackReply rb, Rollback({rep.candidates[*rep.winner].node->id}));

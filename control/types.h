@@ -476,9 +476,10 @@ struct TournamentReply {
   bool applied = false;            // the live tree now holds the winner's node
   std::optional<std::string> saved;  // uncommitted live changes saved before applying
   uint64_t duration_ms = 0;
+  bool cancelled = false;  // the caller cancelled: candidates killed, nothing applied
   template <class V> void Fields(V& v) {
     v("id", id); v("base", base); v("candidates", candidates); v("winner", winner); v("applied", applied);
-    v("saved", saved); v("duration_ms", duration_ms);
+    v("saved", saved); v("duration_ms", duration_ms); v("cancelled", cancelled);
   }
 };
 

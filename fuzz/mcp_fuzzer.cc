@@ -4,7 +4,8 @@
 // the root, over <root>/agentenv.sock to a SocketServer with CallJson
 // behind it (fuzz_ops.h: read-only operations run, the others only have
 // their arguments read). Every output line must be one JSON-RPC 2.0
-// response, at most one per input line.
+// response (id null only for an error about an unreadable message) or a
+// notification, at most one response per input line.
 #include <cstdint>
 #include <memory>
 #include <sstream>
@@ -47,7 +48,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string text(reinterpret_cast<const char*>(data), size);
+  // The handshake first, as a client does: nothing but ping is served
+  // before it, and the corpus is mostly what comes after.
+  std::string text = R"({"jsonrpc":"2.0","id":"fuzz-init","method":"initialize","params":{}})" "\n" +
+                     std::string(reinterpret_cast<const char*>(data), size);
   std::istringstream in(text);
   std::ostringstream out;
   serve::ServeMcp(root, in, out);
@@ -65,8 +69,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto j = json::parse(line, nullptr, false);
     FUZZ_CHECK(j.is_object() && j.value("jsonrpc", json()) == json("2.0"), "not a JSON-RPC 2.0 object: " + line);
+    if (j.contains("method")) {  // a notification (a log message, list_changed)
+      FUZZ_CHECK(j["method"].is_string() && !j.contains("id"), "a bad notification: " + line);
+      --replies;
+      continue;
+    }
     FUZZ_CHECK(j.contains("result") != j.contains("error"), "neither or both of result and error: " + line);
-    if (j.contains("id")) FUZZ_CHECK(j["id"].is_string() || j["id"].is_number_integer(), "a bad id: " + line);
+    FUZZ_CHECK(j.contains("id"), "a response without id: " + line);
+    FUZZ_CHECK(j["id"].is_string() || j["id"].is_number_integer() || (j["id"].is_null() && j.contains("error")),
+               "a bad id: " + line);
   }
   FUZZ_CHECK(replies <= lines, std::to_string(lines) + " lines got " + std::to_string(replies) + " replies");
   return 0;

@@ -64,9 +64,13 @@ Result<PumpResult> PumpOutput(int pidfd, std::vector<UniqueFd>& pipes, const Pum
   return res;
 }
 
-Result<RunResult> Run(const EnvSpec& spec) {
+Result<RunResult> Run(const EnvSpec& spec, const std::function<bool()>& keep_going) {
   PumpOptions opt;
   opt.timeout = spec.limits.timeout;
+  if (keep_going) {
+    opt.probe_ms = 250;
+    opt.probe = keep_going;
+  }
   const bool capture = spec.stdio == Stdio::kCapture;
   RunResult res;
   std::vector<UniqueFd> pipes;
@@ -89,9 +93,10 @@ Result<RunResult> Run(const EnvSpec& spec) {
     uint64_t room = cap ? cap - std::min<uint64_t>(cap, buf.size()) : data.size();
     if (data.size() > room) (i == 0 ? res.out_truncated : res.err_truncated) = true;
     buf.append(data.substr(0, std::min<uint64_t>(room, data.size())));
-    return true;
+    return !keep_going || keep_going();
   }));
   res.timed_out = pumped.timed_out;
+  res.stopped = pumped.stopped;
   AE_ASSIGN(ExitStatus st, env.Wait());
   static_cast<ExitStatus&>(res) = st;
   res.duration = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opt.start);

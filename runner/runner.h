@@ -99,6 +99,7 @@ struct RunResult : ExitStatus {
   std::string out, err;  // captured (Stdio::kCapture) up to limits.output_cap
   bool out_truncated = false, err_truncated = false;
   bool timed_out = false;
+  bool stopped = false;  // keep_going said stop: the tree was killed
   std::chrono::microseconds duration{0};  // start to last process gone
 };
 
@@ -218,8 +219,9 @@ Result<PumpResult> PumpOutput(int pidfd, std::vector<UniqueFd>& pipes, const Pum
 
 // Runs spec.argv inside a fresh env and waits for it, capturing output up to
 // limits.output_cap and killing the whole tree at limits.timeout; every
-// process it started is gone when it returns. Errors as for Env::Start.
-// Thread-compatible.
-Result<RunResult> Run(const EnvSpec& spec);
+// process it started is gone when it returns. With keep_going, asked every
+// 250 ms and at each output: false kills the tree (RunResult::stopped).
+// Errors as for Env::Start. Thread-compatible.
+Result<RunResult> Run(const EnvSpec& spec, const std::function<bool()>& keep_going = {});
 
 }  // namespace agentenv::runner

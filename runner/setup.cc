@@ -184,6 +184,8 @@ std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
                                   const std::vector<std::string>& set_env, bool rootless_apt) {
   std::vector<std::string> env;
   auto keep = [&](const std::string& name) {
+    for (const auto& kv : set_env)  // set_env wins over what is passed through
+      if (kv.compare(0, name.size() + 1, name + "=") == 0) return false;
     if (name == "PATH" || name == "HOME" || name == "TERM" || name == "LANG" || name.rfind("LC_", 0) == 0)
       return true;
     for (const auto& p : pass_env) if (p == name) return true;
@@ -199,6 +201,7 @@ std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,
   for (const auto& kv : set_env) {
     env.push_back(kv);
     have_apt |= kv.rfind("APT_CONFIG=", 0) == 0;
+    have_path |= kv.rfind("PATH=", 0) == 0;
   }
   if (rootless_apt && !have_apt) env.push_back(std::string("APT_CONFIG=") + kAptConfigPath);
   if (!have_path) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");

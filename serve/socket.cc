@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 
 namespace agentenv::serve {
 
@@ -89,16 +90,105 @@ void SocketServer::AcceptLoop() {
   }
 }
 
+// One client: its descriptor, its writer and its requests in flight.
+// Locking rule: a line goes out whole under write_mu and nothing else is
+// done holding it; mu guards in_flight and running.
+struct SocketServer::Connection {
+  UniqueFd fd;
+  std::mutex write_mu;
+  std::mutex mu;
+  std::condition_variable idle;
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight;  // id.dump() -> cancelled
+  size_t running = 0;
+
+  bool Send(const nlohmann::json& j) {
+    std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::lock_guard lock(write_mu);
+    return SendAll(fd.get(), line);
+  }
+  // Whether the peer still listens (it has not hung up nor shut down its side).
+  bool PeerThere() {
+    pollfd p{fd.get(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  }
+};
+
+namespace {
+nlohmann::json ErrorResponse(const nlohmann::json& req, ErrorCode code, const std::string& msg) {
+  nlohmann::json resp = {{"ok", false}, {"error", control::ErrorJson(Error{msg, 0, code})}};
+  if (req.is_object() && req.contains("id")) resp["id"] = req["id"];
+  return resp;
+}
+}  // namespace
+
+void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req) {
+  const bool has_id = req.contains("id");
+  const std::string key = has_id ? req["id"].dump() : "";
+  const std::string op = req["op"].get<std::string>();
+  nlohmann::json args = req.value("args", nlohmann::json::object());
+  if (op == "cancel") {  // socket-only: it acts on this connection's requests
+    if (!args.is_object() || !args.contains("id")) {
+      conn->Send(ErrorResponse(req, ErrorCode::kInvalid, "cancel needs args.id, the id of a request in flight on this connection"));
+      return;
+    }
+    bool found = false;
+    {
+      std::lock_guard lock(conn->mu);
+      auto it = conn->in_flight.find(args["id"].dump());
+      if (it != conn->in_flight.end()) *it->second = found = true;
+    }
+    nlohmann::json resp = {{"ok", true}, {"result", {{"cancelled", found}}}};
+    if (has_id) resp["id"] = req["id"];
+    conn->Send(resp);
+    return;
+  }
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  {
+    std::lock_guard lock(conn->mu);
+    if (conn->running >= kMaxInFlight) {
+      conn->Send(ErrorResponse(req, ErrorCode::kBusy, "busy: " + std::to_string(kMaxInFlight) +
+                                                          " requests of this connection are already running (the limit); "
+                                                          "wait for a response or open another connection"));
+      return;
+    }
+    if (has_id && !conn->in_flight.emplace(key, cancelled).second) {
+      conn->Send(ErrorResponse(req, ErrorCode::kInvalid, "id " + key + " is already used by a request in flight on this connection"));
+      return;
+    }
+    ++conn->running;
+  }
+  std::thread([this, conn, req = std::move(req), op, args = std::move(args), cancelled, has_id, key] {
+    control::FrameSink emit = [&](nlohmann::json frame) {
+      if (*cancelled) return false;
+      if (frame.is_null()) return conn->PeerThere();
+      if (has_id) frame["id"] = req["id"];
+      return conn->Send(frame);
+    };
+    Result<nlohmann::json> r = handler_(op, args, emit);
+    nlohmann::json resp;
+    if (has_id) resp["id"] = req["id"];
+    resp["ok"] = bool(r);
+    if (r) resp["result"] = std::move(*r);
+    else resp["error"] = control::ErrorJson(r.error());
+    conn->Send(resp);
+    std::lock_guard lock(conn->mu);
+    if (has_id) conn->in_flight.erase(key);
+    if (--conn->running == 0) conn->idle.notify_all();
+  }).detach();
+}
+
 void SocketServer::Serve(UniqueFd client) {
+  auto conn = std::make_shared<Connection>();
+  conn->fd = std::move(client);
   std::string buf;
   char chunk[65536];
   for (;;) {
-    pollfd p[2] = {{client.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
-    if (p[1].revents) return;
-    ssize_t n = ::recv(client.get(), chunk, sizeof chunk, 0);
+    pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
+    if (p[1].revents) break;
+    ssize_t n = ::recv(conn->fd.get(), chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) break;
     size_t scanned = buf.size();  // no newline before here
     buf.append(chunk, n);
     size_t nl;
@@ -107,36 +197,25 @@ void SocketServer::Serve(UniqueFd client) {
       std::string line = buf.substr(0, nl);
       buf.erase(0, nl + 1);
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json resp;
       auto req = nlohmann::json::parse(line, nullptr, false);
       if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
-        resp = {{"ok", false}, {"error", {{"code", "invalid"}, {"message", "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"}}}};
-      } else {
-        if (req.contains("id")) resp["id"] = req["id"];
-        control::FrameSink emit = [&](nlohmann::json frame) {
-          if (frame.is_null()) {
-            pollfd p{client.get(), POLLRDHUP, 0};
-            return ::poll(&p, 1, 0) == 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-          }
-          if (req.contains("id")) frame["id"] = req["id"];
-          return SendAll(client.get(), frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-        };
-        Result<nlohmann::json> r = handler_(req["op"].get<std::string>(), req.value("args", nlohmann::json::object()), emit);
-        resp["ok"] = bool(r);
-        if (r) resp["result"] = std::move(*r);
-        else resp["error"] = control::ErrorJson(r.error());
+        conn->Send(ErrorResponse(req.is_discarded() ? nlohmann::json() : req, ErrorCode::kInvalid,
+                                 "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"));
+        continue;
       }
-      if (!SendAll(client.get(), resp.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")) return;
+      Dispatch(conn, std::move(req));
     }
     if (buf.size() > control::kMaxRequestBytes) {
-      nlohmann::json resp = {{"ok", false},
-                             {"error", {{"code", "invalid"},
-                                        {"message", "request line longer than 16 MiB (the socket's limit): "
-                                                    "the connection is closed; send smaller requests"}}}};
-      SendAll(client.get(), resp.dump() + "\n");
-      return;
+      conn->Send(ErrorResponse(nlohmann::json(), ErrorCode::kInvalid,
+                               "request line longer than 16 MiB (the socket's limit): the connection is closed; "
+                               "send smaller requests"));
+      break;
     }
   }
+  // The requests already read still run to their responses (a client may
+  // shut down its side after sending).
+  std::unique_lock lock(conn->mu);
+  conn->idle.wait(lock, [&] { return conn->running == 0; });
 }
 
 }  // namespace agentenv::serve

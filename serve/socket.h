@@ -4,6 +4,15 @@
 // "ok":true,"result":{...}} or {"id":...,"ok":false,"error":{"code","message"}}.
 // A streaming op (exec) sends frames {"id":...,"frame":"stdout",...} before
 // its response; the response is always the last line for a request.
+//
+// Requests of one connection run concurrently (up to kMaxInFlight; past
+// that a request gets a `busy` error at once): a reader never waits behind
+// a running exec, writers serialize where they run (the server's writer
+// mutex), responses may come out of order and carry their request's id.
+// The socket-only op {"op":"cancel","args":{"id":X}} cancels the
+// connection's request X: its frame sink answers false from then on, so an
+// exec kills its command (what it changed still becomes a node); X's
+// response still comes, last.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,8 +39,11 @@ namespace agentenv::serve {
 using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
                                                            const control::FrameSink& emit)>;
 
-// Serves the socket until Stop() or destruction: one thread per client,
-// many clients at once. A malformed line gets an error response and the
+// Requests of one connection running at once.
+inline constexpr size_t kMaxInFlight = 16;
+
+// Serves the socket until Stop() or destruction: one reader thread per
+// client and one thread per request in flight, many clients at once. A malformed line gets an error response and the
 // connection stays open; a line over control::kMaxRequestBytes gets an error
 // response and the connection is closed.
 class SocketServer {
@@ -48,7 +60,9 @@ class SocketServer {
  private:
   SocketServer() = default;
   void AcceptLoop();
+  struct Connection;
   void Serve(UniqueFd client);
+  void Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req);
 
   std::string path_;
   StreamHandler handler_;

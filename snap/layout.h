@@ -19,6 +19,7 @@ inline std::string Lock(const std::string& root) { return root + "/lock"; }     
 inline std::string Ignore(const std::string& root) { return root + "/ignore"; }     // extra ignore patterns
 inline std::string Socket(const std::string& root) { return root + "/agentenv.sock"; }     // control socket
 inline std::string AgentSocket(const std::string& root) { return root + "/agent.sock"; }   // supervise: the agent's
+inline std::string HttpToken(const std::string& root) { return root + "/http-token"; }    // serve --listen: bearer token (0600)
 inline std::string Jobs(const std::string& root) { return root + "/jobs"; }         // spawn logs, exec sessions
 inline std::string Lowers(const std::string& root) { return root + "/lowers"; }     // materialized nodes
 inline std::string Subvols(const std::string& root) { return root + "/subvols"; }   // btrfs: nodes' snapshots

@@ -11,29 +11,6 @@
 namespace agentenv::test {
 namespace {
 
-// `agentenv daemon` as 65534, stopped with SIGTERM on destruction.
-class NobodyDaemon {
- public:
-  explicit NobodyDaemon(const fs::path& root) : root_(root) {
-    child_.Start(AsNobody({AGENTENV_BIN, "daemon", "--root", root.string(), "--quiet-ms", "100"}), false, false,
-                 (root.parent_path() / "daemon.log").string());
-    bool ready = WaitFor([&] {
-      SocketClient c;
-      return c.Connect(root_ / "agentenv.sock") && c.Call(R"({"op":"head"})", 2000).value("ok", false);
-    }, 15000);
-    INFO(ReadFile(root.parent_path() / "daemon.log"));
-    REQUIRE(ready);
-  }
-  ~NobodyDaemon() {
-    child_.Signal(SIGTERM);
-    if (child_.Wait(10000) < 0) child_.Kill();
-  }
-
- private:
-  fs::path root_;
-  Child child_;
-};
-
 std::string Base64Decode(const std::string& s) {
   const std::string a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;

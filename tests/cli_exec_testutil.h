@@ -53,6 +53,33 @@ inline void WriteOwned(const fs::path& p, const std::string& data) {
   if (::geteuid() == 0) REQUIRE(::lchown(p.c_str(), 65534, 65534) == 0);
 }
 
+// `agentenv daemon` as 65534, stopped with SIGTERM on destruction.
+class NobodyDaemon {
+ public:
+  explicit NobodyDaemon(const fs::path& root, std::vector<std::string> extra = {}) : root_(root) {
+    std::vector<std::string> argv = {AGENTENV_BIN, "daemon", "--root", root.string(), "--quiet-ms", "100"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_.Start(AsNobody(argv), false, false,
+                 (root.parent_path() / "daemon.log").string());
+    bool ready = WaitFor([&] {
+      SocketClient c;
+      return c.Connect(root_ / "agentenv.sock") && c.Call(R"({"op":"head"})", 2000).value("ok", false);
+    }, 15000);
+    INFO(ReadFile(root.parent_path() / "daemon.log"));
+    REQUIRE(ready);
+  }
+  Child& child() { return child_; }
+  std::string Log() const { return ReadFile(root_.parent_path() / "daemon.log"); }
+  ~NobodyDaemon() {
+    child_.Signal(SIGTERM);
+    if (child_.Wait(10000) < 0) child_.Kill();
+  }
+
+ private:
+  fs::path root_;
+  Child child_;
+};
+
 // One request to the socket at <root>/agentenv.sock; its response.
 inline json Request(const fs::path& root, const std::string& op, const json& args) {
   SocketClient c;

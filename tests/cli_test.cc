@@ -795,6 +795,7 @@ TEST_CASE("cli mcp: a tool call with wrongly typed arguments is an error result,
   TempDir tmp;
   fs::path root = InitRepo(tmp);
   Mcp m(root);
+  REQUIRE(m.Initialize().contains("result"));
   for (const json& args : {json{{"name", "x"}, {"delete", "yes"}}, json{{"name", 3}}}) {
     json r = m.Call("tag", args);
     INFO(args.dump() << " -> " << r.dump());
@@ -887,6 +888,7 @@ TEST_CASE("cli daemon: holds the lock and CLI writers run through it with the sa
   // The MCP server hands its writers to the daemon as well.
   {
     Mcp m(root);
+    REQUIRE(m.Initialize().contains("result"));
     WriteFile(Work(root) / "mcp.txt", "mcp\n");
     json r = m.Call("snapshot", {{"message", "by mcp"}});
     INFO(r.dump());

@@ -469,15 +469,44 @@ class Mcp {
     child_.CloseIn();
     if (child_.Wait(5000) < 0) child_.Kill();
   }
+  // Sends a request and returns its reply; notifications read meanwhile
+  // are kept in notes().
   json Request(const std::string& method, const json& params) {
     json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
     if (!child_.WriteAll(msg.dump() + "\n")) return json();
-    std::string line;
-    if (!child_.ReadLine(&line, 30000)) return json();
-    json r = json::parse(line, nullptr, false);
-    if (r.is_discarded() || r.value("id", -1) != id_) return json();
-    return r;
+    return Await(id_);
   }
+  // Sends without waiting; returns the id.
+  int Send(const std::string& method, const json& params) {
+    json msg = {{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", method}, {"params", params}};
+    child_.WriteAll(msg.dump() + "\n");
+    return id_;
+  }
+  // The reply to request `id` (replies to others read meanwhile are kept
+  // for their own Await); null when none comes in time.
+  json Await(int id, int timeout_ms = 30000) {
+    if (auto it = replies_.find(id); it != replies_.end()) {
+      json r = it->second;
+      replies_.erase(it);
+      return r;
+    }
+    for (std::string line; child_.ReadLine(&line, timeout_ms);) {
+      json r = json::parse(line, nullptr, false);
+      if (r.is_discarded()) return json();
+      if (!r.contains("id")) {
+        notes_.push_back(r);
+        continue;
+      }
+      if (r["id"] == id) return r;
+      replies_[r["id"].is_number_integer() ? r["id"].get<int>() : -1] = r;
+    }
+    return json();
+  }
+  json Initialize() {
+    return Request("initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                                  {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
+  }
+  const std::vector<json>& notes() const { return notes_; }
   void Notify(const std::string& method) {
     child_.WriteAll(json{{"jsonrpc", "2.0"}, {"method", method}}.dump() + "\n");
   }
@@ -489,6 +518,8 @@ class Mcp {
  private:
   Child child_;
   int id_ = 0;
+  std::map<int, json> replies_;
+  std::vector<json> notes_;
 };
 
 // One entry of a hand-built ustar archive (written byte by byte, so the

@@ -242,11 +242,19 @@ try {
       { jsonrpc: '2.0', id: 5, method: 'ping' },
     ]);
     assert.equal(replies.length, 6, JSON.stringify(replies));
-    for (const r of replies) JSONRPCMessageSchema.parse(r);
+    // JSON-RPC 2.0: an error about a message whose id could not be read
+    // carries "id": null. The SDK's schema has no null id (MCP's makes the
+    // id of an error optional), so those are checked by hand.
+    for (const r of replies) {
+      if (r.id === null) assert.deepEqual(Object.keys(r).sort(), ['error', 'id', 'jsonrpc']);
+      else JSONRPCMessageSchema.parse(r);
+    }
     assert.equal(InitializeResultSchema.parse(replies[0].result).protocolVersion, '2025-06-18');
     assert.equal(InitializeResultSchema.parse(replies[1].result).protocolVersion, '2025-11-25');
     assert.equal(replies[2].error.code, -32700);
+    assert.equal(replies[2].id, null);
     assert.equal(replies[3].error.code, -32600);
+    assert.equal(replies[3].id, null);
     assert.equal(replies[4].error.code, -32601);
     assert.deepEqual(replies[5], { jsonrpc: '2.0', id: 5, result: {} });
   });

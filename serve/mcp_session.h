@@ -1,0 +1,100 @@
+// One MCP session, independent of its transport (stdio in serve/mcp.cc,
+// Streamable HTTP in serve/http.cc): JSON-RPC 2.0 as written, the
+// lifecycle (initialize first), tools (the operations of control/ops.h),
+// resources (nodes and their files), logging, progress and cancellation.
+//
+// Concurrency: Handle returns at once. Cheap requests (initialize, ping,
+// tools/list, logging/setLevel) are answered before it returns; tool calls
+// and resource reads run on their own threads, at most max_in_flight at a
+// time per session (past that a request gets a JSON-RPC error at once), so
+// a ping is answered while an exec runs. Replies may come out of order;
+// the client matches them by id. Writers among the tools serialize where
+// they run (the repository's writer mutex or the daemon).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "control/frames.h"
+
+namespace agentenv::serve {
+
+// Runs one operation (a tool) with JSON arguments; frames (exec's output)
+// go to `emit`, whose false answer (also to a null probe) means the
+// request was cancelled: the operation stops its command. Thread-safe.
+using ToolRunner = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
+                                                        const control::FrameSink& emit)>;
+// Reads the regular file `path` of node `ref` (at most `limit` bytes; more
+// is kInvalid). Thread-safe. Errors: kNotFound, kInvalid, I/O.
+using FileReader = std::function<Result<std::string>(const std::string& ref, const std::string& path, size_t limit)>;
+
+// Where the messages about one request go (its reply, its progress and
+// log notifications), or the session's own notifications. Called from any
+// thread; the transport serializes its writes. A null message says that
+// the request ended without a reply (it was cancelled): a transport that
+// holds a stream open for the reply (HTTP) closes it; stdio ignores it.
+using Outbox = std::function<void(const nlohmann::json& msg)>;
+
+struct McpOptions {
+  size_t max_in_flight = 16;  // tool calls and reads running at once
+};
+
+class McpSession {
+ public:
+  McpSession(ToolRunner run, FileReader read, McpOptions opt = {});
+  // Waits for every request in flight (their replies still go out).
+  ~McpSession();
+
+  // Parses one message (a stdio line, an HTTP body) and handles it; a
+  // parse error is answered with id null.
+  void HandleText(std::string_view text, const Outbox& out);
+  // Handles one message. A request's messages go to `out`, later and from
+  // another thread for tool calls and resource reads.
+  void Handle(const nlohmann::json& msg, const Outbox& out);
+  // Where notifications that belong to no request go (a new node for
+  // resources/list); none by default.
+  void set_notifier(Outbox notify);
+  // Announces that history changed (resources/list_changed), when the
+  // client listed resources.
+  void NotifyResourcesChanged();
+
+  bool initialized() const;
+  size_t in_flight() const;
+  // Marks every request in flight cancelled (the transport closed).
+  void CancelAll();
+  // Blocks until no request is in flight.
+  void Drain();
+
+ private:
+  struct Call;
+  void CallTool(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
+  void ReadResource(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
+  nlohmann::json ListResources();
+  // Registers `id` and runs fn on its own thread; false (and an error sent)
+  // past the limit or for an id already in flight.
+  bool Spawn(const nlohmann::json& id, const Outbox& out, std::function<void(std::shared_ptr<Call>)> fn);
+  void Log(size_t level, const std::string& text, const Outbox& out);
+
+  ToolRunner run_;
+  FileReader read_;
+  McpOptions opt_;
+  // mu_ guards everything below; never held while calling run_, read_ or
+  // an Outbox.
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  bool initialized_ = false;
+  bool listed_resources_ = false;
+  size_t log_level_ = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
+  Outbox notify_;
+  std::map<std::string, std::shared_ptr<Call>> in_flight_;  // by id.dump()
+};
+
+}  // namespace agentenv::serve
