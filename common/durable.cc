@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 
 #include "common/unique_fd.h"
 #include "common/write_all.h"
@@ -19,9 +18,9 @@ Result<void> FsyncDir(const std::string& dir) {
 }
 
 Result<void> WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data, mode_t mode) {
-  std::string tmp = dir + "/." + name + ".tmp-XXXXXX";
-  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (!fd) return FailErrno(dir, errno);
+  std::string tmp = dir + "/." + name + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!fd) return FailErrno(tmp, errno);
   struct Unlink {
     const std::string& path;
     bool armed = true;

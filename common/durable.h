@@ -18,9 +18,12 @@ namespace agentenv {
 Result<void> FsyncDir(const std::string& dir);
 
 // Replaces (or creates) `dir`/`name` with `data`, mode `mode`, as above.
-// The temporary file is `.<name>.tmp-XXXXXX` in `dir` and is removed on
-// failure. Errors: "<path>: <strerror>" (ENOSPC included, never a short
-// write taken for success).
+// The temporary file is `.<name>.tmp` in `dir`, removed on failure; a
+// process killed mid-write leaves it, and the next write of the file
+// truncates and reuses it, so kills never pile up temp files. Writers of
+// one file must therefore not overlap (every caller holds a lock on the
+// directory or owns it). Errors: "<path>: <strerror>" (ENOSPC included,
+// never a short write taken for success).
 Result<void> WriteFileDurably(const std::string& dir, const std::string& name, std::string_view data,
                               mode_t mode = 0644);
 
