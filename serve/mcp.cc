@@ -59,25 +59,11 @@ ToolRunner ClientToolRunner(control::Client& client) {
   };
 }
 
-FileReader ClientFileReader(control::Client& client) {
-  return [&client](const std::string& ref, const std::string& path, size_t limit) -> Result<std::string> {
-    std::string bytes;
-    AE_TRY(control::Cat(client, ref, path, [&](std::span<const uint8_t> chunk) -> Result<void> {
-      if (bytes.size() + chunk.size() > limit)
-        return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(limit >> 20) +
-                                             " MiB (the resource limit); read it with exec or export the node");
-      bytes.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
-      return {};
-    }));
-    return bytes;
-  };
-}
-
 void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
   control::Client client(root);
   LineWriter writer(out);
   Outbox send = [&writer](const json& j) { writer.Send(j); };
-  McpSession session(ClientToolRunner(client), ClientFileReader(client));
+  McpSession session(ClientToolRunner(client), CatFileReader(client));
   session.set_notifier(send);
   std::string line;
   bool too_long = false;

@@ -20,10 +20,9 @@ namespace agentenv::serve {
 // fail with a clear error.
 void ServeMcp(const std::string& root, std::istream& in, std::ostream& out);
 
-// The tool runner and file reader of a session whose operations go
-// through `client` (at the daemon when one serves its root). `client`
-// must outlive the session.
+// The tool runner of a session whose operations go through `client` (at
+// the daemon when one serves its root; its file reader is
+// CatFileReader(client)). `client` must outlive the session.
 ToolRunner ClientToolRunner(control::Client& client);
-FileReader ClientFileReader(control::Client& client);
 
 }  // namespace agentenv::serve

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "control/browse.h"
 #include "control/frames.h"
 
 namespace agentenv::serve {
@@ -35,6 +36,22 @@ using ToolRunner = std::function<Result<nlohmann::json>(const std::string& op, c
 // Reads the regular file `path` of node `ref` (at most `limit` bytes; more
 // is kInvalid). Thread-safe. Errors: kNotFound, kInvalid, I/O.
 using FileReader = std::function<Result<std::string>(const std::string& ref, const std::string& path, size_t limit)>;
+// A FileReader over control::Cat on `at` (a Client or a Server, which
+// must outlive it).
+template <class At>
+FileReader CatFileReader(At& at) {
+  return [&at](const std::string& ref, const std::string& path, size_t limit) -> Result<std::string> {
+    std::string bytes;
+    AE_TRY(control::Cat(at, ref, path, [&](std::span<const uint8_t> chunk) -> Result<void> {
+      if (bytes.size() + chunk.size() > limit)
+        return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(limit >> 20) +
+                                             " MiB (the resource limit); read it with exec or export the node");
+      bytes.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
+      return {};
+    }));
+    return bytes;
+  };
+}
 
 // Where the messages about one request go (its reply, its progress and
 // log notifications), or the session's own notifications. Called from any

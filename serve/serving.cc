@@ -37,17 +37,7 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
       control::Log("mcp: " + (spec ? spec->name : op));
       return control::CallJson(server, op, args, emit);
     };
-    FileReader read = [&server](const std::string& ref, const std::string& path, size_t limit) -> Result<std::string> {
-      std::string bytes;
-      AE_TRY(control::Cat(server, ref, path, [&](std::span<const uint8_t> chunk) -> Result<void> {
-        if (bytes.size() + chunk.size() > limit)
-          return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(limit >> 20) +
-                                               " MiB (the resource limit); read it with exec or export the node");
-        bytes.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
-        return {};
-      }));
-      return bytes;
-    };
+    FileReader read = CatFileReader(server);
     s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read));
     std::vector<HttpRoutes> routes = {s->mcp_http_->Routes("/mcp")};
     routes.insert(routes.end(), opt.http_routes.begin(), opt.http_routes.end());
