@@ -65,6 +65,19 @@ Result<NodeRecord> Repo::Record(const store::ObjectId& id) const {
   return *r;
 }
 
+Result<PackageDeltas> Repo::Packages(const store::ObjectId& id) const {
+  AE_ASSIGN(NodeRecord rec, Record(id));
+  if (rec.packages) return *rec.packages;
+  store::ObjectId from = EmptyTreeId();
+  if (rec.parent) {
+    AE_ASSIGN(NodeRecord parent, Record(*rec.parent));
+    from = parent.tree;
+  }
+  const store::Store& s = *store_;
+  return PackageDeltasBetween([&s](const store::ObjectId& t) { return LoadTree(s, t); },
+                              [&s](const store::ObjectId& o) { return s.Get(o); }, from, rec.tree);
+}
+
 Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {
   // @{<time>}: the newest node made at or before that time.
   if (ref.size() > 3 && ref.rfind("@{", 0) == 0 && ref.back() == '}') {
