@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "control/client.h"
+#include "common/text.h"
 #include "control/frames.h"
 #include "snap/layout.h"
 
@@ -25,7 +26,7 @@ void WriteFd(int fd, const std::string& s) {
 std::string FrameBytes(const json& f) {
   if (f.contains("data") && f["data"].is_string()) return f["data"].get<std::string>();
   if (f.contains("data_b64") && f["data_b64"].is_string())
-    return control::Base64Decode(f["data_b64"].get<std::string>()).value_or("");
+    return Base64Decode(f["data_b64"].get<std::string>()).value_or("");
   return "";
 }
 
@@ -89,8 +90,8 @@ int CmdCtlExec(int argc, char** argv) {
     // Output that is not UTF-8 cannot be a JSON string: it goes as base64.
     for (auto [name, bytes] : {std::pair{"stdout", &out}, std::pair{"stderr", &err}}) {
       bool tail = false;
-      if (control::Utf8Prefix(*bytes, &tail) == bytes->size()) result[name] = *bytes;
-      else result[std::string(name) + "_b64"] = control::Base64Encode(*bytes);
+      if (Utf8Prefix(*bytes, &tail) == bytes->size()) result[name] = *bytes;
+      else result[std::string(name) + "_b64"] = Base64Encode(*bytes);
     }
     ReportOk(g, result, "");
   } else if (result["node"].is_object()) {

@@ -8,7 +8,7 @@
 #include "control/client.h"
 #include "control/ignore.h"
 #include "control/ops.h"
-#include "control/serve.h"
+#include "serve/serving.h"
 #include "snap/layout.h"
 
 namespace agentenv::cli {
@@ -27,7 +27,7 @@ int CmdDaemon(int argc, char** argv) {
   auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
   control::Server server(std::move(*repo));
-  control::ServeOptions so;
+  serve::ServeOptions so;
   so.signals = {SIGINT, SIGTERM};
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
                                                                const control::FrameSink& emit) {
@@ -36,7 +36,7 @@ int CmdDaemon(int argc, char** argv) {
                           return control::CallJson(server, op, args, emit);
                         }});
   if (!no_capture) so.capture = control::CaptureOptions{quiet_ms, max_delay_ms};
-  auto serving = control::Serving::Start(server, std::move(so));
+  auto serving = serve::Serving::Start(server, std::move(so));
   if (!serving) return ReportError(g, serving.error());
   control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
   int sig = (*serving)->WaitSignal();

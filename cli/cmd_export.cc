@@ -11,9 +11,9 @@ namespace agentenv::cli {
 
 namespace {
 
-int ExportOci(const Globals& g, const control::OciExportRequest& req) {
+int ExportOci(const Globals& g, const archive::OciExportRequest& req) {
   control::Client client(g.root);
-  return Print(g, control::ExportOci(client, req), [](const control::OciExportReply& e) {
+  return Print(g, control::ExportOci(client, req), [](const archive::OciExportReply& e) {
     return "exported " + e.node.substr(0, 12) + " to " + e.dir + ":" + e.tag + ": " + std::to_string(e.layers) +
            " layer(s), " + std::to_string(e.entries) + " entries, " + HumanBytes(e.bytes) + "; manifest " + e.manifest;
   });
@@ -24,7 +24,7 @@ int ExportOci(const Globals& g, const control::OciExportRequest& req) {
 int CmdExport(int argc, char** argv) {
   Globals g;
   control::ExportRequest req;
-  control::OciExportRequest oci;
+  archive::OciExportRequest oci;
   CLI::App app{"Write a node as a tar (pax; .gz/.zst by suffix) or an OCI image layout, streamed from the store; "
                "the same node always gives the same bytes", "export"};
   AddGlobals(app, g);

@@ -19,6 +19,8 @@ int CmdFsck(int argc, char** argv) {
   app.add_flag("--repair", req.repair, "Rewrite damaged packs, dropping (and listing) unreadable objects; mark the nodes "
                "that reached them as damaged (kept in history, not restorable); remove refs naming no node; "
                "rebuild the reference counts");
+  app.add_flag("--lowers", req.lowers, "Also check each materialized node (lowers/, the read-only layer of "
+               "workspaces) against its tree; with --repair, remove one that differs (built again on next use)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   const bool tty = !g.json && !g.quiet && ::isatty(STDERR_FILENO);
   const char* clear = tty ? "\r\033[K" : "";
@@ -43,6 +45,7 @@ int CmdFsck(int argc, char** argv) {
                      std::to_string(r->verified) + " re-hashed (" + HumanBytes(r->bytes_verified) + "); " +
                      std::to_string(r->errors) + " errors, " + std::to_string(r->warnings) + " warnings";
   if (r->damaged) text += "; " + std::to_string(r->damaged) + " nodes known damaged";
+  if (req.lowers) text += "; " + std::to_string(r->lowers_checked) + " lowers checked";
   if (r->repaired)
     text += "; repaired: " + std::to_string(r->lost.size()) + " objects lost, " + std::to_string(r->marked.size()) +
             " nodes marked damaged";

@@ -48,6 +48,12 @@ int CmdGc(int argc, char** argv) {
                        " objects referenced";
     if (r.stale_cache_rows)
       text += "; forgot " + std::to_string(r.stale_cache_rows) + " stat cache rows of paths gone or changed";
+    if (r.lowers_removed) text += "; removed " + std::to_string(r.lowers_removed) + " materialized nodes no workspace uses";
+    if (r.scratch_removed)
+      text += "; removed " + std::to_string(r.scratch_removed) + " directories killed commands left (" +
+              HumanBytes(r.scratch_bytes) + ")";
+    if (r.leases_released)
+      text += "; released " + std::to_string(r.leases_released) + " node leases of workspaces that are gone";
     if (r.counted) text += " (reference counts rebuilt: " + std::to_string(r.objects_read) + " trees and manifests read)";
     return text;
   });

@@ -4,9 +4,9 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/mcp.h"
-#include "control/shell.h"
-#include "control/supervisor.h"
+#include "serve/mcp.h"
+#include "serve/shell.h"
+#include "serve/supervise.h"
 
 namespace agentenv::cli {
 
@@ -15,13 +15,13 @@ int CmdMcp(int argc, char** argv) {
   CLI::App app{"Serve the repository's tools to a model over MCP (stdio, JSON-RPC 2.0, one message per line)", "mcp"};
   AddGlobals(app, g);
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  control::ServeMcp(g.root, std::cin, std::cout);
+  serve::ServeMcp(g.root, std::cin, std::cout);
   return kExitOk;
 }
 
 int CmdSupervise(int argc, char** argv) {
   Globals g;
-  control::SuperviseOptions opt;
+  serve::SuperviseOptions opt;
   CLI::App app{"Run an agent inside the environment with automatic capture and both control sockets; an "
                "operator rollback (agentenv ctl rollback ref=...) kills every process of the env, restores "
                "and relaunches the agent; the agent's own rollback (socket /run/agentenv.sock inside) "
@@ -32,14 +32,14 @@ int CmdSupervise(int argc, char** argv) {
   app.add_option("--max-delay-ms", opt.capture.max_delay_ms, "Capture maximum delay (default 3000)");
   app.add_option("command", opt.argv, "Agent command and arguments (after --)")->required();
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  auto r = control::Supervise(g.root, opt);
+  auto r = serve::Supervise(g.root, opt);
   if (!r) return ReportError(g, r.error());
   return *r;
 }
 
 int CmdShell(int argc, char** argv) {
   Globals g;
-  control::ShellOptions opt;
+  serve::ShellOptions opt;
   CLI::App app{"Open an interactive shell inside the environment (on a pty) with automatic capture while it "
                "runs and a snapshot when it exits; the shell's exit code is passed through", "shell"};
   AddGlobals(app, g);
@@ -50,7 +50,7 @@ int CmdShell(int argc, char** argv) {
   app.add_option("--workspace,-w", opt.workspace, "A shell in this workspace (see fork); snapshot it on exit");
   app.add_option("command", opt.argv, "Shell to run (after --; default /bin/bash -i if the tree has it, else /bin/sh -i)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  auto r = control::RunShell(g.root, opt);
+  auto r = serve::RunShell(g.root, opt);
   if (!r) return ReportError(g, r.error());
   json j = {{"exit_code", r->exit_code}, {"node", r->node ? json(*r->node) : json(nullptr)}};
   if (g.json) ReportOk(g, j, "");

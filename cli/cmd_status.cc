@@ -33,6 +33,11 @@ int CmdStatus(int argc, char** argv) {
     if (st.capture == "failing")
       text += "capture    FAILING since " + FormatTime(st.capture_failing_since_ns) + ": " + st.capture_error +
               " (retried " + std::to_string(st.capture_retries) + " times; changes since then are in no node yet)\n";
+    if (!st.reclaimable.empty()) {
+      text += "leftovers  " + std::to_string(st.reclaimable.size()) + " directories of killed commands, " +
+              HumanBytes(st.reclaimable_bytes) + " (agentenv gc removes them):\n";
+      for (const auto& l : st.reclaimable) text += "  " + l.path + " (" + HumanBytes(l.bytes) + ")\n";
+    }
     if (!st.unfinished_restore.empty()) {
       std::string n = st.unfinished_restore.substr(0, 12);
       text += "unfinished: a restore to " + n + " did not finish; the live tree is part old, part " + n +

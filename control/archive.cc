@@ -8,11 +8,12 @@
 #include <filesystem>
 
 #include "control/errors.h"
-#include "control/export.h"
+#include "archive/export.h"
 #include "control/ignore.h"
 #include "control/oci.h"
-#include "control/scratch_dir.h"
-#include "control/tarball.h"
+#include "snap/scratch.h"
+#include "archive/tarball.h"
+#include "snap/fsops.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
@@ -46,35 +47,43 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
     AE_ASSIGN(res, repo->Seed(r.from, r.message));
   } else {
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
-    if (!r.tarball.empty())
-      AE_TRY(ExtractTarball(r.tarball, repo->work_dir(), warn, UnprivilegedDevices::kSkip, progress));
-    std::optional<std::vector<OciNode>> history;
+    int64_t filled_ns = 0;  // see SnapOptions::filled_ns
+    if (!r.tarball.empty()) {
+      AE_TRY(archive::ExtractTarball(r.tarball, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip, progress));
+      filled_ns = snap::NowNs();
+    }
+    std::optional<std::vector<archive::OciNode>> history;
     if (!r.oci.empty()) {
-      AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
+      AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
       // An image agentenv exported: one node per layer, as it was (the
       // live tree is ours, so each snapshot rereads only what changed).
-      history = OciHistory(image);
-      AE_TRY(UnpackOciImage(image, repo->work_dir(), warn, UnprivilegedDevices::kSkip,
+      history = archive::OciHistory(image);
+      AE_TRY(archive::UnpackOciImage(image, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip,
                             [&](size_t i) -> Result<void> {
                               if (!history) return {};
-                              const OciNode& n = (*history)[i];
-                              AE_TRY(SetRootMeta(repo->work_dir(), n.root));
+                              const archive::OciNode& n = (*history)[i];
+                              AE_TRY(archive::SetRootMeta(repo->work_dir(), n.root));
                               snap::SnapOptions opt;
                               opt.message = n.message;
                               opt.label = n.label;
                               opt.time_ns = n.time_ns;
                               opt.allow_empty = true;
+                              // The last layer's node is HEAD: its snapshot
+                              // is the first change search's base.
+                              if (i + 1 == history->size()) opt.filled_ns = snap::NowNs();
                               AE_ASSIGN(res, repo->Snapshot(opt));
                               rep.entries += res.changes.added;
                               rep.warnings.insert(rep.warnings.end(), res.warnings.begin(), res.warnings.end());
                               res.warnings.clear();
                               return {};
                             }));
+      filled_ns = snap::NowNs();
     }
     if (!history) {
       snap::SnapOptions opt;
       opt.message = r.message;
       opt.allow_empty = true;
+      opt.filled_ns = filled_ns;
       AE_ASSIGN(res, repo->Snapshot(opt));
       rep.entries = res.changes.added;
     }
@@ -101,7 +110,7 @@ Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
     AE_ASSIGN(snap::NodeRecord rec, repo.Record(b));
     base = rec.tree;
   }
-  AE_ASSIGN(ExportStats st, ExportTar(repo.store(), node, base, r.output, client.progress()));
+  AE_ASSIGN(archive::ExportStats st, archive::ExportTar(repo.store(), node, base, r.output, client.progress()));
   return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value(), std::move(st.warnings)};
 }
 
@@ -110,16 +119,16 @@ Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRe
   (void)local;
   // Unpack beside the live tree (same filesystem) into a scratch directory
   // the next import, push or pull removes if this process is killed.
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "import"));
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "import"));
   std::string dir = scratch.path() + "/tree";
   if (::mkdir(dir.c_str(), 0755) != 0) return FailErrno(dir, errno);
   ImportArchiveReply rep;
   auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
   if (!r.oci.empty()) {
-    AE_ASSIGN(OciImage image, OpenOciImage(r.oci));
-    AE_TRY(UnpackOciImage(image, dir, warn, UnprivilegedDevices::kRefuse));
+    AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
+    AE_TRY(archive::UnpackOciImage(image, dir, warn, archive::UnprivilegedDevices::kRefuse));
   } else {
-    AE_TRY(ExtractTarball(r.archive, dir, warn, UnprivilegedDevices::kRefuse, client.progress()));
+    AE_TRY(archive::ExtractTarball(r.archive, dir, warn, archive::UnprivilegedDevices::kRefuse, client.progress()));
   }
   std::string source = r.oci.empty() ? r.archive : r.oci;
   AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));

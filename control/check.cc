@@ -5,6 +5,7 @@
 
 #include "control/render.h"
 #include "fsck/fsck.h"
+#include "snap/scratch.h"
 
 namespace agentenv::control {
 
@@ -49,7 +50,26 @@ Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks
       rep.live = {{"dirty", nullptr}, {"error", st.error().message}};
       rep.live_text = "live tree not compared: " + st.error().message;
     }
-    return history;
+    if (!r.lowers || !history) return history;
+    // Lowers are a cache a workspace trusts: one that differs from its
+    // tree is an error until removed (built again on next use).
+    AE_ASSIGN(auto lowers, repo.CheckLowers());
+    uint64_t bad = 0;
+    for (const auto& l : lowers) {
+      ++rep.lowers_checked;
+      if (l.ok) continue;
+      if (r.repair) {
+        auto lock = snap::DirLock::TryExclusive(l.dir);
+        if (lock && snap::Retire(std::move(*lock))) {
+          ++rep.lowers_removed;
+          if (cb.repaired) cb.repaired("removed lower " + l.dir + " (" + l.problem + "); built again on next use");
+          continue;
+        }
+      }
+      ++bad;
+      report({"lower", "error", l.dir + ": " + l.problem + (r.repair ? " (in use: run again when no command uses it)" : " (fsck --lowers --repair removes it; it is built again on next use)")});
+    }
+    return *history + bad;
   };
   fsck::FsckReport store;
   Result<uint64_t> history = 0;

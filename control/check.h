@@ -17,6 +17,9 @@ struct FsckRequest {
   bool structure_only = false;  // index and record headers only, no re-hash
   double subset = 100;          // percent of chunks re-hashed
   bool repair = false;
+  // Also check each ready lower (lowers/<tree>) against its tree; with
+  // `repair`, one that differs is removed (built again on next use).
+  bool lowers = false;
 };
 
 struct FsckFinding {
@@ -38,10 +41,12 @@ struct FsckReply {
   std::vector<std::string> lost, fixed;
   std::vector<NodeInfo> marked, healed;
   uint64_t stat_cleared = 0, counts_fixed = 0;
+  uint64_t lowers_checked = 0, lowers_removed = 0;
   bool ok() const { return errors == 0; }
   template <class V> void Fields(V& v) {
     v("objects", objects); v("verified", verified); v("bytes_verified", bytes_verified); v("packs", packs);
     v("errors", errors); v("warnings", warnings); v("damaged", damaged); v("findings", findings); v("live", live);
+    v("lowers_checked", lowers_checked); v("lowers_removed", lowers_removed);
     if (repaired) {
       v("lost", lost); v("marked", marked); v("healed", healed); v("fixed", fixed); v("stat_cleared", stat_cleared);
       v("counts_fixed", counts_fixed);

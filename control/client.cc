@@ -4,7 +4,7 @@
 #include "control/ignore.h"
 #include "control/jobs.h"
 #include "control/workspace.h"
-#include "control/socket.h"
+#include "control/daemon_call.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
@@ -56,21 +56,19 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   AE_ASSIGN(Server* local, client.Local());
   runner::EnvSpec spec;
   spec.root = local->repo().work_dir();
-  std::optional<Workspace> ws;
-  UniqueFd ws_lock;
+  std::optional<WorkspaceInUse> in_ws;
   if (!r.workspace.empty()) {
-    AE_ASSIGN(ws, LoadWorkspace(client.root(), r.workspace));
-    AE_ASSIGN(ws_lock, LockWorkspace(*ws));
-    spec.root = ws->mount_point();
-    spec.overlay = ws->overlay();
+    AE_ASSIGN(in_ws, UseWorkspace(local->repo(), r.workspace));
+    in_ws->Apply(&spec);
   }
+  spec.tied_to_caller = true;
   spec.argv = r.argv;
   spec.cwd = r.cwd;
   AE_ASSIGN(spec.network, ParseNetwork(r.network));
   spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
-  spec.limits.timeout = std::chrono::milliseconds(int64_t(r.timeout_s * 1000));
+  AE_ASSIGN(spec.limits.timeout, RunTimeout(r.timeout_s, "--timeout"));
   Result<runner::RunResult> ran = runner::Run(spec);
-  ws_lock.reset();  // the snapshot takes it again
+  if (in_ws) in_ws->lock.reset();  // the snapshot takes it again
   TerminalExecReply rep;
   if (!ran && ran.error().code == ErrorCode::kNotFound) {
     rep.exit_code = 127;  // as a shell says it; nothing ran, nothing to snapshot

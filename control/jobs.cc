@@ -1,4 +1,4 @@
-// spawn, ps and kill; the job table; planning the env of exec and spawn.
+// The job table; planning the env of exec and spawn.
 #include "control/jobs.h"
 
 #include <fcntl.h>
@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include "common/unique_fd.h"
-#include "control/render.h"
-#include "control/server.h"
 #include "control/session.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
@@ -19,7 +17,9 @@ namespace {
 // How many ended spawn jobs ps keeps showing.
 constexpr size_t kKeepEnded = 64;
 
-std::vector<ProcessEntry> ProcessesOf(runner::Env& env) {
+}  // namespace
+
+std::vector<ProcessEntry> EnvProcesses(runner::Env& env) {
   std::vector<ProcessEntry> out;
   if (auto ps = env.Processes()) {
     for (const auto& p : *ps) {
@@ -28,68 +28,6 @@ std::vector<ProcessEntry> ProcessesOf(runner::Env& env) {
     }
   }
   return out;
-}
-
-JobEntry Describe(Job& j) {
-  std::lock_guard lock(j.mu);
-  j.PollLocked();
-  JobEntry e;
-  e.job = j.id;
-  e.kind = j.kind;
-  e.command = j.command;
-  e.started = FormatTime(j.started_ns);
-  e.log = j.log;
-  e.running = !j.status.has_value();
-  if (j.status) {
-    if (!j.status->signal) e.exit_code = j.status->exit_code;
-    e.signal = j.status->signal;
-    e.killed = j.killed;
-  }
-  if (j.env && !j.status) e.processes = ProcessesOf(*j.env);
-  return e;
-}
-
-}  // namespace
-
-std::vector<ProcessEntry> EnvProcesses(runner::Env& env) { return ProcessesOf(env); }
-
-Result<SpawnReply> Server::Spawn(const SpawnRequest& r) {
-  AE_ASSIGN(PlannedRun run, PlanRun(*repo_, r.run, false, false));
-  uint64_t id = jobs_.NextId();
-  std::string dir = snap::layout::Jobs(repo_->root());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(dir, errno);
-  std::string log = dir + "/" + std::to_string(id) + ".log";
-  UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!out) return FailErrno(log, errno);
-  UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!in) return FailErrno("/dev/null", errno);
-  AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, {in.get(), out.get(), out.get()}));
-  pid_t pid = env.pid();
-  auto job = jobs_.Add(id, "spawn", run.line, std::move(env), log);
-  return SpawnReply{job->id, pid, log};
-}
-
-Result<PsReply> Server::Ps(const PsRequest&) {
-  PsReply rep;
-  for (const auto& j : jobs_.List()) rep.jobs.push_back(Describe(*j));
-  return rep;
-}
-
-Result<KillReply> Server::Kill(const KillRequest& r) {
-  if (!r.all && !r.job) return Fail(ErrorCode::kInvalid, "kill: give job=<id> (see ps) or all=true");
-  KillReply rep;
-  bool found = false;
-  for (const auto& j : jobs_.List()) {
-    if (!r.all && j->id != *r.job) continue;
-    found = true;
-    std::lock_guard lock(j->mu);
-    j->PollLocked();
-    if (j->status) continue;
-    j->KillLocked();
-    rep.killed.push_back(j->id);
-  }
-  if (!r.all && !found) return Fail(ErrorCode::kNotFound, "kill: no job " + std::to_string(*r.job) + " (see ps)");
-  return rep;
 }
 
 void Job::PollLocked() {
@@ -166,6 +104,11 @@ Result<runner::Network> ParseNetwork(const std::string& s) {
   return Fail(ErrorCode::kInvalid, "argument 'network' must be allow or deny");
 }
 
+Result<std::chrono::milliseconds> RunTimeout(double seconds, const std::string& what) {
+  if (!(seconds >= 0 && seconds <= 1e9)) return Fail(ErrorCode::kInvalid, what + " must be a number of seconds from 0 to 1e9");
+  return std::chrono::milliseconds(int64_t(seconds * 1000));
+}
+
 Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, bool collect) {
   PlannedRun run;
   runner::EnvSpec& s = run.spec;
@@ -182,10 +125,8 @@ Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, 
     s.set_env.push_back(k + "=" + v);
   }
   AE_ASSIGN(s.network, ParseNetwork(r.network));
-  double timeout_s = r.timeout_s.value_or(collect ? 300 : 0);
-  if (timeout_s < 0) return Fail(ErrorCode::kInvalid, "argument 'timeout_s' must be a non-negative number");
+  AE_ASSIGN(s.limits.timeout, RunTimeout(r.timeout_s.value_or(collect ? 300 : 0), "argument 'timeout_s'"));
   if (r.cpus < 0) return Fail(ErrorCode::kInvalid, "argument 'cpus' must be a non-negative number");
-  s.limits.timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
   s.limits.output_cap = r.output_cap.value_or(collect ? 65536 : 0);
   s.limits.memory_bytes = r.memory_bytes;
   s.limits.pids = r.pids;

@@ -75,4 +75,9 @@ std::vector<ProcessEntry> EnvProcesses(runner::Env& env);
 // "allow" or "deny" as the runner's enum. Errors: kInvalid.
 Result<runner::Network> ParseNetwork(const std::string& s);
 
+// A timeout of `seconds` as the runner's (0: none). Errors: kInvalid
+// "<what> must be a number of seconds from 0 to 1e9" (more than 31 years
+// would overflow the milliseconds it is counted in).
+Result<std::chrono::milliseconds> RunTimeout(double seconds, const std::string& what);
+
 }  // namespace agentenv::control

@@ -1,5 +1,5 @@
-// push and pull: nodes to and from a registry, through scratch OCI image
-// layouts (control/oci.h).
+// export --oci, push and pull: nodes to and from OCI image layouts and
+// registries (control/oci.h), push and pull through scratch layouts.
 #include <stdlib.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,8 @@
 
 #include "control/errors.h"
 #include "control/oci.h"
-#include "control/scratch_dir.h"
+#include "control/server.h"
+#include "snap/scratch.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
@@ -36,11 +37,20 @@ Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, con
 
 }  // namespace
 
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+Result<archive::OciExportReply> ExportOci(Client& client, const archive::OciExportRequest& r) {
+  AE_ASSIGN(Server* s, client.Local());
+  return ExplainFullDisk(archive::ExportOci(s->repo(), r), r.dir, FullDiskAt::kOutput);
+}
+
+namespace {
+
+// The layout goes to a scratch directory beside the live tree: a full disk
+// there is the repository's (ExplainFullDisk in Push).
+Result<PushReply> PushNode(Client& client, const PushRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
   registry::Options opt = Options(r.insecure, r.auth_file, progress);
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
-  OciExportRequest exp;
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
+  archive::OciExportRequest exp;
   exp.ref = r.ref;
   exp.dir = scratch.path() + "/layout";
   exp.tag = "push";
@@ -48,16 +58,23 @@ Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgr
   registry::Options quiet = opt;
   quiet.progress = nullptr;
   exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
-  AE_ASSIGN(OciExportReply layout, ExportOci(client, exp));
+  AE_ASSIGN(Server* s, client.Local());
+  AE_ASSIGN(archive::OciExportReply layout, archive::ExportOci(s->repo(), exp));
   AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
   return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
                    st.bytes_sent};
 }
 
+}  // namespace
+
+Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
+  return ExplainFullDisk(PushNode(client, r, progress), client.root());
+}
+
 Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {
   AE_ASSIGN(Server* local, client.Local());  // not a repository: say so before downloading
   (void)local;
-  AE_ASSIGN(ScratchDir scratch, ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "pull"));
   registry::TransferStats st;
   AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch.path() + "/layout", progress, &st), client.root()));
   ImportArchiveRequest imp;
@@ -79,9 +96,9 @@ Result<InitReply> InitFromImage(const std::string& root, const PullRequest& r, c
     }
   } remove_root{root, made_root};
   registry::TransferStats st;
-  std::optional<ScratchDir> scratch;
+  std::optional<snap::ScratchDir> scratch;
   {
-    AE_ASSIGN(ScratchDir d, ScratchDir::Make(root, ".pull"));
+    AE_ASSIGN(snap::ScratchDir d, snap::ScratchDir::Make(root, ".pull"));
     scratch.emplace(std::move(d));
   }
   AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch->path() + "/layout", progress, &st), root));

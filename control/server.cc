@@ -1,8 +1,7 @@
 // The history operations of control::Server.
 #include "control/server.h"
 
-#include "control/scratch_dir.h"
-#include "control/textdiff.h"
+#include "common/textdiff.h"
 
 #include <filesystem>
 #include <map>
@@ -11,6 +10,7 @@
 #include "snap/diff.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
+#include "snap/scratch.h"
 
 namespace agentenv::control {
 namespace {
@@ -302,7 +302,12 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   if (auto spaces = ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(snap::layout::Lowers(repo_->root()), ec))
-    rep.lowers += e.path().filename().string()[0] != '.';
+    rep.lowers += bool(store::ObjectId::FromHex(e.path().filename().string()));
+  for (const auto& [dir, prefixes] : snap::layout::ScratchPlaces(repo_->root())) {
+    snap::Leftovers left = snap::ReclaimLeftovers(dir, prefixes, /*remove=*/false);
+    for (const auto& e : left.entries) rep.reclaimable.push_back({e.path, e.bytes});
+    rep.reclaimable_bytes += left.bytes;
+  }
   return rep;
 }
 
@@ -331,17 +336,24 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   GcReply rep{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
               res.counted,      res.objects_read};
   rep.stale_cache_rows = res.stale_cache_rows;
-  // Materialized nodes are a cache: kept while a workspace overlays them.
-  AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(snap::layout::Lowers(repo_->root()), ec)) {
-    bool used = false;
-    for (const auto& ws : spaces) used |= ws.lower == e.path().string();
-    if (used) continue;
-    AE_TRY(snap::RemoveTree(e.path().string()));
-    ++rep.lowers_removed;
+  // Lowers are a cache: removed unless a process leases them or a
+  // workspace's state names them (snap/lowers.h).
+  AE_ASSIGN(snap::Repo::LowerSweep sweep, repo_->SweepLowers([&]() -> Result<std::set<std::string>> {
+    AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
+    std::set<std::string> named;
+    for (const auto& ws : spaces) named.insert(std::filesystem::path(ws.lower).filename().string());
+    return named;
+  }));
+  rep.lowers_removed = sweep.removed;
+  std::vector<snap::Leftovers> left = {std::move(sweep.leftovers)};
+  for (const auto& [dir, prefixes] : snap::layout::ScratchPlaces(repo_->root()))
+    if (dir != snap::layout::Lowers(repo_->root())) left.push_back(snap::ReclaimLeftovers(dir, prefixes, true));
+  for (const auto& l : left) {
+    rep.scratch_removed += l.entries.size() - l.errors.size();
+    rep.scratch_bytes += l.bytes;
+    if (!l.errors.empty()) return Unexpected<Error>(l.errors.front());
   }
-  rep.scratch_removed = RemoveStaleScratch(snap::layout::WorkParent(repo_->root()));
+  AE_ASSIGN(rep.leases_released, ReleaseOrphanLeases(*repo_));
   return rep;
 }
 

@@ -43,6 +43,13 @@ struct ChangeInfo {
 };
 ChangeInfo MakeChangeInfo(const snap::Change& c);
 
+// A directory a killed command left (scratch nobody holds): gc removes it.
+struct LeftoverInfo {
+  std::string path;
+  uint64_t bytes = 0;
+  template <class V> void Fields(V& v) { v("path", path); v("bytes", bytes); }
+};
+
 // --- history ---
 
 struct SnapshotRequest {
@@ -212,9 +219,14 @@ struct StatusReply {
   uint64_t changed = 0;
   std::vector<ChangeInfo> changes;  // the first 64
   uint64_t workspaces = 0, lowers = 0;  // overlay workspaces; materialized nodes (by `backend`)
+  // Scratch that killed commands left (a lower half built, a workspace half
+  // made or removed, an unpacked archive): `gc` removes it.
+  std::vector<LeftoverInfo> reclaimable;
+  uint64_t reclaimable_bytes = 0;
   template <class V> void Fields(V& v) {
     v("root", root); v("work", work); v("backend", backend); v("head", head); v("nodes", nodes);
     v("workspaces", workspaces); v("lowers", lowers);
+    v("reclaimable", reclaimable); v("reclaimable_bytes", reclaimable_bytes);
     v("disk_bytes", disk_bytes); v("stored_bytes", stored_bytes); v("logical_bytes", logical_bytes);
     v("head_files", head_files); v("head_bytes", head_bytes); v("dirty", dirty); v("changed", changed);
     v("unfinished_restore", unfinished_restore); v("capture", capture); v("capture_error", capture_error);
@@ -249,13 +261,17 @@ struct GcReply {
   bool counted = false;
   uint64_t objects_read = 0;
   uint64_t lowers_removed = 0;  // materialized nodes no workspace uses
-  uint64_t scratch_removed = 0;  // import/push/pull scratch dirs a killed process left
+  // Scratch directories killed commands left (lowers, workspaces, unpacked
+  // archives and images: snap::layout::ScratchPlaces), and their disk bytes.
+  uint64_t scratch_removed = 0, scratch_bytes = 0;
   uint64_t stale_cache_rows = 0;  // stat/entry cache rows of paths gone or changed since
+  uint64_t leases_released = 0;   // node leases of workspaces gone (killed fork or workspace rm)
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
     v("objects_read", objects_read); v("lowers_removed", lowers_removed);
-    v("scratch_removed", scratch_removed); v("stale_cache_rows", stale_cache_rows);
+    v("scratch_removed", scratch_removed); v("scratch_bytes", scratch_bytes); v("stale_cache_rows", stale_cache_rows);
+    v("leases_released", leases_released);
   }
 };
 

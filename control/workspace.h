@@ -6,6 +6,12 @@
 // the command that used it. A workspace's snapshot reads its upper alone:
 // O(changes), no walk, no journal.
 //
+// Lifecycle (docs/design.md, "Shared state"): made as workspaces/.new-<name>-*
+// (scratch, locked by its maker) and renamed into place when whole; in use
+// while a command holds `lock`; removed by renaming to .rm-<name>-* first.
+// Its state names its lower: a lease on it that lasts as long as the
+// workspace (gc never removes a lower a workspace names).
+//
 // On disk, workspaces/<name>/:
 //   state   JSON {"base","head","lower","created_ns","tournament"}, replaced
 //           atomically (temp file, fsync, rename, fsync of the directory)
@@ -22,6 +28,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "runner/runner.h"
+#include "snap/repo.h"
 #include "store/store.h"
 
 namespace agentenv::control {
@@ -33,15 +40,21 @@ struct Workspace {
   std::string lower;  // lowers/<tree id>
   int64_t created_ns = 0;
   std::string tournament;  // the tournament that made it, if any
+  // The holder of its lease on `base` (snap::Repo::LeaseNode), which keeps
+  // retain from dropping the node the workspace's snapshots descend from:
+  // "ws/<name>-<suffix>", unique to this workspace.
+  std::string lease;
 
   std::string upper() const { return dir + "/upper"; }
   runner::Overlay overlay() const { return {lower, dir + "/upper", dir + "/work"}; }
   std::string mount_point() const { return dir + "/root"; }
 };
 
-// Creates workspaces/<name> over `lower` for node `base`. Errors: kInvalid
-// (the name), kExists, I/O.
-Result<Workspace> CreateWorkspace(const std::string& root, const std::string& name, const store::ObjectId& base,
+// Creates workspaces/<name> over `lower` for node `base`, with its lease
+// on `base` taken while it is being made (under its scratch name, locked).
+// Errors: kInvalid (the name), kExists, kNotFound (base left history
+// meanwhile: retain dropped it), I/O.
+Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
                                   const std::string& lower, const std::string& tournament = "");
 // Errors: kInvalid (the name), kNotFound "workspace 'x': no such workspace".
 Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name);
@@ -52,9 +65,42 @@ Result<std::vector<Workspace>> ListWorkspaces(const std::string& root);
 // The workspace's lock, held until the fd closes. Errors: kBusy when
 // another command holds it.
 Result<UniqueFd> LockWorkspace(const Workspace& ws);
+// A workspace opened for a command (exec, shell, a tournament's
+// candidate): its lock held, and its lower leased and checked — built again
+// when it is missing or unmarked (its state is a lease, so only damage or
+// an older version's gc could have taken it). All released when the
+// object dies.
+struct WorkspaceInUse {
+  Workspace ws;
+  UniqueFd lock;
+  snap::LowerLease lower;
+  // Makes `spec` run in the workspace: its overlay as the root, and the
+  // lock and the lease held by the env itself, so that a command that
+  // outlives its caller (killed) still keeps both.
+  void Apply(runner::EnvSpec* spec) const {
+    spec->root = ws.mount_point();
+    spec->overlay = ws.overlay();
+    spec->held_fds = {lock.get(), lower.fd()};
+  }
+};
+// Errors: as LoadWorkspace, kBusy (another command runs in it), what
+// Repo::LeaseLower reports.
+Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name);
+
 // Whether a command holds the lock now.
 bool WorkspaceBusy(const Workspace& ws);
-// Removes the workspace (its lock must be free). Errors: kBusy, I/O.
-Result<void> RemoveWorkspace(const Workspace& ws);
+// Removes the workspace (its lock must be free): renamed aside, then
+// deleted, then its node lease released. Errors: kBusy, I/O.
+Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws);
+// Finishes the removal of workspace `name` that a killed removal left
+// renamed aside (and the leases no workspace holds any more); false when
+// there is none. Errors: kInvalid (the name), kBusy (a removal of it is
+// running), I/O.
+Result<bool> FinishRemoval(snap::Repo& repo, const std::string& name);
+// Releases the node leases of workspaces that are gone (a removal or a
+// creation killed before it released or finished); a lease of a workspace
+// being made (its scratch directory locked) stays. Returns how many.
+// Errors: I/O.
+Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo);
 
 }  // namespace agentenv::control

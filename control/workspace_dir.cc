@@ -7,24 +7,31 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
 
+#include "common/write_all.h"
 #include "control/fields.h"
 #include "control/session.h"
 #include "control/workspace.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
+#include "snap/scratch.h"
 
 namespace agentenv::control {
 namespace {
 
 struct State {
-  std::string base, head, lower, tournament;
+  std::string base, head, lower, tournament, lease;
   int64_t created_ns = 0;
   template <class V> void Fields(V& v) {
     v("base", base); v("head", head); v("lower", lower); v("created_ns", created_ns); v("tournament", tournament);
+    v("lease", lease);
   }
 };
+
+constexpr std::string_view kLeaseHolder = "ws/";
 
 std::string DirOf(const std::string& root, const std::string& name) {
   return snap::layout::Workspaces(root) + "/" + name;
@@ -34,25 +41,44 @@ Result<void> WriteDurably(const std::string& dir, const std::string& name, const
   std::string tmp = dir + "/." + name + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return FailErrno(tmp, errno);
-  if (::write(fd.get(), data.data(), data.size()) != ssize_t(data.size())) return FailErrno(tmp, errno);
+  AE_TRY(WriteAll(fd.get(), data.data(), data.size(), tmp));
   if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
   if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return FailErrno(dir + "/" + name, errno);
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d) ::fsync(d.get());
+  if (!d || ::fsync(d.get()) != 0) return FailErrno(dir, errno);
   return {};
 }
 
 }  // namespace
 
-Result<Workspace> CreateWorkspace(const std::string& root, const std::string& name, const store::ObjectId& base,
+Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
                                   const std::string& lower, const std::string& tournament) {
   AE_TRY(CheckName("workspace", name));
+  const std::string& root = repo.root();
   std::string all = snap::layout::Workspaces(root);
   if (::mkdir(all.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(all, errno);
   Workspace ws{name, DirOf(root, name), base, base, lower, 0, tournament};
-  // Made under a temporary name: a workspace exists whole or not at all.
-  std::string tmp = all + "/.new-" + name + "-XXXXXX";
-  if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
+  if (::access(ws.dir.c_str(), F_OK) == 0)
+    return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
+  // What killed creations and removals left here goes first.
+  (void)snap::ReclaimLeftovers(all, {".new-", ".rm-"}, true);
+  // Made under a scratch name, locked by us: a workspace exists whole or
+  // not at all, and a killed creation leaves scratch that gc reclaims.
+  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(all, ".new-" + name));
+  const std::string& tmp = scratch.path();
+  // The lease is named after the scratch directory (".new-<name>-XXXXXX"):
+  // unique, and while that is locked ReleaseOrphanLeases keeps the lease.
+  ws.lease = std::string(kLeaseHolder) + std::filesystem::path(tmp).filename().string().substr(5);
+  AE_TRY(repo.LeaseNode(ws.lease, base));
+  bool made = false;
+  struct Release {
+    snap::Repo& repo;
+    const std::string& holder;
+    const bool& made;
+    ~Release() {
+      if (!made) (void)repo.ReleaseNode(holder);
+    }
+  } release{repo, ws.lease, made};
   for (const char* d : {"/upper", "/work", "/root"})
     if (::mkdir((tmp + d).c_str(), 0755) != 0) return FailErrno(tmp + d, errno);
   // The overlay's root takes the upper root's metadata: give it the
@@ -67,15 +93,16 @@ Result<Workspace> CreateWorkspace(const std::string& root, const std::string& na
   UniqueFd lock(::open((tmp + "/lock").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return FailErrno(tmp + "/lock", errno);
   ws.created_ns = snap::NowNs();
-  State s{base.Hex(), base.Hex(), lower, tournament, ws.created_ns};
+  State s{base.Hex(), base.Hex(), lower, tournament, ws.lease, ws.created_ns};
   AE_TRY(WriteDurably(tmp, "state", ToJson(s).dump()));
-  if (::rename(tmp.c_str(), ws.dir.c_str()) != 0) {
-    int e = errno;
-    (void)snap::RemoveTree(tmp);
-    if (e == EEXIST || e == ENOTEMPTY)
+  if (auto moved = scratch.MoveTo(ws.dir); !moved) {
+    if (moved.error().code == ErrorCode::kExists)
       return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
-    return FailErrno(ws.dir, e);
+    return Unexpected<Error>(moved.error());
   }
+  made = true;
+  UniqueFd d(::open(all.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d || ::fsync(d.get()) != 0) return FailErrno(all, errno);
   return ws;
 }
 
@@ -96,11 +123,12 @@ Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name
   ws.lower = s->lower;
   ws.created_ns = s->created_ns;
   ws.tournament = s->tournament;
+  ws.lease = s->lease;
   return ws;
 }
 
 Result<void> SaveWorkspace(const Workspace& ws) {
-  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.created_ns};
+  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns};
   return WriteDurably(ws.dir, "state", ToJson(s).dump());
 }
 
@@ -132,15 +160,76 @@ Result<UniqueFd> LockWorkspace(const Workspace& ws) {
   return fd;
 }
 
+Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name) {
+  WorkspaceInUse u;
+  AE_ASSIGN(u.ws, LoadWorkspace(repo.root(), name));
+  AE_ASSIGN(u.lock, LockWorkspace(u.ws));
+  AE_ASSIGN(u.lower, repo.LeaseLower(u.ws.base));
+  bool changed = false;
+  if (u.lower.dir() != u.ws.lower) {  // the root was given another way, or an older layout
+    u.ws.lower = u.lower.dir();
+    changed = true;
+  }
+  if (u.ws.lease.empty()) {  // made before workspaces leased their base
+    u.ws.lease = std::string(kLeaseHolder) + name + "-v1";
+    AE_TRY(repo.LeaseNode(u.ws.lease, u.ws.base));
+    changed = true;
+  }
+  if (changed) AE_TRY(SaveWorkspace(u.ws));
+  return u;
+}
+
 bool WorkspaceBusy(const Workspace& ws) { return !LockWorkspace(ws); }
 
-Result<void> RemoveWorkspace(const Workspace& ws) {
+Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws) {
   AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
-  // Renamed aside first: a crash mid-removal leaves no half workspace.
-  std::string gone = std::filesystem::path(ws.dir).parent_path().string() + "/.rm-" + ws.name;
-  (void)snap::RemoveTree(gone);
-  if (::rename(ws.dir.c_str(), gone.c_str()) != 0) return FailErrno(ws.dir, errno);
-  return snap::RemoveTree(gone);
+  // Renamed aside first (snap::Retire): a kill mid-removal leaves a `.rm-`
+  // directory, which the retried `workspace rm`, gc and the next fork
+  // finish, never a half workspace under its name. The lease goes last: a
+  // kill before leaves one that ReleaseOrphanLeases finds.
+  AE_ASSIGN(snap::DirLock dir, snap::DirLock::TryExclusive(ws.dir));
+  AE_TRY(snap::Retire(std::move(dir)));
+  if (!ws.lease.empty()) AE_TRY(repo.ReleaseNode(ws.lease));
+  return {};
+}
+
+Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo) {
+  AE_ASSIGN(auto leases, repo.NodeLeases());
+  const std::string all = snap::layout::Workspaces(repo.root());
+  std::optional<std::set<std::string>> held;  // the leases workspaces' states name
+  uint64_t released = 0;
+  for (const auto& [holder, id] : leases) {
+    if (!holder.starts_with(kLeaseHolder)) continue;
+    // Being made: its scratch directory is locked by the command making
+    // it. Looked at before the states: a creation moves its directory
+    // into place before it unlocks, so one not found here is found there.
+    auto making = snap::DirLock::TryExclusive(all + "/.new-" + holder.substr(kLeaseHolder.size()));
+    if (!making && making.error().code == ErrorCode::kBusy) continue;
+    if (!held) {
+      held.emplace();
+      AE_ASSIGN(auto spaces, ListWorkspaces(repo.root()));
+      for (const auto& ws : spaces) held->insert(ws.lease);
+    }
+    if (held->count(holder)) continue;
+    AE_TRY(repo.ReleaseNode(holder));
+    ++released;
+  }
+  return released;
+}
+
+Result<bool> FinishRemoval(snap::Repo& repo, const std::string& name) {
+  AE_TRY(CheckName("workspace", name));
+  std::string all = snap::layout::Workspaces(repo.root());
+  bool found = false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(all, ec)) {
+    if (!snap::IsRetiredName(e.path().filename().string(), name)) continue;
+    AE_ASSIGN(snap::DirLock lock, snap::DirLock::TryExclusive(e.path().string()));
+    AE_TRY(snap::Retire(std::move(lock)));
+    found = true;
+  }
+  if (found) AE_TRY(ReleaseOrphanLeases(repo));
+  return found;
 }
 
 }  // namespace agentenv::control

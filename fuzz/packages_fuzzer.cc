@@ -11,20 +11,7 @@
 #include <string>
 #include <string_view>
 
-#if __has_include("fuzz/fuzz_env.h")
 #include "fuzz/fuzz_env.h"
-#else
-#include <cstdio>
-#include <cstdlib>
-#define FUZZ_CHECK(cond, why)                                                        \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "fuzz invariant broken: %s: %s\n", #cond, std::string(why).c_str()); \
-      std::abort();                                                                  \
-    }                                                                                \
-  } while (0)
-#endif
-
 #include "snap/package_parse.h"
 #include "snap/packages.h"
 

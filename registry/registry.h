@@ -12,10 +12,6 @@
 
 namespace agentenv::registry {
 
-// This machine's OCI architecture name ("amd64", "arm64"): what images
-// are made for and which platform of an index is pulled.
-const char* Architecture();
-
 // "HOST[:PORT]/REPO[/MORE]:TAG" (or "@sha256:..." instead of ":TAG"). The
 // host must look like one (a '.', a ':' or "localhost"), as docker says.
 struct Reference {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,20 +14,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/text.h"
 #include "common/unique_fd.h"
 
 namespace agentenv::registry {
 namespace {
 
 using json = nlohmann::json;
-
-std::string Base64(const std::string& s) {
-  std::string out(4 * ((s.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(s.data()), int(s.size()));
-  out.resize(size_t(n));
-  return out;
-}
 
 // "https://host/v1/" -> "host": how docker and podman spell auths keys.
 std::string AuthKeyHost(std::string key) {
@@ -59,7 +51,7 @@ Result<std::string> Credentials(const std::string& file, const std::string& host
     if (AuthKeyHost(key) != host || !v.is_object()) continue;
     if (v.contains("auth") && v["auth"].is_string()) return v["auth"].get<std::string>();
     if (v.contains("username") && v.contains("password") && v["username"].is_string() && v["password"].is_string())
-      return Base64(v["username"].get<std::string>() + ":" + v["password"].get<std::string>());
+      return Base64Encode(v["username"].get<std::string>() + ":" + v["password"].get<std::string>());
   }
   return std::string();
 }

@@ -10,7 +10,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/platform.h"
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 #include "registry/registry.h"
 #include "registry/session.h"
 
@@ -71,8 +73,9 @@ Result<std::string> ReadFile(const std::string& path) {
 
 Result<void> WriteNewFile(const std::string& path, const std::string& text) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd || ::write(fd.get(), text.data(), text.size()) != ssize_t(text.size()) || ::fsync(fd.get()) != 0)
-    return FailErrno(path, errno);
+  if (!fd) return FailErrno(path, errno);
+  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), path));
+  if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
   return {};
 }
 
@@ -134,8 +137,7 @@ Result<uint64_t> DownloadBlob(Session& s, const std::string& layout, const std::
     if (got > size) return Fail(ErrorCode::kInvalid, digest + ": more than the " + std::to_string(size) +
                                                          " bytes the manifest says; refusing the image");
     hash->Update(p, n);
-    if (::write(fd.get(), p, n) != ssize_t(n)) return FailErrno(tmp, errno);
-    return {};
+    return WriteAll(fd.get(), p, n, tmp);
   };
   AE_ASSIGN(Response r, s.Send(get));
   if (r.status != 200) return Unexpected<Error>(s.StatusError("blob " + digest, r));
@@ -275,10 +277,10 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
     if (index.is_object() && index.contains("manifests") && index["manifests"].is_array())
       for (const json& m : index["manifests"])
         if (m.is_object() && m.contains("platform") && m["platform"].value("os", "") == "linux" &&
-            m["platform"].value("architecture", "") == Architecture() && chosen.empty())
+            m["platform"].value("architecture", "") == OciArchitecture() && chosen.empty())
           chosen = m.value("digest", "");
     if (chosen.empty())
-      return Fail(ErrorCode::kNotFound, ref.String() + ": no image for linux/" + Architecture() + " in its index");
+      return Fail(ErrorCode::kNotFound, ref.String() + ": no image for linux/" + OciArchitecture() + " in its index");
     AE_ASSIGN(got, GetManifest(*s, ref, chosen, chosen));
     std::tie(type, body) = got;
   }
@@ -322,16 +324,6 @@ Result<TransferStats> Pull(const Reference& ref, const std::string& layout, cons
   AE_TRY(WriteNewFile(layout + "/index.json", index.dump()));
   st.manifest = digest;
   return st;
-}
-
-const char* Architecture() {
-#if defined(__x86_64__)
-  return "amd64";
-#elif defined(__aarch64__)
-  return "arm64";
-#else
-  return "unknown";
-#endif
 }
 
 }  // namespace agentenv::registry

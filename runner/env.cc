@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runner/env_state.h"
 #include "runner/setup.h"
 
@@ -23,6 +25,67 @@ namespace {
 // forwarded to the main command (init itself ignores what it has no handler for).
 volatile pid_t g_main_pid = 0;
 void Forward(int sig) { if (g_main_pid > 0) kill(g_main_pid, sig); }
+
+// What init needs, all made by the parent before the clone: init may not
+// allocate (another thread of the parent may have held malloc's lock).
+struct InitArgs {
+  const EnvSpec& spec;
+  const std::vector<Step>& plan;
+  const ExecArgs& exec;
+  const std::vector<unsigned>& kept;  // sorted
+  StdioFds stdio;
+  int sync_r, sync_w, err_w, status_w;
+};
+
+// init: pid 1 of the new pid namespace. Raw syscalls only.
+[[noreturn]] void InitMain(const InitArgs& a) {
+  ResetProcessState();
+  // Before the sync read: a caller that died before this line has closed
+  // its end of the sync pipe, and the read below sees EOF.
+  if (a.spec.tied_to_caller) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  close(a.sync_w);
+  char c;
+  if (read(a.sync_r, &c, 1) != 1) _exit(127);  // the parent failed to map ids
+  for (size_t i = 0; i < a.plan.size(); ++i)
+    if (Execute(a.plan[i]) != 0 && !a.plan[i].optional) ChildFail(a.err_w, int(i));
+  prctl(PR_SET_NAME, "agentenv-init");
+  // A raw clone, not fork(): glibc's fork takes the malloc and stdio
+  // locks for its atfork handlers, and this process was cloned from a
+  // multithreaded parent that may have held them (a tournament starts
+  // envs from several threads): fork() here could wait for ever.
+  pid_t m = pid_t(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  if (m < 0) ChildFail(a.err_w, kStepFork);
+  if (m == 0) {
+    DupStdio(a.stdio, a.err_w);
+    if (a.spec.terminal && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) != 0)) ChildFail(a.err_w, kStepTty);
+    execvpe(a.exec.argv_p[0], a.exec.argv_p.data(), a.exec.env_p.data());
+    ChildFail(a.err_w, kStepExec);
+  }
+  g_main_pid = m;
+  struct sigaction fwd {};
+  fwd.sa_handler = Forward;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
+  // From here init needs only status_w. Everything else goes, also the
+  // descriptors other threads of the parent had open when it was cloned
+  // (another env's output pipes): EOF of each env follows its own
+  // processes alone.
+  // The held descriptors (leases, locks) stay too, until init exits.
+  unsigned from = 3;
+  for (unsigned keep : a.kept) {
+    if (keep > from) syscall(SYS_close_range, from, keep - 1, 0U);
+    from = keep + 1;
+  }
+  syscall(SYS_close_range, from, ~0U, 0U);
+  for (;;) {
+    int status;
+    pid_t w = wait(&status);
+    if (w == m) {
+      (void)!write(a.status_w, &status, sizeof status);
+      _exit(0);
+    }
+    if (w < 0 && errno == ECHILD) _exit(0);
+  }
+}
 
 }  // namespace
 
@@ -53,54 +116,18 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   UniqueFd err_r(p[0]), err_w(p[1]);
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
   UniqueFd status_w(p[1]);
+  // What init keeps open (sorted, made here: the child may not allocate).
+  std::vector<unsigned> kept = {unsigned(status_w.get())};
+  for (int fd : spec.held_fds)
+    if (fd > 2) kept.push_back(unsigned(fd));
+  std::sort(kept.begin(), kept.end());
   st->status_r.reset(p[0]);
 
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC;
   if (spec.network == Network::kDeny) flags |= CLONE_NEWNET;
-  pid_t pid = pid_t(syscall(SYS_clone, flags, nullptr, nullptr, nullptr, nullptr));
+  InitArgs args{spec, plan, a, kept, stdio, sync_r.get(), sync_w.get(), err_w.get(), status_w.get()};
+  pid_t pid = CloneChild(flags, [](void* p) -> int { InitMain(*static_cast<const InitArgs*>(p)); }, &args);
   if (pid < 0) return FailErrno("clone (user/mount/pid namespaces)", errno);
-  if (pid == 0) {
-    // init: pid 1 of the new pid namespace. Raw syscalls only from here.
-    ResetProcessState();
-    sync_w.reset();
-    char c;
-    if (read(sync_r.get(), &c, 1) != 1) _exit(127);  // the parent failed to map ids
-    for (size_t i = 0; i < plan.size(); ++i)
-      if (Execute(plan[i]) != 0 && !plan[i].optional) ChildFail(err_w.get(), int(i));
-    prctl(PR_SET_NAME, "agentenv-init");
-    // A raw clone, not fork(): glibc's fork takes the malloc and stdio
-    // locks for its atfork handlers, and this process was cloned from a
-    // multithreaded parent that may have held them (a tournament starts
-    // envs from several threads): fork() here could wait for ever.
-    pid_t m = pid_t(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-    if (m < 0) ChildFail(err_w.get(), kStepFork);
-    if (m == 0) {
-      DupStdio(stdio, err_w.get());
-      if (spec.terminal && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) != 0)) ChildFail(err_w.get(), kStepTty);
-      execvpe(a.argv_p[0], a.argv_p.data(), a.env_p.data());
-      ChildFail(err_w.get(), kStepExec);
-    }
-    g_main_pid = m;
-    struct sigaction fwd {};
-    fwd.sa_handler = Forward;
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
-    // From here init needs only status_w. Everything else goes, also the
-    // descriptors other threads of the parent had open when it was cloned
-    // (another env's output pipes): EOF of each env follows its own
-    // processes alone.
-    const unsigned keep = unsigned(status_w.get());
-    if (keep > 3) syscall(SYS_close_range, 3U, keep - 1, 0U);
-    syscall(SYS_close_range, keep + 1, ~0U, 0U);
-    for (;;) {
-      int status;
-      pid_t w = wait(&status);
-      if (w == m) {
-        (void)!write(status_w.get(), &status, sizeof status);
-        _exit(0);
-      }
-      if (w < 0 && errno == ECHILD) _exit(0);
-    }
-  }
   st->pid = pid;
   sync_r.reset();
   err_w.reset();

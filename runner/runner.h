@@ -76,6 +76,16 @@ struct EnvSpec {
   // Env::Start: stdin is a terminal (a pty slave): argv runs in a new
   // session with it as its controlling terminal (job control, ^C, SIGWINCH).
   bool terminal = false;
+  // Descriptors the env's init keeps open until the env ends (the
+  // commands inside never see them): flock leases and locks the env's use
+  // of shared state depends on (a workspace's lock, its lower's lease), so
+  // they last exactly as long as the processes that use that state.
+  std::vector<int> held_fds;
+  // The env dies (SIGKILL to its init, so every process in it) when the
+  // thread that started it ends, even by kill -9 of its process: for a
+  // caller that waits for the env (exec, a tournament's candidate), never
+  // for one that hands it to another thread (spawn).
+  bool tied_to_caller = false;
 };
 
 // How a command ended.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -229,6 +230,11 @@ Result<void> WriteIdMaps(pid_t pid) {
   AE_TRY(WriteFile(base + "/uid_map", "0 " + std::to_string(geteuid()) + " 1\n"));
   AE_TRY(WriteFile(base + "/setgroups", "deny\n"));
   return WriteFile(base + "/gid_map", "0 " + std::to_string(getegid()) + " 1\n");
+}
+
+pid_t CloneChild(int flags, int (*fn)(void*), void* arg) {
+  alignas(16) char stack[256 * 1024];
+  return clone(fn, stack + sizeof stack, flags | SIGCHLD, arg);
 }
 
 void ResetProcessState() {

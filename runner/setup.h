@@ -73,6 +73,18 @@ struct ExecArgs {
 // Maps the caller to 0 inside the user namespace of pid; root keeps all ids.
 Result<void> WriteIdMaps(pid_t pid);
 
+// Starts fn(arg) in a child process, as fork() would with the CLONE_NEW*
+// `flags` added; -1 and errno when it cannot. glibc's clone(), not fork():
+// fork's atfork handlers are for a child that goes on like its parent, and
+// the child here runs async-signal-safe code only. Not the raw syscall
+// either: a sanitizer sees clone() for the fork it is (ThreadSanitizer
+// holds its own locks across it and leaves its hooks out of the child, so
+// the child never waits for a lock another thread held), the raw syscall
+// it cannot see. The child's stack is a buffer in this call's frame, in the
+// child's copy of memory: deep enough for execvpe's fallback for a script
+// without #!, which copies argv onto it.
+pid_t CloneChild(int flags, int (*fn)(void*), void* arg);
+
 // In a freshly forked/cloned child: default signal dispositions, empty mask
 // (the supervisor may ignore SIGPIPE or block signals for a signalfd), and
 // every inherited fd >= 3 close-on-exec. Async-signal-safe.

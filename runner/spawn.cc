@@ -1,6 +1,6 @@
 // Env::Spawn and Env::Processes: reaching into a running env from outside.
 //
-// Spawn forks a helper that joins the env's namespaces (user first: it
+// Spawn clones a helper that joins the env's namespaces (user first: it
 // grants the capabilities the other setns calls need) and forks the
 // command, which lands in the env's pid namespace and joins the env's
 // cgroups. The helper stays outside both and waits for the command, so the
@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,12 +64,26 @@ namespace {
 volatile pid_t g_command = 0;
 void KillCommand(int) { if (g_command > 0) kill(g_command, SIGKILL); }
 
-// The helper's half of Spawn, after fork. Raw syscalls only.
-[[noreturn]] void RunHelper(const std::vector<int>& procs, const std::vector<std::pair<int, int>>& ns,
-                            const char* cwd, char* const* argv, char* const* envp, StdioFds stdio, int report) {
+// What the helper needs, all made by Spawn before the clone.
+struct HelperArgs {
+  const std::vector<int>& procs;
+  const std::vector<std::pair<int, int>>& ns;
+  const char* cwd;
+  char* const* argv;
+  char* const* envp;
+  StdioFds stdio;
+  int report;
+};
+
+// The helper's half of Spawn, in the cloned child. Raw syscalls only.
+[[noreturn]] void RunHelper(const HelperArgs& h) {
+  const auto& [procs, ns, cwd, argv, envp, stdio, report] = h;
   ResetProcessState();
   for (auto [kind, fd] : ns) if (setns(fd, kind) != 0) ChildFail(report, kStepSetns);
-  pid_t c = fork();  // lands in the env's pid namespace
+  // Lands in the env's pid namespace. A raw clone, not fork(): fork's
+  // atfork handlers would take malloc's lock, which another thread of
+  // our parent may have held when it cloned us.
+  pid_t c = pid_t(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
   if (c < 0) ChildFail(report, kStepFork);
   if (c == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -119,10 +134,9 @@ Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
   UniqueFd report_r(p[0]), report_w(p[1]);
   auto st = std::make_unique<Process::State>();
-  st->helper = fork();
-  if (st->helper < 0) return FailErrno("fork", errno);
-  if (st->helper == 0)
-    RunHelper(procs, ns, cmd.cwd.c_str(), a.argv_p.data(), a.env_p.data(), stdio, report_w.get());
+  HelperArgs args{procs, ns, cmd.cwd.c_str(), a.argv_p.data(), a.env_p.data(), stdio, report_w.get()};
+  st->helper = CloneChild(0, [](void* p) -> int { RunHelper(*static_cast<const HelperArgs*>(p)); }, &args);
+  if (st->helper < 0) return FailErrno("clone", errno);
   report_w.reset();
   pid_t pid = -1;
   if (auto ce = ReadReports(report_r.get(), &pid))

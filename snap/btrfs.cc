@@ -61,12 +61,12 @@ Result<void> DeleteSubvolume(const std::string& path) {
   return FailUtil(path, err);
 }
 
-Result<uint64_t> CreatedTransid(const std::string& path) {
+Result<Creation> Created(const std::string& path) {
   errno = 0;
   struct btrfs_util_subvolume_info info {};
   btrfs_util_error err = btrfs_util_subvolume_info(path.c_str(), 0, &info);
   if (err != BTRFS_UTIL_OK) return FailUtil(path, err);
-  return info.otransid;
+  return Creation{info.otransid, int64_t(info.otime.tv_sec) * 1'000'000'000 + info.otime.tv_nsec};
 }
 
 Result<bool> HasNestedSubvolumes(const std::string& path) {

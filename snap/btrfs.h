@@ -40,9 +40,15 @@ Result<void> Snapshot(const std::string& src, const std::string& dst, bool read_
 // Deletes subvolume `path` and its contents. Errors: kUnsupported with an
 // actionable message when the caller lacks the privilege (EPERM); I/O.
 Result<void> DeleteSubvolume(const std::string& path);
-// The transaction id in which subvolume `path` was created (a snapshot:
-// every inode changed after it has a newer transid). Errors: I/O.
-Result<uint64_t> CreatedTransid(const std::string& path);
+// When subvolume `path` was created: the transaction id (a snapshot:
+// every inode changed after it has a newer transid) and the filesystem's
+// clock then (its otime, taken inside that transaction's commit). Errors:
+// I/O.
+struct Creation {
+  uint64_t transid = 0;
+  int64_t time_ns = 0;
+};
+Result<Creation> Created(const std::string& path);
 
 // Whether subvolume `path` holds other subvolumes (made by whoever uses
 // the tree, e.g. a container engine). A snapshot shows such a subvolume
@@ -62,15 +68,22 @@ bool CanSearch(const std::string& path);
 // `next` touched in a transaction after the one that created `base` (the
 // find-new search), each resolved to its paths in `next`; for a changed
 // directory its listing in `next` is compared with the one in `base` by
-// name and inode number, which catches deletions and renames. Paths for
-// which `skip(rel)` is true (ignored paths, checked for every ancestor by
-// the caller's filter) are left out. Cost: the changed inodes plus the
-// listings of changed directories; no walk. Errors: kUnsupported when the
-// search is not permitted (needs CAP_SYS_ADMIN), I/O.
+// name and inode number, which catches deletions and renames. An inode
+// only read since `base` (relatime moved its access time: a file's first
+// read after it was written, as every file init wrote, or its first in a
+// day; a directory listed) is not a change: one whose ctime is older than
+// `base` by the stat cache's racy window and whose inode item equals the
+// one in `base` but for atime and transid is left out (`read_only`). Paths
+// for which `skip(rel)` is true (ignored paths, checked for every ancestor
+// by the caller's filter) are left out. Cost: the changed inodes plus the
+// listings of changed directories, and one lookup in `base` per run of
+// nearby inodes read since; no walk. Errors: kUnsupported when the search
+// is not permitted (needs CAP_SYS_ADMIN), I/O.
 struct Changes {
   std::vector<std::string> paths;
   std::vector<std::string> entries;
-  uint64_t inodes = 0;  // changed inodes found by the search
+  uint64_t inodes = 0;     // changed inodes found by the search
+  uint64_t read_only = 0;  // inodes it found whose only change was a read (atime)
 };
 Result<Changes> ChangedPaths(const std::string& base, const std::string& next,
                              const std::function<bool(std::string_view rel, bool is_dir)>& skip);

@@ -1,6 +1,7 @@
 // What changed between two snapshots of one subvolume: the find-new
-// search over inode items, then a name-and-inode comparison of the
-// changed directories' listings.
+// search over inode items, less the inodes only read since (compared with
+// the base's items), then a name-and-inode comparison of the changed
+// directories' listings.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/btrfs.h>
@@ -11,6 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -19,13 +22,33 @@
 #include "common/unique_fd.h"
 #include "snap/btrfs.h"
 #include "snap/fsops.h"
+#include "snap/scan.h"
 
 namespace agentenv::snap::btrfs {
 namespace {
 
+// An inode item as it compares across snapshots: its access time and
+// transid zeroed, the two fields a read moves.
+using ComparableItem = std::array<uint8_t, sizeof(btrfs_inode_item)>;
+
+ComparableItem Comparable(const uint8_t* item) {
+  ComparableItem c;
+  std::memcpy(c.data(), item, c.size());
+  std::memset(c.data() + offsetof(btrfs_inode_item, transid), 0, sizeof(btrfs_inode_item::transid));
+  std::memset(c.data() + offsetof(btrfs_inode_item, atime), 0, sizeof(btrfs_timespec));
+  return c;
+}
+
 struct ChangedInode {
   uint64_t ino;
   bool is_dir;
+};
+
+// A changed inode that may only have been read since the base (its ctime
+// predates it), with its item, which the base's must then equal.
+struct MaybeRead {
+  ChangedInode inode;
+  ComparableItem item;
 };
 
 uint64_t Le64(const uint8_t* p) {
@@ -34,55 +57,56 @@ uint64_t Le64(const uint8_t* p) {
   return le64toh(v);
 }
 
-// Every inode of the subvolume at `fd` whose inode item was written in a
-// transaction after `since`. The search visits only tree blocks written
-// since then (the kernel skips older ones), so its cost follows the
-// changes; a block's generation says only that something in it changed,
-// so each inode item's own transid decides. Why "after" is exact: a
-// snapshot is made inside the commit of its transaction `since`, once no
-// writer can join it any more, with the delayed inode items flushed; so
-// it holds every change stamped `since` or earlier, and every later
-// change is stamped with a later transaction.
-Result<std::vector<ChangedInode>> ChangedInodes(int fd, uint64_t since, const std::string& what) {
-  constexpr size_t kBuf = 256 * 1024;
-  std::unique_ptr<uint64_t[]> mem(new uint64_t[(sizeof(btrfs_ioctl_search_args_v2) + kBuf) / 8 + 1]);
-  auto* args = reinterpret_cast<btrfs_ioctl_search_args_v2*>(mem.get());
+uint32_t Le32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return le32toh(v);
+}
+
+int64_t CtimeNs(const uint8_t* item) {
+  const uint8_t* t = item + offsetof(btrfs_inode_item, ctime);
+  int64_t sec = int64_t(Le64(t + offsetof(btrfs_timespec, sec)));
+  return sec * 1'000'000'000 + Le32(t + offsetof(btrfs_timespec, nsec));
+}
+
+// One buffer for the searches of a ChangedPaths call.
+class SearchBuffer {
+ public:
+  static constexpr size_t kBuf = 256 * 1024;
+  SearchBuffer() : mem_(new uint64_t[(sizeof(btrfs_ioctl_search_args_v2) + kBuf) / 8 + 1]) {}
+  btrfs_ioctl_search_args_v2* args() { return reinterpret_cast<btrfs_ioctl_search_args_v2*>(mem_.get()); }
+
+ private:
+  std::unique_ptr<uint64_t[]> mem_;
+};
+
+// Runs the tree search `key` over the subvolume at `fd` to its end,
+// handing each item (header, payload) to `each`, which may stop it with
+// an error. The key range is one interval of (objectid, type, offset):
+// items of other types between its ends come too.
+template <typename Each>
+Result<void> Search(int fd, const btrfs_ioctl_search_key& key, SearchBuffer& buf, const std::string& what,
+                    Each&& each) {
+  btrfs_ioctl_search_args_v2* args = buf.args();
   std::memset(args, 0, sizeof(*args));
   btrfs_ioctl_search_key& k = args->key;
-  k.tree_id = 0;  // the subvolume `fd` is in
-  k.min_objectid = BTRFS_FIRST_FREE_OBJECTID;
-  k.max_objectid = BTRFS_LAST_FREE_OBJECTID;
-  k.min_type = BTRFS_INODE_ITEM_KEY;
-  k.max_type = BTRFS_INODE_ITEM_KEY;
-  k.min_offset = 0;
-  k.max_offset = ~0ULL;
-  k.min_transid = since;
-  k.max_transid = ~0ULL;
-  std::vector<ChangedInode> out;
+  k = key;
   for (;;) {
     k.nr_items = ~0U;
-    args->buf_size = kBuf;
+    args->buf_size = SearchBuffer::kBuf;
     if (::ioctl(fd, BTRFS_IOC_TREE_SEARCH_V2, args) != 0) {
       int e = errno;
       if (e == EPERM || e == EACCES)
         return Fail(ErrorCode::kUnsupported, what + ": the btrfs change search needs CAP_SYS_ADMIN");
       return FailErrno(what, e);
     }
-    if (k.nr_items == 0) break;
+    if (k.nr_items == 0) return {};
     const uint8_t* p = reinterpret_cast<const uint8_t*>(args->buf);
     btrfs_ioctl_search_header last{};
     for (uint32_t i = 0; i < k.nr_items; ++i) {
       btrfs_ioctl_search_header h;
       std::memcpy(&h, p, sizeof h);
-      const uint8_t* item = p + sizeof h;
-      // The key range is one interval of (objectid, type, offset): other
-      // item types of the inodes in between come too.
-      if (h.type == BTRFS_INODE_ITEM_KEY && h.len >= sizeof(btrfs_inode_item)) {
-        uint64_t transid = Le64(item + offsetof(btrfs_inode_item, transid));
-        uint32_t mode;
-        std::memcpy(&mode, item + offsetof(btrfs_inode_item, mode), 4);
-        if (transid > since) out.push_back({h.objectid, S_ISDIR(le32toh(mode))});
-      }
+      AE_TRY(each(h, p + sizeof h));
       last = h;
       p += sizeof h + h.len;
     }
@@ -96,13 +120,118 @@ Result<std::vector<ChangedInode>> ChangedInodes(int fd, uint64_t since, const st
       ++k.min_type;
       k.min_offset = 0;
     } else {
-      if (k.min_objectid == BTRFS_LAST_FREE_OBJECTID) break;
+      if (k.min_objectid >= k.max_objectid) return {};
       ++k.min_objectid;
       k.min_type = 0;
       k.min_offset = 0;
     }
-    if (k.min_objectid > BTRFS_LAST_FREE_OBJECTID) break;
   }
+}
+
+// The inode items of objectids [first, last] (min_transid 0: all of them).
+btrfs_ioctl_search_key InodeItems(uint64_t first, uint64_t last) {
+  btrfs_ioctl_search_key k{};
+  k.tree_id = 0;  // the subvolume the fd is in
+  k.min_objectid = first;
+  k.max_objectid = last;
+  k.min_type = BTRFS_INODE_ITEM_KEY;
+  k.max_type = BTRFS_INODE_ITEM_KEY;
+  k.min_offset = 0;
+  k.max_offset = ~0ULL;
+  k.max_transid = ~0ULL;
+  return k;
+}
+
+// Settles `maybe` (ascending inode numbers, emptied) against the base
+// snapshot at `base_fd`: returns how many were only read since it, and
+// appends the others to *changed. A read under relatime (a file's first
+// after it was written, or its first in a day; a directory listed)
+// rewrites the inode item with a new access time and transid, nothing
+// else. So an inode was only read if its ctime is older than the base
+// (ChangedInodes) and its item equals the base's but for those two
+// fields. The ctime bound rules out a change after the base within the
+// same clock tick as the last one the base holds, which leaves ctime as
+// it was; ctime equal to the nanosecond rules out a change after a clock
+// step back. What both let through (a change made with the clock stepped
+// back into the very tick of the inode's last change, its size as it
+// was) is the stat cache's own blind spot: the cached stat matches too,
+// and a scan reuses the cached content.
+// The base's items are looked up by runs of nearby inode numbers: one
+// search per run, whose cost is the items of the inodes in between (a
+// few each), where an ioctl costs about as much as a few dozen items.
+Result<uint64_t> Settle(int base_fd, std::vector<MaybeRead>& maybe, std::vector<ChangedInode>* changed,
+                        SearchBuffer& buf, const std::string& what) {
+  constexpr uint64_t kRunGap = 8;
+  uint64_t read_only = 0;
+  for (size_t first = 0; first < maybe.size();) {
+    size_t last = first;
+    while (last + 1 < maybe.size() && maybe[last + 1].inode.ino - maybe[last].inode.ino <= kRunGap) ++last;
+    size_t next = first;  // the run's first inode the search has not reached
+    AE_TRY(Search(base_fd, InodeItems(maybe[first].inode.ino, maybe[last].inode.ino), buf, what,
+                  [&](const btrfs_ioctl_search_header& h, const uint8_t* item) -> Result<void> {
+                    if (h.type != BTRFS_INODE_ITEM_KEY || h.len < sizeof(btrfs_inode_item)) return {};
+                    // Not in the base: new since.
+                    while (next <= last && maybe[next].inode.ino < h.objectid)
+                      changed->push_back(maybe[next++].inode);
+                    if (next <= last && maybe[next].inode.ino == h.objectid) {
+                      if (maybe[next].item == Comparable(item)) ++read_only;
+                      else changed->push_back(maybe[next].inode);
+                      ++next;
+                    }
+                    return {};
+                  }));
+    for (; next <= last; ++next) changed->push_back(maybe[next].inode);
+    first = last + 1;
+  }
+  maybe.clear();
+  return read_only;
+}
+
+// Every inode of the subvolume at `fd` whose inode item was written in a
+// transaction after `base.transid`, less those only read since (Settle
+// decides against the base snapshot at `base_fd`, a batch at a time, and
+// *read_only counts them). The search visits only tree blocks written
+// after that transaction too (the kernel skips the others; a block holding
+// an item written in a transaction was itself written in it or later), so
+// its cost follows the changes, not what the base's own transaction wrote
+// (all of init's tree, when no commit came before the snapshot); a
+// block's generation says only that something in it changed, so each
+// inode item's own transid decides. Why "after" is exact: a
+// snapshot is made inside the commit of its transaction, once no writer
+// can join it any more, with the delayed inode items flushed; so it holds
+// every change stamped with that transaction or earlier, and every later
+// change is stamped with a later transaction.
+Result<std::vector<ChangedInode>> ChangedInodes(int fd, int base_fd, const Creation& base, uint64_t* read_only,
+                                                const std::string& what, const std::string& base_what) {
+  constexpr size_t kMaybeBatch = 4096;
+  SearchBuffer buf, base_buf;
+  btrfs_ioctl_search_key k = InodeItems(BTRFS_FIRST_FREE_OBJECTID, BTRFS_LAST_FREE_OBJECTID);
+  k.min_transid = base.transid + 1;
+  std::vector<ChangedInode> out;
+  std::vector<MaybeRead> maybe;
+  maybe.reserve(kMaybeBatch);
+  *read_only = 0;
+  auto settle = [&]() -> Result<void> {
+    AE_ASSIGN(uint64_t n, Settle(base_fd, maybe, &out, base_buf, base_what));
+    *read_only += n;
+    return {};
+  };
+  AE_TRY(Search(fd, k, buf, what, [&](const btrfs_ioctl_search_header& h, const uint8_t* item) -> Result<void> {
+    if (h.type != BTRFS_INODE_ITEM_KEY || h.len < sizeof(btrfs_inode_item)) return {};
+    if (Le64(item + offsetof(btrfs_inode_item, transid)) <= base.transid) return {};
+    ChangedInode ci{h.objectid, S_ISDIR(Le32(item + offsetof(btrfs_inode_item, mode)))};
+    // Every change but a read moves ctime to the time of the change: one
+    // made after the base was made has a ctime after it, less a clock
+    // tick (the window, as for the stat cache, holds many).
+    if (CtimeNs(item) >= base.time_ns - kRacyWindowNs) {
+      out.push_back(ci);
+      return {};
+    }
+    maybe.push_back({ci, Comparable(item)});
+    if (maybe.size() == kMaybeBatch) return settle();
+    return {};
+  }));
+  AE_TRY(settle());
   return out;
 }
 
@@ -185,13 +314,14 @@ bool CanSearch(const std::string& path) {
 
 Result<Changes> ChangedPaths(const std::string& base, const std::string& next,
                              const std::function<bool(std::string_view rel, bool is_dir)>& skip) {
-  AE_ASSIGN(uint64_t since, CreatedTransid(base));
+  AE_ASSIGN(Creation made, Created(base));
   UniqueFd next_fd(::open(next.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!next_fd) return FailErrno(next, errno);
   UniqueFd base_fd(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!base_fd) return FailErrno(base, errno);
-  AE_ASSIGN(std::vector<ChangedInode> inodes, ChangedInodes(next_fd.get(), since, next));
   Changes ch;
+  AE_ASSIGN(std::vector<ChangedInode> inodes,
+            ChangedInodes(next_fd.get(), base_fd.get(), made, &ch.read_only, next, base));
   ch.inodes = inodes.size();
   // Below an ignored directory nothing is versioned; the ignored
   // directory itself still is (a placeholder with its own metadata).

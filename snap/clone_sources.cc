@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 
 #include "snap/fsops.h"
+#include "snap/lowers.h"
 #include "snap/scan.h"
 
 namespace agentenv::snap {
@@ -33,7 +35,11 @@ std::shared_ptr<CloneSources> CloneSources::Open(const store::Store& s, const st
     auto id = store::ObjectId::FromHex(de->d_name);
     if (!id || (except && *id == *except)) continue;
     UniqueFd fd(::openat(::dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd) out->lowers_.push_back({*id, std::move(fd)});
+    // Only a ready lower serves, leased (LOCK_SH) for as long as this set
+    // lives, so gc cannot remove it under a clone or a link; one that is
+    // being removed (gc holds LOCK_EX) or is not marked is skipped.
+    if (fd && ::flock(fd.get(), LOCK_SH | LOCK_NB) == 0 && IsMarkedLower(fd.get(), de->d_name))
+      out->lowers_.push_back({*id, std::move(fd)});
   }
   ::closedir(d);
   // The same order every time: which lower serves a file must not vary.

@@ -29,8 +29,9 @@ namespace agentenv::snap {
 
 class CloneSources {
  public:
-  // The complete lowers in `lowers_dir` (names that are tree ids; the
-  // temporary directories of unfinished ones are skipped), except the one
+  // The ready lowers in `lowers_dir` (names that are tree ids, carrying
+  // their completion mark: snap/lowers.h), each leased while the set lives
+  // (gc removes none of them meanwhile), except the one
   // of tree `except` (the tree being built). None: an empty set. With
   // `live_dir` and `meta`: the live tree too, for clones only (it is
   // written), and only of files whose stat still matches the stat cache

@@ -170,7 +170,8 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
   std::string p = ProcPath(dirfd, name);
   AE_ASSIGN(Xattrs have, ReadXattrs(dirfd, name, rel));
   for (const auto& [k, v] : have) {
-    bool keep = std::any_of(m.xattrs.begin(), m.xattrs.end(), [&](const auto& x) { return x.first == k; });
+    const std::string& key = k;  // clang 14 cannot capture a structured binding
+    bool keep = std::any_of(m.xattrs.begin(), m.xattrs.end(), [&](const auto& x) { return x.first == key; });
     if (!keep && ::lremovexattr(p.c_str(), k.c_str()) != 0 && errno != ENODATA)
       return FailErrno(rel + ": xattr " + k, errno);
   }
@@ -196,7 +197,12 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
   return {};
 }
 
-int64_t ToNs(const struct timespec& ts) { return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+int64_t ToNs(const struct timespec& ts) {
+  int64_t ns;
+  if (__builtin_mul_overflow(int64_t(ts.tv_sec), int64_t{1000000000}, &ns) || __builtin_add_overflow(ns, ts.tv_nsec, &ns))
+    return ts.tv_sec < 0 ? INT64_MIN : INT64_MAX;
+  return ns;
+}
 
 int64_t NowNs() {
   struct timespec ts;

@@ -64,7 +64,9 @@ Result<void> ApplyMeta(int dirfd, const std::string& name, const Meta& m, bool i
 // A missing path is not an error. Errors: the first failure, path first.
 Result<void> RemoveTree(const std::string& path);
 
-// Nanoseconds since the epoch.
+// Nanoseconds since the epoch; a time int64_t cannot hold (before 1677 or
+// after 2262, which a file system or an archive may carry) is the nearest
+// one it can.
 int64_t ToNs(const struct timespec& ts);
 int64_t NowNs();
 

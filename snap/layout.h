@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace agentenv::snap::layout {
 
@@ -23,6 +26,21 @@ inline std::string Workspaces(const std::string& root) { return root + "/workspa
 inline std::string Restoring(const std::string& root) { return root + "/restoring"; }  // restore not finished
 inline std::string Initializing(const std::string& root) { return root + "/initializing"; }  // init not finished
 inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
+
+// Where scratch directories (snap/scratch.h) live, and the prefixes of
+// their names: each exists only while its maker or remover holds its lock,
+// and is reclaimed by gc and by the next command that makes one there.
+//   lowers/.tmp-*      a lower being built (snap/lowers.h)
+//   workspaces/.new-*  a workspace being made (control/workspace.h)
+//   work/{import,push,pull}-*  an archive or image being unpacked or packed
+//   .pull-*            init --from-image: the image, before the repository exists
+//   .rm-*              (everywhere) a directory being removed
+inline std::vector<std::pair<std::string, std::vector<std::string_view>>> ScratchPlaces(const std::string& root) {
+  return {{Lowers(root), {".tmp-", ".rm-"}},
+          {Workspaces(root), {".new-", ".rm-"}},
+          {WorkParent(root), {"import-", "push-", "pull-", ".rm-"}},
+          {root, {".pull-", ".rm-"}}};
+}
 
 // What `init` made and removes again when it fails: every entry above
 // that a new repository has.

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "snap/fsops.h"
 #include "snap/meta_internal.h"
 #include "snap/varint.h"
 #include "store/nocow.h"
@@ -11,6 +12,12 @@
 namespace agentenv::snap {
 
 using meta_internal::BigEndian;
+using meta_internal::DecodeEntry;
+using meta_internal::DecodeRecord;
+using meta_internal::DecodeStat;
+using meta_internal::EncodeEntry;
+using meta_internal::EncodeRecord;
+using meta_internal::EncodeStat;
 using meta_internal::IdOf;
 using meta_internal::Val;
 
@@ -31,6 +38,29 @@ std::string PathKey(std::string_view path) {
   auto h = store::ObjectId::Of({reinterpret_cast<const uint8_t*>(path.data()), path.size()});
   return "\x01long:" + h.Hex();
 }
+
+// The fields both caches start with.
+void WriteFields(ByteWriter& w, const StatFields& f) {
+  for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
+  w.Signed(f.mtime_ns);
+  w.Signed(f.ctime_ns);
+  w.Pairs(f.xattrs);
+}
+
+bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
+  uint64_t mode, uid, gid;
+  if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
+      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns))
+    return false;
+  f->mode = uint32_t(mode);
+  f->uid = uint32_t(uid);
+  f->gid = uint32_t(gid);
+  return r.Pairs(&f->xattrs, max);
+}
+
+}  // namespace
+
+namespace meta_internal {
 
 // The tag of a node record's package section (docs/store-format.md).
 constexpr uint64_t kPackagesSection = 1;
@@ -88,25 +118,6 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
   return n;
 }
 
-// The fields both caches start with.
-void WriteFields(ByteWriter& w, const StatFields& f) {
-  for (uint64_t v : {f.dev, f.ino, f.size, uint64_t(f.mode), uint64_t(f.uid), uint64_t(f.gid)}) w.Var(v);
-  w.Signed(f.mtime_ns);
-  w.Signed(f.ctime_ns);
-  w.Pairs(f.xattrs);
-}
-
-bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
-  uint64_t mode, uid, gid;
-  if (!r.Var(&f->dev) || !r.Var(&f->ino) || !r.Var(&f->size) || !r.Var(&mode) || !r.Var(&uid) ||
-      !r.Var(&gid) || !r.Signed(&f->mtime_ns) || !r.Signed(&f->ctime_ns))
-    return false;
-  f->mode = uint32_t(mode);
-  f->uid = uint32_t(uid);
-  f->gid = uint32_t(gid);
-  return r.Pairs(&f->xattrs, max);
-}
-
 std::vector<uint8_t> EncodeStat(const StatEntry& e) {
   ByteWriter w;
   WriteFields(w, e);
@@ -122,6 +133,9 @@ std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b) {
   uint8_t type;
   if (!ReadFields(r, b.size(), &e) || !r.Raw(e.ref.id.bytes.data(), 32) || !r.U8(&type) || !r.Var(&e.ref.size))
     return std::nullopt;
+  // A file's content is a chunk or a manifest: any other type would go
+  // into a tree entry that no tree decoder reads back.
+  if (type != uint8_t(store::ObjectType::kChunk) && type != uint8_t(store::ObjectType::kManifest)) return std::nullopt;
   e.ref.type = store::ObjectType(type);
   return e;
 }
@@ -149,8 +163,7 @@ std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b) {
   return e;
 }
 
-
-}  // namespace
+}  // namespace meta_internal
 
 Result<void> MetaDb::Sync() {
   MDB_TRY(dir_, mdb_env_sync(env_, 1));
@@ -159,8 +172,7 @@ Result<void> MetaDb::Sync() {
 }
 
 StatFields StatFields::Of(const struct stat& st, uint64_t dev) {
-  auto ns = [](const struct timespec& ts) { return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec; };
-  return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ns(st.st_mtim), ns(st.st_ctim),
+  return {dev ? dev : uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), ToNs(st.st_mtim), ToNs(st.st_ctim),
           st.st_mode, st.st_uid, st.st_gid, {}};
 }
 
@@ -227,12 +239,15 @@ Result<std::optional<store::ObjectId>> MetaDb::GetRef(const std::string& name) c
   return std::optional<store::ObjectId>(IdOf(v));
 }
 
-Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
-    const std::string& prefix) const {
-  READ_TXN(t);
+namespace {
+
+// The refs whose names start with `prefix`, in name order, as `txn` sees them.
+Result<std::vector<std::pair<std::string, store::ObjectId>>> RefsIn(MDB_txn* txn, MDB_dbi refs,
+                                                                    const std::string& dir,
+                                                                    const std::string& prefix) {
   std::vector<std::pair<std::string, store::ObjectId>> out;
   MDB_cursor* c;
-  MDB_TRY(dir_, mdb_cursor_open(t.txn, refs_, &c));
+  MDB_TRY(dir, mdb_cursor_open(txn, refs, &c));
   MDB_val k = Val(prefix.data(), prefix.size()), v;
   for (int rc = mdb_cursor_get(c, &k, &v, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE); rc == 0;
        rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -242,6 +257,14 @@ Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
   }
   mdb_cursor_close(c);
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
+    const std::string& prefix) const {
+  READ_TXN(t);
+  return RefsIn(t.txn, refs_, dir_, prefix);
 }
 
 Result<std::vector<NodeRecord>> MetaDb::Recent(size_t limit, uint64_t before) const {
@@ -499,6 +522,18 @@ Result<void> MetaDb::Txn::SetRef(const std::string& name, const store::ObjectId&
   MDB_val k = Val(name.data(), name.size()), v = Val(id);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->refs_, &k, &v, 0));
   return {};
+}
+
+Result<bool> MetaDb::Txn::HasNode(const store::ObjectId& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn_, db_->nodes_, &k, &v);
+  if (rc == MDB_NOTFOUND) return false;
+  MDB_TRY(db_->dir_, rc);
+  return true;
+}
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::Txn::ListRefs(const std::string& prefix) {
+  return RefsIn(txn_, db_->refs_, db_->dir_, prefix);
 }
 
 Result<void> MetaDb::Txn::DeleteRef(const std::string& name) {

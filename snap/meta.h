@@ -194,6 +194,10 @@ class MetaDb {
     Result<void> DeleteNode(const NodeRecord& r);
     Result<void> SetRef(const std::string& name, const store::ObjectId& id);
     Result<void> DeleteRef(const std::string& name);
+    // As MetaDb's, seen by this transaction (rows other writers committed
+    // before it began, and its own).
+    Result<bool> HasNode(const store::ObjectId& id);
+    Result<std::vector<std::pair<std::string, store::ObjectId>>> ListRefs(const std::string& prefix);
     Result<void> PutStat(std::string_view path, const StatEntry& e);
     Result<void> DeleteStat(std::string_view path);
     Result<void> PutEntry(std::string_view path, const EntryStat& e);

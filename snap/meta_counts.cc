@@ -8,8 +8,11 @@
 namespace agentenv::snap {
 
 using meta_internal::BigEndian;
+using meta_internal::CountOf;
 using meta_internal::FromBigEndian;
 using meta_internal::IdOf;
+using meta_internal::kPendingBit;
+using meta_internal::RawCount;
 using meta_internal::Val;
 
 Result<std::vector<MetaDb::GarbageRow>> MetaDb::Garbage(size_t limit) const {
@@ -28,18 +31,6 @@ Result<std::vector<MetaDb::GarbageRow>> MetaDb::Garbage(size_t limit) const {
   }
   return out;
 }
-
-namespace {
-// A count row is 8 bytes: the count, with the top bit set while the
-// object's children are not counted (RefRow::pending).
-constexpr uint64_t kPendingBit = uint64_t{1} << 63;
-uint64_t RawCount(const MDB_val& v) {
-  uint64_t n = 0;
-  if (v.mv_size == 8) std::memcpy(&n, v.mv_data, 8);
-  return n;
-}
-uint64_t CountOf(const MDB_val& v) { return RawCount(v) & ~kPendingBit; }
-}  // namespace
 
 Result<uint64_t> MetaDb::RefCount(const store::ObjectId& id) const {
   READ_TXN(t);

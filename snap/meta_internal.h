@@ -6,9 +6,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
+#include "snap/meta.h"
 #include "store/store.h"
 
 namespace agentenv::snap::meta_internal {
@@ -42,6 +46,27 @@ inline uint64_t FromBigEndian(const MDB_val& v) {
   for (size_t i = 0; i < v.mv_size && i < 8; ++i) n = n << 8 | b[i];
   return n;
 }
+
+// The row codecs of the nodes, stat and entries tables (snap/meta.cc). A
+// decoder returns nullopt for a row it cannot read, whatever its bytes:
+// the index may be damaged (a stat or entry row then is only a cache miss).
+std::vector<uint8_t> EncodeRecord(const NodeRecord& r);
+std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<const uint8_t> b);
+std::vector<uint8_t> EncodeStat(const StatEntry& e);
+std::optional<StatEntry> DecodeStat(std::span<const uint8_t> b);
+std::vector<uint8_t> EncodeEntry(const EntryStat& e);
+std::optional<EntryStat> DecodeEntry(std::span<const uint8_t> b);
+
+// A row of the refcount and recount tables is 8 bytes: the count, with the
+// top bit set while the object's children are not counted
+// (MetaDb::Txn::RefRow::pending). A row of another size reads as 0.
+inline constexpr uint64_t kPendingBit = uint64_t{1} << 63;
+inline uint64_t RawCount(const MDB_val& v) {
+  uint64_t n = 0;
+  if (v.mv_size == 8) std::memcpy(&n, v.mv_data, 8);
+  return n;
+}
+inline uint64_t CountOf(const MDB_val& v) { return RawCount(v) & ~kPendingBit; }
 
 // A read transaction closed on scope exit.
 struct ReadTxn {

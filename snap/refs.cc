@@ -21,6 +21,15 @@ bool ValidTagName(const std::string& n) {
   }) && n.find('~') == std::string::npos && n.find("..") == std::string::npos;
 }
 
+// `seconds` since the epoch plus `ns`, held to the range of int64_t: a
+// time before 1678 or after 2262 is still before or after every node.
+int64_t ToNs(int64_t seconds, int64_t ns) {
+  int64_t out;
+  if (__builtin_mul_overflow(seconds, int64_t{1000000000}, &out) || __builtin_add_overflow(out, ns, &out))
+    return seconds < 0 ? INT64_MIN : INT64_MAX;
+  return out;
+}
+
 // "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
 // "now": nanoseconds since the epoch (dates in local time).
 Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
@@ -28,19 +37,29 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
   unsigned long long n = 0;
   char unit[16] = {0};
   int used = 0;
-  if (std::sscanf(when.c_str(), "%llu %15s ago%n", &n, unit, &used) == 2 && size_t(used) == when.size()) {
+  if (when.find('-') == std::string::npos &&  // %llu reads "-5" as 2^64 - 5
+      std::sscanf(when.c_str(), "%llu %15s ago%n", &n, unit, &used) == 2 && size_t(used) == when.size()) {
     std::string u = unit;
     if (u.size() > 1 && u.back() == 's') u.pop_back();
     const std::pair<const char*, int64_t> units[] = {{"second", 1}, {"sec", 1}, {"s", 1}, {"minute", 60}, {"min", 60},
                                                      {"m", 60}, {"hour", 3600}, {"h", 3600}, {"day", 86400},
                                                      {"d", 86400}, {"week", 604800}, {"w", 604800}};
-    for (const auto& [name, seconds] : units)
-      if (u == name) return now_ns - int64_t(n) * seconds * 1000000000;
+    for (const auto& [name, seconds] : units) {
+      if (u != name) continue;
+      int64_t ago, t;
+      if (n > uint64_t(INT64_MAX) || __builtin_mul_overflow(int64_t(n), seconds * 1000000000, &ago) ||
+          __builtin_sub_overflow(now_ns, ago, &t))
+        return INT64_MIN;  // before every node
+      return t;
+    }
   }
   struct tm tm {};
-  int y, mo, d, h = 0, mi = 0, sec = 0;
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
   int fields = std::sscanf(when.c_str(), "%d-%d-%d %d:%d:%d%n", &y, &mo, &d, &h, &mi, &sec, &used);
-  if (fields == 3 || fields >= 5) {
+  // Fields out of range are no date (and y - 1900 must not overflow).
+  bool in_range = y >= 1 && y <= 9999 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h >= 0 && h <= 23 &&
+                  mi >= 0 && mi <= 59 && sec >= 0 && sec <= 60;
+  if ((fields == 3 || fields >= 5) && in_range) {
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;
     tm.tm_mday = d;
@@ -49,7 +68,7 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
     tm.tm_sec = fields == 6 ? sec : 0;
     tm.tm_isdst = -1;
     time_t t = ::mktime(&tm);
-    if (t != time_t(-1)) return int64_t(t) * 1000000000 + (fields == 3 ? 0 : 999999999);
+    if (t != time_t(-1)) return ToNs(int64_t(t), fields == 3 ? 0 : 999999999);
   }
   return Fail(ErrorCode::kInvalid, "@{" + when + "}: expected \"N minutes ago\" (seconds, minutes, hours, days, weeks), "
                                    "\"YYYY-MM-DD HH:MM[:SS]\" or \"YYYY-MM-DD\"");
@@ -79,53 +98,62 @@ Result<PackageDeltas> Repo::Packages(const store::ObjectId& id) const {
 }
 
 Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {
-  // @{<time>}: the newest node made at or before that time.
-  if (ref.size() > 3 && ref.rfind("@{", 0) == 0 && ref.back() == '}') {
-    std::string when = ref.substr(2, ref.size() - 3);
-    AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
-    AE_ASSIGN(auto nodes, Log(SIZE_MAX));
-    const NodeRecord* best = nullptr;
-    for (const auto& r : nodes)
-      if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
-    if (!best) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': no node was made at or before that time");
-    return best->id;
-  }
-  // <base>~N and <base>^ walk up the history.
-  size_t tilde = ref.find_last_of("~^");
-  if (tilde != std::string::npos && tilde > 0) {
-    std::string count = ref.substr(tilde + 1);
-    if (ref[tilde] == '^' && !count.empty()) return Fail(ErrorCode::kInvalid, "ref '" + ref + "': use <ref>~N");
+  auto is_time = [](const std::string& r) { return r.size() > 3 && r.rfind("@{", 0) == 0 && r.back() == '}'; };
+  // <base>~N and <base>^ walk up the history: the suffixes are taken off
+  // from the right and their steps added up, in a loop (one recursion per
+  // suffix overflowed the stack on a ref of a few thousand '~').
+  std::string base = ref;
+  uint64_t up = 0;
+  while (!is_time(base)) {
+    size_t tilde = base.find_last_of("~^");
+    if (tilde == std::string::npos || tilde == 0) break;
+    std::string count = base.substr(tilde + 1);
+    if (base[tilde] == '^' && !count.empty()) return Fail(ErrorCode::kInvalid, "ref '" + ref + "': use <ref>~N");
     uint64_t n = 1;
     if (!count.empty()) {
       if (!std::all_of(count.begin(), count.end(), ::isdigit) || count.size() > 9)
         return Fail(ErrorCode::kInvalid, "ref '" + ref + "': expected <ref>~N with a number N");
       n = std::stoull(count);
     }
-    AE_ASSIGN(store::ObjectId id, Resolve(ref.substr(0, tilde)));
-    for (uint64_t i = 0; i < n; ++i) {
-      AE_ASSIGN(NodeRecord r, Record(id));
-      if (!r.parent) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': history has only " + std::to_string(i) + " ancestors");
-      id = *r.parent;
+    up += n;  // at most 10^9 per suffix: no overflow
+    base.resize(tilde);
+  }
+  AE_ASSIGN(store::ObjectId id, [&]() -> Result<store::ObjectId> {
+    // @{<time>}: the newest node made at or before that time.
+    if (is_time(base)) {
+      std::string when = base.substr(2, base.size() - 3);
+      AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
+      AE_ASSIGN(auto nodes, Log(SIZE_MAX));
+      const NodeRecord* best = nullptr;
+      for (const auto& r : nodes)
+        if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
+      if (!best) return Fail(ErrorCode::kNotFound, "ref '" + base + "': no node was made at or before that time");
+      return best->id;
     }
-    return id;
-  }
-  if (ref == "HEAD") {
-    AE_ASSIGN(auto head, Head());
-    if (!head) return Fail(ErrorCode::kNotFound, "HEAD: no snapshot yet (run `agentenv snap`)");
-    return *head;
-  }
-  AE_ASSIGN(auto tag, meta_->GetRef("tag/" + ref));
-  if (tag) return *tag;
-  if (ref.size() >= 4 && ref.size() <= 64 && IsHex(ref)) {
-    AE_ASSIGN(auto ids, meta_->FindPrefix(ref, 5));
-    if (ids.size() == 1) return ids[0];
-    if (ids.size() > 1) {
-      std::string msg = "ref '" + ref + "': ambiguous, matches";
-      for (const auto& id : ids) msg += " " + id.Hex().substr(0, 12);
-      return Fail(ErrorCode::kInvalid, msg + "; give more digits");
+    if (base == "HEAD") {
+      AE_ASSIGN(auto head, Head());
+      if (!head) return Fail(ErrorCode::kNotFound, "HEAD: no snapshot yet (run `agentenv snap`)");
+      return *head;
     }
+    AE_ASSIGN(auto tag, meta_->GetRef("tag/" + base));
+    if (tag) return *tag;
+    if (base.size() >= 4 && base.size() <= 64 && IsHex(base)) {
+      AE_ASSIGN(auto ids, meta_->FindPrefix(base, 5));
+      if (ids.size() == 1) return ids[0];
+      if (ids.size() > 1) {
+        std::string msg = "ref '" + base + "': ambiguous, matches";
+        for (const auto& id : ids) msg += " " + id.Hex().substr(0, 12);
+        return Fail(ErrorCode::kInvalid, msg + "; give more digits");
+      }
+    }
+    return Fail(ErrorCode::kNotFound, "ref '" + base + "': no such node, tag or HEAD (see `agentenv log`)");
+  }());
+  for (uint64_t i = 0; i < up; ++i) {
+    AE_ASSIGN(NodeRecord r, Record(id));
+    if (!r.parent) return Fail(ErrorCode::kNotFound, "ref '" + ref + "': history has only " + std::to_string(i) + " ancestors");
+    id = *r.parent;
   }
-  return Fail(ErrorCode::kNotFound, "ref '" + ref + "': no such node, tag or HEAD (see `agentenv log`)");
+  return id;
 }
 
 Result<store::ObjectId> Repo::Tag(const std::string& name, const std::string& ref) {

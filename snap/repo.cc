@@ -66,6 +66,16 @@ bool ReflinkWorks(const std::string& a, const std::string& b) {
   return ok;
 }
 
+// Returns once what was written by `filled_ns` is kRacyWindowNs older
+// than a snapshot made next (SnapOptions::filled_ns). On btrfs that time
+// is the snapshot's own, from the kernel's coarse clock: up to a tick
+// (10 ms at HZ=100, the coarsest) behind the wall clock.
+void WaitPastRacyWindow(int64_t filled_ns) {
+  constexpr int64_t kTickNs = 10'000'000;
+  int64_t now = NowNs(), until = filled_ns + kRacyWindowNs + kTickNs;
+  if (now < until) std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+}
+
 std::string WantedBackend() {
   const char* env = std::getenv("AGENTENV_BACKEND");
   return env ? env : "auto";
@@ -345,6 +355,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   ro.written = &written;
   AE_ASSIGN(RestoreStats rs, RestoreTree(*store_, work.get(), EmptyTreeId(), sc.out.tree, sc.out.root,
                                          sc.out.links, ro));
+  const int64_t filled_ns = NowNs();
   // The live tree now holds exactly these files: cache them as written.
   sc.out.stat_updates = std::move(es.stat_entries);
   sc.out.stat_updates.insert(sc.out.stat_updates.end(), std::make_move_iterator(rs.stat_entries.begin()),
@@ -358,6 +369,10 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   // Nothing else writes the new live tree yet: it is exactly the node.
   AE_ASSIGN(bool subvols, UseSubvols());
   if (subvols && res.node) {
+    // The base of the first snapshot's change search: made once every file
+    // written above is out of the racy window, so that reading them later
+    // (each one's first read moves its atime) is no change to it.
+    WaitPastRacyWindow(filled_ns);
     auto fresh = SnapshotLive();
     if (fresh) KeepSubvol(*fresh, res.node, &res.warnings);
     else res.warnings.push_back(fresh.error().message);
@@ -407,55 +422,6 @@ Result<store::ObjectId> Repo::UpperTree(const std::string& upper, const store::O
   AE_ASSIGN(Scanned sc, ScanOverlay(upper, base));
   AE_TRY(CommitContent(sc));
   return sc.out.tree;
-}
-
-Result<Repo::Lower> Repo::Materialize(const store::ObjectId& node) {
-  AE_ASSIGN(NodeRecord rec, Record(node));
-  if (rec.damaged())
-    return Fail(ErrorCode::kCorrupt, "node " + node.Hex().substr(0, 12) + " is damaged and cannot be materialized: " + rec.damage);
-  std::string dir = layout::Lowers(root_) + "/" + rec.tree.Hex();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) return Lower{dir, "existing"};
-  if (::mkdir(layout::Lowers(root_).c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(layout::Lowers(root_), errno);
-  AE_ASSIGN(std::optional<Lower> fast, MaterializeSubvol(node, dir));
-  if (fast) return *fast;
-  AE_ASSIGN(Node n, LoadNode(*store_, node));
-  std::string tmp = layout::Lowers(root_) + "/.tmp-XXXXXX";
-  if (!::mkdtemp(tmp.data())) return FailErrno(tmp, errno);
-  AE_ASSIGN(RestoreOptions ro, RestoreOpts());
-  ro.ignored = {};  // a new directory: nothing of it is kept
-  // Its files are not the live tree's: their stat cache entries are
-  // dropped as they come (kept, they would grow with the tree).
-  ro.stat_sink = [](std::vector<std::pair<std::string, StatEntry>>&&) -> Result<void> { return {}; };
-  // Files another lower has with the same content and metadata are
-  // hardlinked (both are read-only); others are cloned or copied.
-  ro.sources = CloneSources::Open(*store_, layout::Lowers(root_), rec.tree, work_dir(), meta_.get(), ro.stat_dev);
-  ro.link_sources = true;
-  ro.fresh = true;  // our own new directory; removed if the restore fails
-  RestoreStats rs;
-  {
-    UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) return FailErrno(tmp, errno);
-    auto restored = RestoreTree(*store_, fd.get(), EmptyTreeId(), n.tree, n.root, n.links, ro);
-    if (!restored) {
-      fd.reset();
-      (void)RemoveTree(tmp);
-      return Unexpected<Error>(restored.error());
-    }
-    rs = std::move(*restored);
-  }
-  // Another process may have built the same lower meanwhile: theirs wins.
-  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
-    int e = errno;
-    (void)RemoveTree(tmp);
-    if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
-    return Lower{dir, "existing"};
-  }
-  std::string method = ro.reflink ? "reflink" : "copy";
-  if (rs.files_copied) method += " (" + std::to_string(rs.files_copied) + " from the live tree)";
-  if (rs.files_linked) method = "hardlink (" + std::to_string(rs.files_linked) + " files), " + method + " (" +
-                                std::to_string(rs.files_written) + ")";
-  return Lower{dir, method};
 }
 
 Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
@@ -594,6 +560,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
 
 Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   AE_ASSIGN(WriteLock lock, Lock());
+  if (opt.filled_ns) WaitPastRacyWindow(opt.filled_ns);
   std::string fresh;
   AE_ASSIGN(Scanned sc, ScanCurrent(opt.paths, opt.entry_paths, &fresh));
   AE_ASSIGN(SnapResult res, Commit(sc, opt));

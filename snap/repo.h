@@ -13,18 +13,21 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "snap/layout.h"
+#include "snap/lowers.h"
 #include "snap/meta.h"
 #include "snap/node.h"
 #include "snap/packages.h"
 #include "snap/refcount.h"
 #include "snap/restore.h"
 #include "snap/scan.h"
+#include "snap/scratch.h"
 #include "store/store.h"
 
 namespace agentenv::snap {
@@ -39,6 +42,13 @@ struct SnapOptions {
   std::vector<std::string> entry_paths;
   bool allow_empty = false;  // make a node even when nothing changed
   int64_t time_ns = 0;       // the node's time; 0: now (others: imports, simulations)
+  // init: when it finished filling the live tree (0: it did not). The
+  // snapshot then waits until those writes are kRacyWindowNs old (at most
+  // 60 ms), so that the scan's stat cache entries cover every file and,
+  // on btrfs, the node's subvolume snapshot lets the next change search
+  // tell each file init wrote that is only read later (relatime moves its
+  // atime) from a changed one.
+  int64_t filled_ns = 0;
 };
 
 struct SnapResult {
@@ -196,8 +206,10 @@ class Repo {
   Result<uint64_t> LiveStatDev();
 
   // In a repository without history: records the tree at `dir` as the
-  // first node and materializes it into the empty live tree. Takes the
-  // lock. Errors: kExists (history exists), I/O.
+  // first node and materializes it into the empty live tree; on btrfs the
+  // node's subvolume snapshot is made last, once the files written are
+  // kRacyWindowNs old (see SnapOptions::filled_ns). Takes the lock.
+  // Errors: kExists (history exists), I/O.
   Result<SnapResult> Seed(const std::string& dir, const std::string& message);
   // Records the tree at `dir` as a new child of HEAD without touching the
   // live tree or moving HEAD (restore it to use it). Takes the lock.
@@ -248,11 +260,26 @@ class Repo {
   Result<std::vector<NodeRecord>> Log(size_t limit) const;
   // Nodes without children (tips of history), newest first.
   Result<std::vector<NodeRecord>> Branches() const;
-  // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged
-  // or pinned nodes, branch points or tips. Children of dropped nodes are
+  // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged,
+  // pinned or leased nodes, branch points or tips. Children of dropped nodes are
   // reparented to their nearest kept ancestor, with their change summary
   // recomputed against it. dry_run: plan only. Takes the lock.
+  // Node leases keep them too (below).
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
+
+  // Node leases: `holder` (e.g. "ws/<workspace>-<suffix>") uses node `id`
+  // (a workspace's base), which Retain must not drop while the lease
+  // exists. A lease is a row of the metadata (a ref "lease/<holder>"),
+  // written in one transaction that first finds the node in history;
+  // Retain reads the leases again in the transaction that drops nodes and
+  // starts over when one names a node it would drop. So either the lease
+  // commits first and the node is kept, or the node is gone first and
+  // LeaseNode fails with kNotFound. Errors: kNotFound, I/O. Thread-safe.
+  Result<void> LeaseNode(const std::string& holder, const store::ObjectId& id);
+  // Ends a lease; none is no error. Errors: I/O.
+  Result<void> ReleaseNode(const std::string& holder);
+  // Every lease: holder -> node. Errors: I/O.
+  Result<std::vector<std::pair<std::string, store::ObjectId>>> NodeLeases() const;
   // Removes the stored objects whose reference count reached 0 (the
   // garbage table, fed by Retain and by stat cache changes; see
   // snap/refcount.h), then compacts packs so the disk space is returned
@@ -294,22 +321,39 @@ class Repo {
   // (another process kept the lock), I/O. Thread-safe.
   Result<void> HoldLock();
 
-  // A node's tree as a read-only directory, lowers/<tree id>: the lower
-  // layer of every workspace forked from a node with that tree. Built
-  // under a temporary name and renamed when complete (a crash leaves a
-  // temporary directory, never a partial lower); reused while it exists.
-  // `method`: "existing", "snapshot" (btrfs: an O(1) snapshot of the
-  // node's subvolume snapshot); otherwise files that another lower has with
-  // the same content and metadata are hardlinked to it (lowers are never
-  // written) and the rest cloned (reflink backends: from another lower, the
-  // live tree or the store's packs) or copied: "reflink", "copy", or
-  // "hardlink (N files), reflink|copy (M)". Errors: kNotFound,
-  // kCorrupt (a damaged node), I/O.
-  struct Lower {
-    std::string dir;
-    std::string method;
+  // A lease on node's tree as a read-only directory, lowers/<tree id>
+  // (snap/lowers.h: lifecycle and leases): the lower layer of every
+  // workspace forked from a node with that tree. Reused while it exists and
+  // carries its completion mark; otherwise built under a scratch name,
+  // synced, marked and renamed into place (a crash leaves scratch, never a
+  // partial lower under a ready name). Building: btrfs, an O(1) snapshot of
+  // the node's subvolume snapshot ("snapshot"); else files that another
+  // lower has with the same content and metadata are hardlinked to it
+  // (lowers are never written) and the rest cloned (reflink backends: from
+  // another lower, the live tree or the store's packs) or copied. The
+  // lease is held until the object dies. Thread-safe; no repository lock.
+  // Errors: kNotFound, kCorrupt (a damaged node), kBusy (an unmarked
+  // lower another process uses), I/O.
+  Result<LowerLease> LeaseLower(const store::ObjectId& node);
+  // gc's part of the lifecycle: removes (renames away, then deletes) every
+  // ready lower that no process leases and whose name `persistent` does
+  // not return (the tree ids workspaces' states name; called once, after
+  // every unleased lower is locked, so a fork cannot slip in between), and
+  // every leftover of a killed build or removal. No repository lock.
+  // Errors: I/O from `persistent` (nothing removed then).
+  struct LowerSweep {
+    uint64_t removed = 0;  // ready lowers removed
+    Leftovers leftovers;   // scratch of killed builds and removals, removed
   };
-  Result<Lower> Materialize(const store::ObjectId& node);
+  Result<LowerSweep> SweepLowers(const std::function<Result<std::set<std::string>>()>& persistent);
+  // fsck --lowers: each ready lower checked against its tree (scanned
+  // read-only: nothing stored, no lock). Errors: I/O listing lowers/.
+  struct LowerCheck {
+    std::string dir;
+    bool ok = false;
+    std::string problem;  // what differs: the mark, or the first paths
+  };
+  Result<std::vector<LowerCheck>> CheckLowers();
   // Records an overlay workspace as a new node without moving HEAD: the
   // tree of (lower = `base`'s tree, upper directory `upper`), read from the
   // upper alone (ScanUpper), as a child of `parent` (the workspace's last
@@ -332,6 +376,9 @@ class Repo {
   Result<store::ObjectId> LiveTree();
 
  private:
+  // One plan and drop of Retain, under its lock; *leased_since: a lease
+  // taken since the plan names a node it drops (nothing written).
+  Result<RetentionResult> RetainOnce(const RetentionPolicy& policy, bool dry_run, int64_t now_ns, bool* leased_since);
   Repo() = default;
   struct Scanned {
     ScanOutput out;
@@ -373,8 +420,12 @@ class Repo {
   void SweepSwapLeftovers();
   // Whether trees a and b differ in at least swap_from_ paths.
   Result<bool> DiffersInMany(const store::ObjectId& a, const store::ObjectId& b);
-  // Materialize through node's snapshot, if it has one: nullopt if not.
-  Result<std::optional<Lower>> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
+  // Builds node's tree at `dir` (which must not exist) as a writable
+  // snapshot of node's subvolume snapshot, if it has one: false if not.
+  Result<bool> MaterializeSubvol(const store::ObjectId& node, const std::string& dir);
+  // Builds node's tree into the empty directory `fd` (lower `dir`) from the
+  // store; returns the method (LowerLease::method).
+  Result<std::string> MaterializeStore(const store::ObjectId& node, int fd, const std::string& dir);
   // With the lock held: scans (fully or along paths); content stays in
   // sc.batch until Commit or CommitContent.
   Result<Scanned> ScanLive(const std::optional<std::vector<std::string>>& paths,

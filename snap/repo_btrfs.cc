@@ -134,25 +134,14 @@ void Repo::KeepSubvol(const std::string& fresh, const std::optional<store::Objec
   }
 }
 
-Result<std::optional<Repo::Lower>> Repo::MaterializeSubvol(const store::ObjectId& node, const std::string& dir) {
+Result<bool> Repo::MaterializeSubvol(const store::ObjectId& node, const std::string& dir) {
   AE_ASSIGN(bool subvols, UseSubvols());
   std::string src = SubvolOf(root_, node);
-  if (!subvols || !btrfs::IsSubvolume(src)) return std::optional<Lower>();
+  if (!subvols || !btrfs::IsSubvolume(src)) return false;
   // Writable, so that removing the lower needs no privilege beyond an
-  // ordinary recursive delete.
-  std::string tmp = layout::Lowers(root_) + "/.tmp-" + std::to_string(::getpid());
-  struct stat st;
-  if (::lstat(tmp.c_str(), &st) == 0) AE_TRY(RemoveTree(tmp));
-  // Materialize does not hold the lock: a snapshot that prune just
-  // deleted means the store path.
-  if (!btrfs::Snapshot(src, tmp, false)) return std::optional<Lower>();
-  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
-    int e = errno;
-    (void)RemoveTree(tmp);
-    if (e != EEXIST && e != ENOTEMPTY) return FailErrno(dir, e);
-    return std::optional<Lower>(Lower{dir, "existing"});
-  }
-  return std::optional<Lower>(Lower{dir, "snapshot"});
+  // ordinary recursive delete. Materialize does not hold the lock: a
+  // snapshot that prune just deleted means the store path.
+  return bool(btrfs::Snapshot(src, dir, false));
 }
 
 }  // namespace agentenv::snap

@@ -166,9 +166,14 @@ Result<void> Restorer::Remove(int fd, const std::string& name, bool is_dir, cons
     return FailErrno(rel, errno);
   }
   if (!sub) return Unexpected<Error>(sub.error());
-  AE_TRY(RemoveContents(sub->get(), rel));
-  if (::unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0) return FailErrno(rel, errno);
-  return {};
+  // A writer in the live tree (the agent, while a tournament's winner or a
+  // rollback is applied) may add an entry after the listing: empty it
+  // again. One that keeps adding faster than we remove gets the error.
+  for (int round = 0;; ++round) {
+    AE_TRY(RemoveContents(sub->get(), rel));
+    if (::unlinkat(fd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return {};
+    if (errno != ENOTEMPTY || round == 8) return FailErrno(rel, errno);
+  }
 }
 
 Result<void> Restorer::Apply(int fd, const std::string& rel, const std::optional<store::ObjectId>& from,

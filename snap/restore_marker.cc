@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "common/write_all.h"
 #include "snap/btrfs.h"
 #include "snap/fsops.h"
 #include "snap/repo.h"
@@ -59,8 +60,8 @@ Result<UniqueFd> Repo::BeginLiveRestore(const store::ObjectId& target, bool swap
   if (!fd || ::flock(fd.get(), LOCK_EX) != 0) return FailErrno(path, errno);
   std::string text = target.Hex() + "\n";
   if (swap) text += kSwap;
-  if (::pwrite(fd.get(), text.data(), text.size(), 0) != ssize_t(text.size()) || ::fsync(fd.get()) != 0)
-    return FailErrno(path, errno);
+  AE_TRY(PwriteAll(fd.get(), text.data(), text.size(), 0, path));
+  if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
   return fd;
 }
 

@@ -10,11 +10,50 @@
 
 namespace agentenv::snap {
 
+namespace {
+
+constexpr const char* kLeasePrefix = "lease/";
+
+}  // namespace
+
+Result<void> Repo::LeaseNode(const std::string& holder, const store::ObjectId& id) {
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(bool present, txn->HasNode(id));
+  if (!present) return Fail(ErrorCode::kNotFound, "node " + id.Hex().substr(0, 12) + ": not in history");
+  AE_TRY(txn->SetRef(kLeasePrefix + holder, id));
+  return txn->Commit();
+}
+
+Result<void> Repo::ReleaseNode(const std::string& holder) {
+  AE_ASSIGN(auto txn, meta_->Begin());
+  AE_TRY(txn->DeleteRef(kLeasePrefix + holder));
+  return txn->Commit();
+}
+
+Result<std::vector<std::pair<std::string, store::ObjectId>>> Repo::NodeLeases() const {
+  AE_ASSIGN(auto rows, meta_->ListRefs(kLeasePrefix));
+  for (auto& [name, id] : rows) name.erase(0, std::strlen(kLeasePrefix));
+  return rows;
+}
+
 Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns) {
   AE_ASSIGN(WriteLock lock, Lock());
+  // A lease taken while this plans (a fork) may name a node the plan
+  // drops: the dropping transaction sees it and the plan is made again.
+  for (int attempt = 0;; ++attempt) {
+    bool leased_since = false;
+    AE_ASSIGN(RetentionResult res, RetainOnce(policy, dry_run, now_ns, &leased_since));
+    if (!leased_since) return res;
+    if (attempt == 8) return Fail(ErrorCode::kBusy, "retain: nodes it would drop keep being leased by new workspaces; retry");
+  }
+}
+
+Result<RetentionResult> Repo::RetainOnce(const RetentionPolicy& policy, bool dry_run, int64_t now_ns,
+                                        bool* leased_since) {
   AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   AE_ASSIGN(auto tags, meta_->ListRefs("tag/"));
+  AE_ASSIGN(auto leases, meta_->ListRefs(kLeasePrefix));
   std::unordered_map<store::ObjectId, size_t, store::ObjectIdHash> index, children;
   for (size_t i = 0; i < nodes.size(); ++i) {
     index[nodes[i].id] = i;
@@ -26,6 +65,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   };
   if (head) protect(*head);
   for (const auto& [name, id] : tags) protect(id);
+  for (const auto& [name, id] : leases) protect(id);
   std::map<std::pair<size_t, int64_t>, size_t> slots;  // (bucket, window) -> oldest node
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeRecord& r = nodes[i];
@@ -60,6 +100,13 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
     return p;
   };
   AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(auto leased, txn->ListRefs(kLeasePrefix));
+  for (const auto& [name, id] : leased) {
+    if (auto it = index.find(id); it != index.end() && !keep[it->second]) {
+      *leased_since = true;
+      return res;  // the transaction aborts: nothing of this plan is written
+    }
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     NodeRecord r = nodes[i];
     if (!keep[i] || !r.parent || keep[index.at(*r.parent)]) continue;

@@ -249,8 +249,9 @@ Result<void> ScanPack(int fd, uint64_t limit,
   struct stat st;
   if (::fstat(fd, &st) != 0) return FailErrno("fstat", errno);
   AE_ASSIGN(limit, ScannableLength(uint64_t(st.st_size), limit, on_damage));
-  // Header-only scans read small windows so that payloads are skipped.
-  Window win(fd, payloads ? size_t{8} << 20 : size_t{64} << 10);
+  // Header-only scans read small windows so that payloads are skipped; no
+  // window is larger than what is scanned (a buffer is zero-filled whole).
+  Window win(fd, size_t(std::min<uint64_t>(payloads ? size_t{8} << 20 : size_t{64} << 10, limit)));
   return ScanRecords(win, limit, on_record, on_damage, payloads);
 }
 

@@ -338,6 +338,29 @@ TEST_CASE("archive: export leaves sockets out and names each in a warning", "[ar
   CHECK(quiet.err.find("warning: srv/b.sock: ") == quiet.err.rfind("warning: srv/b.sock: "));  // once
 }
 
+TEST_CASE("archive: export into a full filesystem says ENOSPC, names the filesystem and the remedy", "[archive]") {
+  if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src);
+  std::vector<uint8_t> big = RandomBytes(6 << 20, 5);  // more than the filesystem holds, compressed or not
+  WriteFile(src / "big", std::string(big.begin(), big.end()));
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init", "--from", src.string()});
+  SmallTmpfs small(tmp / "mnt", "4m");
+  REQUIRE(small.mounted());
+  for (const char* name : {"out.tar", "out.tar.zst"}) {
+    fs::path out = tmp / "mnt" / name;
+    CmdResult r = Agentenv(root, {"export", "HEAD", "-o", out.string()});
+    INFO(r.Describe());
+    CHECK(r.code == 1);
+    CHECK(r.err.find(out.string() + ": Write error: No space left on device") != std::string::npos);
+    CHECK(r.err.find("the filesystem holding " + out.string() +
+                     " is full: free space there, then run the command again") != std::string::npos);
+    fs::remove(out);
+  }
+}
+
 TEST_CASE("archive: an import with read-only directories leaves no scratch directory behind", "[archive]") {
   TempDir tmp;
   if (IsRoot()) REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);

@@ -36,6 +36,31 @@ TEST_CASE("cli btrfs: init chooses btrfs, snap keeps a subvolume, fork is a snap
   CHECK_FALSE(fs::exists(lower));
 }
 
+TEST_CASE("cli btrfs: every way of init leaves HEAD's subvolume snapshot for the first snap to search from",
+          "[cli][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  if (!IsRoot()) Skip("needs root to make and mount a loopback btrfs");
+  if (!m.ok()) Skip("cannot make a loopback btrfs here (loop devices, mkfs.btrfs)");
+  const fs::path mnt = m.dir(), src = mnt / "src";
+  fs::create_directories(src / "etc");
+  WriteFile(src / "etc/conf", "setting=1\n");
+  WriteFile(src / "top", "top\n");
+  auto has_head_snapshot = [](const fs::path& root) { return fs::is_directory(root / "subvols" / HeadId(root)); };
+  const fs::path from = mnt / "from";
+  REQUIRE(Agentenv(from, {"init", "--from", src.string()}).code == 0);
+  CHECK(has_head_snapshot(from));
+  REQUIRE(Agentenv(from, {"export", "HEAD", "-o", (mnt / "tree.tar").string()}).code == 0);
+  REQUIRE(Agentenv(from, {"export", "HEAD", "--oci", (mnt / "oci").string()}).code == 0);
+  const fs::path empty = mnt / "empty", tarball = mnt / "tarball", oci = mnt / "from-oci";
+  REQUIRE(Agentenv(empty, {"init"}).code == 0);
+  CHECK(has_head_snapshot(empty));
+  REQUIRE(Agentenv(tarball, {"init", "--tarball", (mnt / "tree.tar").string()}).code == 0);
+  CHECK(has_head_snapshot(tarball));
+  REQUIRE(Agentenv(oci, {"init", "--from-oci", (mnt / "oci").string()}).code == 0);
+  CHECK(has_head_snapshot(oci));
+}
+
 TEST_CASE("cli btrfs: uid 0 of a user namespace snapshots by walking and keeps no subvolumes", "[cli][btrfs][rootless]") {
   TempDir t;
   BtrfsMount m(t.str());

@@ -4,6 +4,8 @@
 // run as that caller.
 #include <catch2/catch.hpp>
 
+#include <variant>
+
 #include "tests/cli_exec_testutil.h"
 
 namespace agentenv::test {
@@ -63,21 +65,29 @@ struct Streamed {
   }
 };
 
-Streamed Exec(const fs::path& root, const json& args, int timeout_ms = 30000) {
+// The exec's frames and response, or the first thing that went wrong.
+// No Catch2 assertion: it may run on a thread other than the test's.
+std::variant<Streamed, std::string> TryExec(const fs::path& root, const json& args, int timeout_ms = 30000) {
   SocketClient c;
-  REQUIRE(c.Connect(root / "agentenv.sock"));
-  REQUIRE(c.Send(json{{"id", "x1"}, {"op", "exec"}, {"args", args}}.dump()));
+  if (!c.Connect(root / "agentenv.sock")) return "connect: " + std::string(std::strerror(errno));
+  if (!c.Send(json{{"id", "x1"}, {"op", "exec"}, {"args", args}}.dump())) return "send: " + std::string(std::strerror(errno));
   Streamed s;
   for (;;) {
     json m = c.Receive(timeout_ms);
-    REQUIRE(m.is_object());
-    CHECK(m["id"] == "x1");
+    if (!m.is_object()) return "no answer within " + std::to_string(timeout_ms) + " ms";
+    if (m["id"] != "x1") return "a message for another request: " + m.dump();
     if (!m.contains("frame")) {
       s.response = m;
       return s;
     }
     s.frames.push_back(m);
   }
+}
+
+Streamed Exec(const fs::path& root, const json& args, int timeout_ms = 30000) {
+  auto r = TryExec(root, args, timeout_ms);
+  if (auto* error = std::get_if<std::string>(&r)) FAIL(*error);
+  return std::get<Streamed>(std::move(r));
 }
 
 // An initialized `agentenv mcp` process as 65534; Call returns the tool
@@ -230,8 +240,8 @@ TEST_CASE("cli exec: an exec's changes land in its own node although capture run
   NobodyDaemon d(root);  // capture after 100 ms of quiet
   std::string before = json::parse(Run(root, {"head", "--json"}).out)["node"]["id"];
 
-  Streamed s;
-  std::thread t([&] { s = Exec(root, {{"command", "echo a > /early; sleep 0.8; echo b > /late"}}); });
+  std::variant<Streamed, std::string> ran;
+  std::thread t([&] { ran = TryExec(root, {{"command", "echo a > /early; sleep 0.8; echo b > /late"}}); });
   // Give the command time to write /early and the capture time to want it.
   REQUIRE(WaitFor([&] { return fs::exists(Work(root) / "early"); }, 5000));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -239,6 +249,8 @@ TEST_CASE("cli exec: an exec's changes land in its own node although capture run
   json rb = Request(root, "rollback", {{"ref", before}});
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   t.join();
+  if (auto* error = std::get_if<std::string>(&ran)) FAIL("exec: " << *error);
+  const Streamed& s = std::get<Streamed>(ran);
   INFO(s.response.dump() << "\n" << rb.dump());
   REQUIRE(s.response.value("ok", false));
   REQUIRE(rb.value("ok", false));

@@ -123,9 +123,10 @@ TEST_CASE("leftovers: scratch directories of a killed import are removed by the 
     return d;
   };
   fs::path stale = plant("import-AbC123");
-  // One still in use: its lock is held (by us, standing in for a running import).
+  // One still in use: its directory is locked (by us, standing in for a
+  // running import, which locks the directory it made).
   fs::path busy = plant("import-XyZ789");
-  UniqueFd held(::open((busy / "lock").c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd held(::open(busy.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(::flock(held.get(), LOCK_EX) == 0);
   fs::path src = tmp.path() / "src";
   WriteFile((fs::create_directories(src), src / "a"), "a\n");

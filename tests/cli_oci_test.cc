@@ -38,6 +38,14 @@ TEST_CASE("cli oci: the same node exports to the same digests in every layers mo
   MustAgentenv(root, {"export", "HEAD~1", "--oci", (tmp / "again").string(), "--tag", "older"});
   json index = json::parse(ReadFile(tmp / "again/index.json"));
   CHECK(index["manifests"].size() == 2);
+  // Entries of another tool's index whose annotations are not what we
+  // write stay as they are.
+  index["manifests"].push_back({{"mediaType", "x"}, {"annotations", "not an object"}});
+  index["manifests"].push_back({{"mediaType", "y"}, {"annotations", {{"org.opencontainers.image.ref.name", 7}}}});
+  WriteFile(tmp / "again/index.json", index.dump());
+  MustAgentenv(root, {"export", "HEAD", "--oci", (tmp / "again").string(), "--tag", "older"});
+  index = json::parse(ReadFile(tmp / "again/index.json"));
+  CHECK(index["manifests"].size() == 4);
   int code = 0;
   json bad = AgentenvJson(root, {"export", "HEAD", "--oci", (tmp / "x").string(), "--layers", "many"}, &code);
   CHECK(code == 2);
@@ -251,6 +259,37 @@ void ExpectRefused(const TempDir& tmp, const fs::path& layout, const std::string
   CHECK(HeadId(repo) == head);
 }
 
+TEST_CASE("cli oci: export --oci into a full filesystem says ENOSPC, names it and the remedy, and leaves no image",
+          "[cli][oci]") {
+  if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
+  TempDir tmp;
+  fs::path root = MakeHistory(tmp);
+  std::vector<uint8_t> big = RandomBytes(4 << 20, 11);  // does not compress, and no layer is compressed anyway
+  WriteFile(Work(root) / "big", std::string(big.begin(), big.end()));
+  MustAgentenv(root, {"snap", "-m", "big"});
+  std::string log_before = Agentenv(root, {"log"}).out;
+  SmallTmpfs small(tmp / "mnt", "16m");
+  REQUIRE(small.mounted());
+  fs::path out = tmp / "mnt" / "image";
+  FillUp(tmp / "mnt", 1 << 20);
+  CmdResult r = Agentenv(root, {"export", "HEAD", "--oci", out.string()});
+  INFO(r.Describe());
+  CHECK(r.code == 1);
+  CHECK(r.err.find(": No space left on device") != std::string::npos);
+  CHECK(r.err.find("Success") == std::string::npos);
+  CHECK(r.err.find("the filesystem holding " + out.string() + " is full: free space there, then run the command again") !=
+        std::string::npos);
+  // No image: no index names one, no partial blob is left; history is as it was.
+  CHECK_FALSE(fs::exists(out / "index.json"));
+  for (const auto& e : fs::recursive_directory_iterator(out)) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  // With the space back the export completes, and its image is the node.
+  fs::remove(tmp / "mnt" / "fill");
+  MustAgentenv(root, {"export", "HEAD", "--oci", out.string()});
+  MustAgentenv(tmp / "back", {"init", "--from-oci", out.string()});
+  CHECK(ManifestDiff(FullManifest(Work(root)), FullManifest(Work(tmp / "back"))) == "");
+}
+
 TEST_CASE("cli oci: hostile and damaged images are refused, nothing recorded", "[cli][oci]") {
   TempDir tmp;
   fs::create_directories(tmp / "victim");
@@ -304,6 +343,67 @@ TEST_CASE("cli oci: hostile and damaged images are refused, nothing recorded", "
   r = Agentenv(tmp / "n2", {"init", "--from-oci", (tmp / "dotdot").string() + ":nope"});
   CHECK(r.code == 3);
   CHECK(r.err.find("no image tagged 'nope' (tags: t)") != std::string::npos);
+}
+
+TEST_CASE("cli oci: whiteouts that are directories or have entries below them are refused, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "lower.tar", {{"etc/", '5'}, {"etc/passwd", '0', "", "root\n"}, {"etc/conf.d/", '5'},
+                               {"etc/conf.d/a", '0', "", "a\n"}});
+  // ".wh.etc/" would remove etc, and its entry would put a directory of
+  // that name in the tree: the layer cannot mean both.
+  WriteTar(tmp / "whdir.tar", {{".wh.etc/", '5'}, {".wh.etc/file", '0', "", "f\n"}});
+  MakeLayout(tmp / "whdir", {tmp / "lower.tar", tmp / "whdir.tar"});
+  ExpectRefused(tmp, tmp / "whdir", "entry '.wh.etc' is a directory named as a whiteout");
+  // The same without the directory's own entry.
+  WriteTar(tmp / "below.tar", {{".wh.etc/file", '0', "", "f\n"}});
+  MakeLayout(tmp / "below", {tmp / "lower.tar", tmp / "below.tar"});
+  ExpectRefused(tmp, tmp / "below", "entry '.wh.etc/file' lies below whiteout '.wh.etc'");
+  // An opaque marker is a file too.
+  WriteTar(tmp / "opqdir.tar", {{"etc/.wh..wh..opq/", '5'}});
+  MakeLayout(tmp / "opqdir", {tmp / "lower.tar", tmp / "opqdir.tar"});
+  ExpectRefused(tmp, tmp / "opqdir", "entry 'etc/.wh..wh..opq' is a directory named as a whiteout");
+}
+
+TEST_CASE("cli oci: a config whose diff_ids do not match the layers is a damaged image, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "a.tar", {{"a", '0', "", "a\n"}});
+  WriteTar(tmp / "b.tar", {{"b", '0', "", "b\n"}});
+  std::string a = Sha256Of(tmp / "a.tar"), b = Sha256Of(tmp / "b.tar");
+  MakeLayout(tmp / "swapped", {tmp / "a.tar", tmp / "b.tar"}, "t", json::array({b, a}));
+  ExpectRefused(tmp, tmp / "swapped", "the config's diff_id of layer 1 is " + b);
+  MakeLayout(tmp / "fewer", {tmp / "a.tar", tmp / "b.tar"}, "t", json::array({a}));
+  ExpectRefused(tmp, tmp / "fewer", "rootfs.diff_ids has 1 entries for 2 layers");
+  // A compressed layer's diff_id is the digest of the tar inside.
+  fs::path gz = tmp / "a.tar.gz";
+  MustRun({"/bin/sh", "-c", "gzip -n -c " + (tmp / "a.tar").string() + " > " + gz.string()});
+  MakeLayout(tmp / "gz", {gz}, "t", json::array({a}));
+  fs::path fresh = tmp / "from-gz";
+  MustAgentenv(fresh, {"init", "--from-oci", (tmp / "gz").string() + ":t"});
+  CHECK(ReadFile(Work(fresh) / "a") == "a\n");
+  MakeLayout(tmp / "gz-bad", {gz}, "t", json::array({b}));
+  ExpectRefused(tmp, tmp / "gz-bad", "refusing the image");
+}
+
+TEST_CASE("cli oci: indexes nested deeper than an image index are refused as bad input, nothing recorded",
+          "[cli][oci]") {
+  TempDir tmp;
+  WriteTar(tmp / "ok.tar", {{"f", '0', "", "fine"}});
+  fs::path layout = tmp / "deep";
+  MakeLayout(layout, {tmp / "ok.tar"});
+  json index = json::parse(ReadFile(layout / "index.json"));
+  json desc = index["manifests"][0];
+  desc.erase("annotations");
+  // 200 indexes, each naming the one below it; index.json names the top.
+  for (int i = 0; i < 200; ++i) {
+    fs::path f = tmp / "index.tmp";
+    WriteFile(f, json{{"schemaVersion", 2}, {"manifests", {desc}}}.dump());
+    desc = AddBlob(layout, f, "application/vnd.oci.image.index.v1+json");
+  }
+  desc["annotations"] = {{"org.opencontainers.image.ref.name", "t"}};
+  WriteFile(layout / "index.json", json{{"schemaVersion", 2}, {"manifests", {desc}}}.dump());
+  ExpectRefused(tmp, layout, "an image index nested in an image index");
 }
 
 TEST_CASE("cli oci: skopeo pushes our layout to a real registry and back, init --from-oci of it gives the same tree",

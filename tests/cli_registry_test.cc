@@ -54,13 +54,14 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(AgentenvJson(other, {"log"})["nodes"] == AgentenvJson(root, {"log"})["nodes"]);
   CheckNoScratch(other);
 
-  // What a killed push or pull left (its lock free) goes with the next
-  // one; a scratch directory in use (locked) stays.
+  // What a killed push or pull left (unlocked, with or without its old
+  // lock file) goes with the next one; a scratch directory in use (its
+  // maker holds a lock on the directory itself) stays.
   for (const char* d : {"work/push-stale1", "work/pull-stale2", "work/push-busy01"}) {
     fs::create_directories(root / d / "layout");
-    WriteFile(root / d / "lock", "");
   }
-  UniqueFd busy(::open((root / "work/push-busy01/lock").c_str(), O_RDWR | O_CLOEXEC));
+  WriteFile(root / "work/push-stale1/lock", "");
+  UniqueFd busy(::open((root / "work/push-busy01").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   REQUIRE(::flock(busy.get(), LOCK_EX) == 0);
 
   // Unchanged: every blob is found by HEAD, none uploaded.
@@ -222,6 +223,70 @@ TEST_CASE("cli registry: a registry answering 503 is retried with backoff, then 
   CHECK(server.requests() == 8);
   CHECK(Agentenv(root, {"log"}).out == log_before);
   CheckNoScratch(root);
+}
+
+// What every command says when its repository's filesystem is full: the
+// errno's text, the filesystem, the remedy; exit 1.
+void CheckFullDiskError(const CmdResult& r, const fs::path& root) {
+  INFO(r.Describe());
+  CHECK(r.code == 1);
+  CHECK(r.err.find(": No space left on device") != std::string::npos);
+  CHECK(r.err.find("Success") == std::string::npos);
+  CHECK(r.err.find("the filesystem holding " + root.string() + " is full: free space there "
+                   "(`agentenv retain` then `agentenv gc` drop old history), then run the command again") !=
+        std::string::npos);
+}
+
+std::string RandomText(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v = RandomBytes(n, seed);
+  return std::string(v.begin(), v.end());
+}
+
+TEST_CASE("cli registry: a pull or push that fills the repository's disk says ENOSPC, the filesystem and the remedy, and records nothing",
+          "[cli][oci][registry]") {
+  RequireRegistry();
+  if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
+  TempDir tmp;
+  fs::path src = MakeHistory(tmp);
+  // 8 MiB that do not compress: more than the full filesystem below has left.
+  WriteFile(Work(src) / "big", RandomText(8 << 20, 7));
+  MustAgentenv(src, {"snap", "-m", "big"});
+  Registry reg(tmp / "registry");
+  std::string image = reg.address() + "/agentenv/big:v1";
+  REQUIRE(AgentenvJson(src, {"push", "HEAD", image, "--insecure"})["ok"] == true);
+
+  SmallTmpfs small(tmp / "mnt", "48m");
+  REQUIRE(small.mounted());
+  fs::path root = tmp / "mnt" / "repo";
+  MustAgentenv(root, {"init", "-q"});
+  std::string log_before = Agentenv(root, {"log"}).out;
+  // Room for the config and the small layers, not for the big one: the
+  // disk fills in the middle of a blob's download.
+  FillUp(tmp / "mnt", 2 << 20);
+  CmdResult r = Agentenv(root, {"pull", image, "--insecure"});
+  CheckFullDiskError(r, root);
+  CHECK(r.err.find(".partial: No space left on device") != std::string::npos);
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  CheckNoScratch(root);
+  // With the space back the same pull works.
+  fs::remove(tmp / "mnt" / "fill");
+  REQUIRE(AgentenvJson(root, {"pull", image, "--insecure"})["ok"] == true);
+
+  // push writes each layer the registry lacks into a scratch layout beside
+  // the live tree first: a new 6 MiB node does not fit.
+  WriteFile(Work(root) / "big2", RandomText(6 << 20, 8));
+  MustAgentenv(root, {"snap", "-m", "big2"});
+  log_before = Agentenv(root, {"log"}).out;
+  size_t manifests = reg.Requests("PUT", "/manifests/");
+  FillUp(tmp / "mnt", 2 << 20);
+  r = Agentenv(root, {"push", "HEAD", reg.address() + "/agentenv/big:v2", "--insecure"});
+  CheckFullDiskError(r, root);
+  CHECK(reg.Requests("PUT", "/manifests/") == manifests);  // no tag names a partial image
+  CHECK(Agentenv(root, {"log"}).out == log_before);
+  CheckNoScratch(root);
+  fs::remove(tmp / "mnt" / "fill");
+  CHECK(AgentenvJson(root, {"push", "HEAD", reg.address() + "/agentenv/big:v2", "--insecure"})["ok"] == true);
+  CHECK(Agentenv(root, {"fsck"}).code == 0);
 }
 
 }  // namespace

@@ -502,12 +502,17 @@ TEST_CASE("cli daemon: captures automatically, serves the socket, stops on SIGTE
   CHECK(rb["id"] == "b");
   CHECK(rb.value("ok", false));
   CHECK(rb["result"].value("dirty", true) == false);
-  // And several ctl processes in parallel.
+  // And several ctl processes in parallel (no Catch2 assertion on these
+  // threads: they are not thread-safe; the count is checked after the join).
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([&] {
-      for (int k = 0; k < 5; ++k) ok += Ctl(root, k % 2 ? "log" : "head").value("ok", false) ? 1 : 0;
+      for (int k = 0; k < 5; ++k) {
+        CmdResult r = RunCmd({AGENTENV_BIN, "ctl", k % 2 ? "log" : "head", "--root", root.string(), "--json"});
+        json j = json::parse(r.out, nullptr, false);
+        ok += r.code == 0 && j.is_object() && j.value("ok", false) ? 1 : 0;
+      }
     });
   for (auto& t : threads) t.join();
   CHECK(ok == 20);
@@ -649,7 +654,7 @@ TEST_CASE("cli daemon: a request line over 16 MiB gets an error, memory stays bo
   CHECK(r["error"].value("message", "").find("16 MiB") != std::string::npos);
   long after = PeakRssKb(d.child().pid());
   INFO("peak RSS before " << before << " KiB, after " << after << " KiB");
-  CHECK(after - before < 60 * 1024);
+  CHECK(after - before < 60 * 1024 * kSanitizerMemory);
   SocketClient c2;
   REQUIRE(c2.Connect(root / "agentenv.sock"));
   CHECK(c2.Call(R"({"op":"head"})", 5000).value("ok", false));
@@ -986,33 +991,6 @@ TEST_CASE("cli: fsck is read-only and compares the live tree beside a running da
   CHECK(took < 10);
   CHECK(RepoBytes(root) == before);
   CHECK(d.Stop() == 0);
-}
-
-// A size-limited tmpfs at `dir`, unmounted on destruction (root only).
-class SmallTmpfs {
- public:
-  SmallTmpfs(const fs::path& dir, const std::string& size) : dir_(dir) {
-    fs::create_directories(dir);
-    mounted_ = RunCmd({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.string()}).code == 0;
-  }
-  ~SmallTmpfs() {
-    if (mounted_) RunCmd({"/bin/umount", "-l", dir_.string()});
-  }
-  bool mounted() const { return mounted_; }
-
- private:
-  fs::path dir_;
-  bool mounted_ = false;
-};
-
-// Fills the filesystem of `dir` with `dir`/fill until ENOSPC.
-void FillUp(const fs::path& dir) {
-  UniqueFd fd(::open((dir / "fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  std::string mb(1 << 20, 'f');
-  while (::write(fd.get(), mb.data(), mb.size()) > 0) {}
-  std::string kb(1024, 'f');
-  while (::write(fd.get(), kb.data(), kb.size()) > 0) {}
-  while (::write(fd.get(), "f", 1) > 0) {}
 }
 
 TEST_CASE("cli daemon: capture that failed on ENOSPC retries by itself and SIGTERM flushes it", "[cli][daemon]") {

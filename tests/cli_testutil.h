@@ -70,19 +70,21 @@ class Child {
   Child& operator=(const Child&) = delete;
   ~Child() { Kill(); }
 
-  // Errors are test failures: spawning must work.
+  // Errors are test failures: spawning must work. Catch2 is reached only
+  // on a failure, so a thread other than the test's may run commands (its
+  // assertions are not thread-safe: a passing REQUIRE writes its state too).
   void Start(const std::vector<std::string>& argv, bool pipe_in, bool pipe_out, const std::string& err_file = "",
              bool pipe_err = false) {
     IgnoreSigpipe();
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (pipe_in) REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-    if (pipe_out) REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-    if (pipe_err) REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    if ((pipe_in && ::pipe2(in, O_CLOEXEC) != 0) || (pipe_out && ::pipe2(out, O_CLOEXEC) != 0) ||
+        (pipe_err && ::pipe2(err, O_CLOEXEC) != 0))
+      FAIL("pipe2: " << std::strerror(errno));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
+    if (pid_ < 0) FAIL("fork: " << std::strerror(errno));
     if (pid_ == 0) {
       int devnull = ::open("/dev/null", O_RDWR);
       ::dup2(pipe_in ? in[0] : devnull, 0);
@@ -263,6 +265,38 @@ inline std::string ReadFile(const fs::path& p) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+// A size-limited tmpfs at `dir`, unmounted on destruction (root only).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const fs::path& dir, const std::string& size) : dir_(dir) {
+    fs::create_directories(dir);
+    mounted_ = RunCmd({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir.string()}).code == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) RunCmd({"/bin/umount", "-l", dir_.string()});
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path dir_;
+  bool mounted_ = false;
+};
+
+// Fills the filesystem of `dir` with `dir`/fill until ENOSPC, then gives
+// `leave` bytes of it back.
+inline void FillUp(const fs::path& dir, off_t leave = 0) {
+  UniqueFd fd(::open((dir / "fill").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  std::string mb(1 << 20, 'f');
+  while (::write(fd.get(), mb.data(), mb.size()) > 0) {}
+  std::string kb(1024, 'f');
+  while (::write(fd.get(), kb.data(), kb.size()) > 0) {}
+  while (::write(fd.get(), "f", 1) > 0) {}
+  struct stat st;
+  REQUIRE(::fstat(fd.get(), &st) == 0);
+  REQUIRE(st.st_size > leave);
+  REQUIRE(::ftruncate(fd.get(), st.st_size - leave) == 0);
 }
 
 // A line-oriented client of the daemon's control socket.

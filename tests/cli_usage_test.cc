@@ -151,11 +151,18 @@ TEST_CASE("cli usage: time refs: restore --at and @{N minutes ago} pick the newe
   WriteOwned(Work(root) / "later.txt", "later\n");
   REQUIRE(Run(root, {"snap", "-m", "later"}).code == 0);
   std::string later = HeadId(root);
-  CHECK(json::parse(Run(root, {"show", "@{1 seconds ago}", "--json"}).out)["node"]["id"] == first);
+  // A second before the later node (the first is two older): an absolute
+  // time, so a slow host between the snap and the lookups changes nothing.
+  const int64_t later_ns = json::parse(Run(root, {"show", "HEAD", "--json"}).out)["node"]["time_ns"];
+  const time_t before_later = time_t(later_ns / 1000000000 - 1);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&before_later));
+  CHECK(json::parse(Run(root, {"show", std::string("@{") + when + "}", "--json"}).out)["node"]["id"] == first);
   CHECK(json::parse(Run(root, {"show", "@{now}", "--json"}).out)["node"]["id"] == later);
+  CHECK(json::parse(Run(root, {"show", "@{0 seconds ago}", "--json"}).out)["node"]["id"] == later);
   CHECK(Run(root, {"show", "@{1 weeks ago}"}).code == 3);  // before any node
   CHECK(Run(root, {"show", "@{yesterday-ish}"}).code == 2);
-  CmdResult r = Run(root, {"restore", "--at", "1 second ago"});
+  CmdResult r = Run(root, {"restore", "--at", when});
   INFO(r.Describe());
   REQUIRE(r.code == 0);
   CHECK(HeadId(root) == first);

@@ -11,6 +11,7 @@
 #include "control/archive.h"
 #include "control/client.h"
 #include "control/errors.h"
+#include "common/text.h"
 #include "control/frames.h"
 #include "control/ignore.h"
 #include "control/ops.h"
@@ -97,6 +98,14 @@ TEST_CASE("control: unknown and wrongly typed arguments are refused by name, not
   CHECK(r.error().code == ErrorCode::kInvalid);
   CHECK(r.error().message.find("unknown argument 'timeout'") != std::string::npos);
   CHECK(r.error().message.find("timeout_s") != std::string::npos);  // the known keys are listed
+
+  // A timeout beyond what milliseconds hold is refused, not converted.
+  for (double t : {1e300, -1.0}) {
+    r = control::CallJson(**server, "exec", {{"argv", {"/bin/true"}}, {"timeout_s", t}}, nullptr);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kInvalid);
+    CHECK(r.error().message.find("'timeout_s' must be a number of seconds from 0 to 1e9") != std::string::npos);
+  }
 
   r = control::CallJson(**server, "log", {{"limit", "ten"}}, nullptr);
   REQUIRE_FALSE(r);
@@ -232,17 +241,17 @@ TEST_CASE("control: base64 matches RFC 4648's vectors and refuses what is not ba
       {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
       {"foobar", "Zm9vYmFy"}, {std::string("\xff\xfe\x00\x01", 4), "//4AAQ=="}};
   for (const auto& [raw, enc] : vectors) {
-    CHECK(control::Base64Encode(raw) == enc);
-    auto dec = control::Base64Decode(enc);
+    CHECK(Base64Encode(raw) == enc);
+    auto dec = Base64Decode(enc);
     REQUIRE(dec);
     CHECK(*dec == raw);
   }
-  for (const char* bad : {"Zg=", "Z===", "Zm9v\n", "Zm 9", "Zg==Zg==", "=Zg="}) CHECK_FALSE(control::Base64Decode(bad));
+  for (const char* bad : {"Zg=", "Z===", "Zm9v\n", "Zm 9", "Zg==Zg==", "=Zg="}) CHECK_FALSE(Base64Decode(bad));
   bool tail = false;
-  CHECK(control::Utf8Prefix("h\xc3\xa9llo", &tail) == 6);
-  CHECK(control::Utf8Prefix("ab\xe2\x82", &tail) == 2);
+  CHECK(Utf8Prefix("h\xc3\xa9llo", &tail) == 6);
+  CHECK(Utf8Prefix("ab\xe2\x82", &tail) == 2);
   CHECK(tail);  // a character split by a read
-  CHECK(control::Utf8Prefix("ab\xff", &tail) == 2);
+  CHECK(Utf8Prefix("ab\xff", &tail) == 2);
   CHECK_FALSE(tail);
 }
 

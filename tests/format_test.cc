@@ -804,7 +804,7 @@ struct RawNodes {
   MDB_dbi dbi = 0;
 };
 
-TEST_CASE("format: a node record's package section, exact bytes; older records and unknown sections",
+TEST_CASE("format: a node record's package section, exact bytes, older records and unknown sections",
           "[format][meta][packages]") {
   TempDir t;
   const std::string dir = t.str() + "/meta";

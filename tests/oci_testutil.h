@@ -31,16 +31,19 @@ inline json AddBlob(const fs::path& dir, const fs::path& file, const std::string
 }
 
 // An OCI image layout at `dir` whose image `tag` has these layer tarballs
-// (bottom first); returns the layer descriptors in the manifest.
+// (bottom first); returns the layer descriptors in the manifest. The
+// config's rootfs.diff_ids are the layers' digests unless `diff_ids` is
+// given (an array: a damaged image).
 inline std::vector<json> MakeLayout(const fs::path& dir, const std::vector<fs::path>& layers,
-                                    const std::string& tag = "t") {
+                                    const std::string& tag = "t", json diff_ids = nullptr) {
   fs::create_directories(dir);
   WriteFile(dir / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
   std::vector<json> descs;
-  json diff_ids = json::array();
+  bool given = !diff_ids.is_null();
+  if (!given) diff_ids = json::array();
   for (const auto& l : layers) {
     descs.push_back(AddBlob(dir, l, "application/vnd.oci.image.layer.v1.tar"));
-    diff_ids.push_back(descs.back()["digest"]);
+    if (!given) diff_ids.push_back(descs.back()["digest"]);
   }
   fs::path cfg = dir / "config.tmp";
   WriteFile(cfg, json{{"architecture", "amd64"}, {"os", "linux"}, {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}}

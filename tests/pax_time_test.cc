@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "control/pax_time.h"
+#include "archive/pax_time.h"
 
 namespace agentenv::test {
 namespace {
 
-using control::ConvertPaxTime;
-using control::PaxTimeDirection;
-using control::PaxTimeFilter;
+using archive::ConvertPaxTime;
+using archive::PaxTimeDirection;
+using archive::PaxTimeFilter;
 
 // A ustar header block: `size` octal, checksum filled in.
 std::string Header(const std::string& name, char type, size_t size) {

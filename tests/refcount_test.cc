@@ -780,7 +780,7 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
       SnapshotAndCollect(root, p[1], round);
     }
     ::close(p[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+    std::this_thread::sleep_for(std::chrono::milliseconds((100 + rng() % 400) * kSanitizerSlowdown));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);

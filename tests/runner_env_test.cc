@@ -1,8 +1,10 @@
 // runner::Env (the supervisor's handle) and cgroup limits, as root and as
 // uid 65534.
 #include <fcntl.h>
+#include <sys/file.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "tests/runner_testutil.h"
@@ -260,4 +262,55 @@ TEST_CASE("runner limits: unprivileged limits fail with kUnsupported, never a si
         }) == 0);
   // Without limits the same user runs fine: no cgroup is needed.
   CHECK(AsNobody([&] { auto r = Run(Spec(root, "true")); return r && r->exit_code == 0; }) == 0);
+}
+
+TEST_CASE("runner env: held descriptors live as long as the env and a tied env dies with the thread that started it") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, getuid());
+  // A lock the env holds: free again only once the env is gone.
+  fs::path lockfile = td / "lock";
+  int lock = ::open(lockfile.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(lock >= 0);
+  REQUIRE(::flock(lock, LOCK_EX) == 0);
+  auto locked = [&] {
+    int other = ::open(lockfile.c_str(), O_RDWR | O_CLOEXEC);
+    bool held = ::flock(other, LOCK_EX | LOCK_NB) != 0;
+    ::close(other);
+    return held;
+  };
+  std::optional<Env> env;
+  std::thread starter([&] {
+    EnvSpec s = Spec(root, "sleep 30");
+    s.held_fds = {lock};
+    s.tied_to_caller = false;
+    auto e = Env::Start(s);
+    REQUIRE(e);
+    env.emplace(std::move(*e));
+  });
+  starter.join();
+  ::close(lock);  // ours is gone: only the env's init holds it now
+  CHECK(locked());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Not tied: the starting thread ended, the env runs on.
+  auto st = env->TryWait();
+  REQUIRE(st);
+  CHECK_FALSE(st->has_value());
+  env->KillAll();
+  CHECK(Eventually([&] { return !locked(); }));
+
+  // Tied: the env ends with the thread that started it.
+  std::optional<Env> tied;
+  std::thread t([&] {
+    EnvSpec s = Spec(root, "sleep 30");
+    s.tied_to_caller = true;
+    auto e = Env::Start(s);
+    REQUIRE(e);
+    tied.emplace(std::move(*e));
+  });
+  t.join();
+  CHECK(Eventually([&] {
+    auto w = tied->TryWait();
+    return w && w->has_value();
+  }));
 }

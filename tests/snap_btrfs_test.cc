@@ -12,10 +12,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "snap/btrfs.h"
 #include "snap/fsops.h"
@@ -29,6 +30,26 @@ namespace {
 
 bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Reads every file and lists every directory below `dir`. Under relatime
+// (the default) the first read of each after it was written moves its
+// atime, which rewrites its inode item in a new transaction.
+void ReadEverything(const std::string& dir) {
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it)
+    if (it->symlink_status().type() == fs::file_type::regular) (void)ReadFileAt(it->path().string());
+}
+
+int64_t AtimeNs(const std::string& path) {
+  struct stat st;
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return int64_t(st.st_atim.tv_sec) * 1'000'000'000 + st.st_atim.tv_nsec;
+}
+
+// Past the racy window: files written before are old enough for the
+// change search to tell a read of them from a change.
+void OutOfRacyWindow() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(snap::kRacyWindowNs) + std::chrono::milliseconds(20));
 }
 
 }  // namespace
@@ -131,6 +152,90 @@ TEST_CASE("btrfs change search names deletions, renames, hardlinks, xattrs and c
   REQUIRE(snap::btrfs::DeleteSubvolume(base));
 }
 
+TEST_CASE("btrfs change search leaves out what was only read since the base but not what changed",
+          "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  const std::string live = m.dir() + "/live", base = m.dir() + "/base", next = m.dir() + "/next";
+  REQUIRE(snap::btrfs::CreateSubvolume(live));
+  REQUIRE(::mkdir((live + "/d").c_str(), 0755) == 0);
+  REQUIRE(::mkdir((live + "/d/sub").c_str(), 0755) == 0);
+  for (const char* f : {"/a", "/d/read", "/d/write", "/d/sub/mode", "/d/sub/read"})
+    REQUIRE(WriteFileAt(live + f, "version 1\n"));
+  OutOfRacyWindow();
+  // Written just before the base: read later, it still counts as changed
+  // (a change in the same clock tick would have left its ctime as it was).
+  REQUIRE(WriteFileAt(live + "/fresh", "version 1\n"));
+  REQUIRE(snap::btrfs::Snapshot(live, base, true));
+  const int64_t atime = AtimeNs(live + "/d/read");
+  ReadEverything(live);
+  REQUIRE(AtimeNs(live + "/d/read") != atime);  // the mount is relatime: reads rewrote inode items
+  REQUIRE(WriteFileAt(live + "/d/write", "version 2\n"));  // same size, read first
+  REQUIRE(::chmod((live + "/d/sub/mode").c_str(), 0600) == 0);
+  REQUIRE(snap::btrfs::Snapshot(live, next, true));
+  auto ch = snap::btrfs::ChangedPaths(base, next, {});
+  REQUIRE(ch);
+  std::string all;
+  for (const auto& p : ch->paths) all += p + " ";
+  INFO("paths: " << all << "; " << ch->read_only << " read only");
+  CHECK(ch->paths == std::vector<std::string>{"d/sub/mode", "d/write", "fresh"});
+  // The root was listed but "fresh" changed it just before the base: its
+  // listing is compared; d and d/sub were only listed.
+  CHECK(ch->entries == std::vector<std::string>{""});
+  CHECK(ch->read_only == 5);  // a, d/read, d/sub/read, d, d/sub
+  REQUIRE(snap::btrfs::DeleteSubvolume(next));
+  REQUIRE(snap::btrfs::DeleteSubvolume(base));
+}
+
+TEST_CASE("btrfs: the first snapshot after init --from searches from the root node's snapshot "
+          "though every file was read",
+          "[snap][btrfs][root]") {
+  TempDir t;
+  BtrfsMount m(t.str());
+  NeedBtrfs(m);
+  const std::string src = m.dir() + "/src";
+  REQUIRE(::mkdir(src.c_str(), 0755) == 0);
+  for (int d = 0; d < 10; ++d) {
+    const std::string dir = src + "/d" + std::to_string(d);
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+    for (int f = 0; f < 20; ++f)
+      REQUIRE(WriteFileAt(dir + "/f" + std::to_string(f), RandomString(100 + f, d * 20 + f)));
+    REQUIRE(::symlink("f0", (dir + "/link").c_str()) == 0);
+  }
+  // As `agentenv init --from` does it.
+  auto staged = snap::Repo::CreateStaged(m.dir() + "/repo");
+  REQUIRE(staged);
+  snap::Repo& r = **staged;
+  auto seeded = r.Seed(src, "init");
+  REQUIRE(seeded);
+  REQUIRE(seeded->node);
+  REQUIRE(r.FinishInit());
+  const std::string root_snapshot = snap::layout::Subvols(r.root()) + "/" + seeded->node->Hex();
+  REQUIRE(snap::btrfs::IsSubvolume(root_snapshot));
+  const std::string w = r.work_dir();
+  // The agent starts: it reads everything, then changes one file.
+  ReadEverything(w);
+  REQUIRE(WriteFileAt(w + "/d3/f7", "changed\n"));
+  // What the next snapshot's search finds: the one file.
+  const std::string probe = m.dir() + "/probe";
+  REQUIRE(snap::btrfs::Snapshot(w, probe, true));
+  auto ch = snap::btrfs::ChangedPaths(root_snapshot, probe, {});
+  REQUIRE(ch);
+  CHECK(ch->paths == std::vector<std::string>{"d3/f7"});
+  CHECK(ch->entries.empty());
+  // Every other file and every directory: all were read (the symlinks not).
+  CHECK(ch->read_only == 10 * 20 - 1 + 11);
+  REQUIRE(snap::btrfs::DeleteSubvolume(probe));
+  auto s = r.Snapshot({});
+  REQUIRE(s);
+  REQUIRE(s->node);
+  CHECK_FALSE(s->walked);
+  CHECK(s->hashed_files == 1);
+  CHECK(s->changes.modified == 1);
+  CHECK(HeadTree(r) == FullScanTree(r));
+}
+
 TEST_CASE("btrfs change search equals a full scan after 1000 random operations", "[snap][btrfs][root]") {
   TempDir t;
   BtrfsMount m(t.str());
@@ -164,7 +269,7 @@ TEST_CASE("btrfs change search equals a full scan after 1000 random operations",
   while (ops < 1000) {
     auto files = listing(false);
     std::string desc;
-    switch (pick(16)) {
+    switch (pick(17)) {
       case 0: case 1: {
         std::string p = new_path();
         desc = "write " + p;
@@ -263,12 +368,21 @@ TEST_CASE("btrfs change search equals a full scan after 1000 random operations",
         desc = "chown " + files[pick(files.size())];
         ::lchown(at(desc.substr(6)).c_str(), 1000 + pick(2), 1000);
         break;
+      case 16: {  // only moves atime: no change, which the search must tell
+        std::string d = any_dir();
+        desc = "read " + d;
+        ReadEverything(at(d));
+        break;
+      }
     }
     if (!desc.empty()) {
       log.push_back(desc);
       ++ops;
     }
     if (pick(4) != 0 && ops < 1000) continue;
+    // Now and then a base older than the racy window, from which the next
+    // search leaves out what was only read.
+    if (pick(8) == 0) OutOfRacyWindow();
     auto s = r->Snapshot({});
     REQUIRE(s);
     ++snaps;
@@ -309,9 +423,9 @@ TEST_CASE("btrfs: a subvolume nested in the live tree is recorded by walking", "
   CHECK(s->walked);
   CHECK(s->changes.added == 2);  // inner and inner/f, not an empty directory
   CHECK_FALSE(fs::exists(snap::layout::Subvols(r->root()) + "/" + s->node->Hex()));
-  auto low = r->Materialize(*s->node);
+  auto low = r->LeaseLower(*s->node);
   REQUIRE(low);
-  CHECK(ReadFileAt(low->dir + "/inner/f") == "inside\n");
+  CHECK(ReadFileAt(low->dir() + "/inner/f") == "inside\n");
   // Without it, snapshots take the fast path again (after one walk).
   REQUIRE(snap::btrfs::DeleteSubvolume(w + "/inner"));
   REQUIRE(r->Snapshot({}));
@@ -335,19 +449,19 @@ TEST_CASE("btrfs materializes a node with a snapshot", "[snap][btrfs][root]") {
   store::ObjectId n1 = Snap(*r);
   REQUIRE(WriteFileAt(w + "/etc/conf", "setting=2\n", 0600));
   store::ObjectId n2 = Snap(*r);
-  auto low = r->Materialize(n1);
+  auto low = r->LeaseLower(n1);
   REQUIRE(low);
-  CHECK(low->method == "snapshot");
-  for (const auto& problem : CompareManifests(m1, Capture(low->dir))) FAIL_CHECK(problem);
+  CHECK(low->method() == "snapshot");
+  for (const auto& problem : CompareManifests(m1, Capture(low->dir()))) FAIL_CHECK(problem);
   // A node without a snapshot (dropped) comes from the store instead.
   REQUIRE(snap::btrfs::DeleteSubvolume(snap::layout::Subvols(r->root()) + "/" + n2.Hex()));
-  auto low2 = r->Materialize(n2);
+  auto low2 = r->LeaseLower(n2);
   REQUIRE(low2);
-  CHECK(low2->method == "reflink");
-  CHECK(ReadFileAt(low2->dir + "/etc/conf") == "setting=2\n");
+  CHECK(low2->method() == "reflink");
+  CHECK(ReadFileAt(low2->dir() + "/etc/conf") == "setting=2\n");
   // Lowers are removed like any directory.
-  CHECK(snap::RemoveTree(low->dir));
-  CHECK_FALSE(fs::exists(low->dir));
+  CHECK(snap::RemoveTree(low->dir()));
+  CHECK_FALSE(fs::exists(low->dir()));
 }
 
 TEST_CASE("AGENTENV_BACKEND=btrfs fails clearly off btrfs", "[snap][btrfs]") {

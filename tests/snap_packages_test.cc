@@ -294,7 +294,7 @@ TEST_CASE("packages: a snapshot that changes no package database reads none and 
   CHECK(reads == 0);
 }
 
-TEST_CASE("packages: AGENTENV_PACKAGES=off records none; Repo::Packages computes them from the trees",
+TEST_CASE("packages: AGENTENV_PACKAGES=off records none, Repo::Packages computes them from the trees",
           "[snap][packages]") {
   TempDir t;
   auto repo = MakeRepo(t.str() + "/repo");

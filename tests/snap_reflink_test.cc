@@ -68,7 +68,7 @@ TEST_CASE("restore clones compressible files from a materialized lower on XFS", 
   auto s1 = repo->Snapshot({});
   REQUIRE(s1);
   REQUIRE(s1->node);
-  auto lower = repo->Materialize(*s1->node);
+  auto lower = repo->LeaseLower(*s1->node);
   REQUIRE(lower);
   for (int i = 0; i < 8; ++i) REQUIRE(::unlink((w + "/lib/f" + std::to_string(i)).c_str()) == 0);
   REQUIRE(repo->Snapshot({}));
@@ -103,12 +103,12 @@ TEST_CASE("materializing HEAD on XFS clones unchanged files from the live tree",
   REQUIRE(s1);
   REQUIRE(s1->node);
   REQUIRE(WriteFileAt(w + "/b", "changed since the snapshot\n"));  // its stat no longer matches
-  auto lower = repo->Materialize(*s1->node);
+  auto lower = repo->LeaseLower(*s1->node);
   REQUIRE(lower);
-  CHECK(ReadFileAt(lower->dir + "/a") == text + "a");
-  CHECK(ReadFileAt(lower->dir + "/b") == text + "b");  // from the store, not the changed live file
-  CHECK(RunCmd("filefrag -v " + lower->dir + "/a | grep -c shared") != "0");
-  CHECK(RunCmd("filefrag -v " + lower->dir + "/b | grep -c shared") == "0");
+  CHECK(ReadFileAt(lower->dir() + "/a") == text + "a");
+  CHECK(ReadFileAt(lower->dir() + "/b") == text + "b");  // from the store, not the changed live file
+  CHECK(RunCmd("filefrag -v " + lower->dir() + "/a | grep -c shared") != "0");
+  CHECK(RunCmd("filefrag -v " + lower->dir() + "/b | grep -c shared") == "0");
 }
 
 }  // namespace

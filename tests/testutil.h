@@ -62,6 +62,23 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
 
 inline bool IsRoot() { return ::geteuid() == 0; }
 
+// kSanitizerSlowdown: how many times slower than a plain build this one
+// runs, for a test that aims a kill at a phase of the work by waiting:
+// ThreadSanitizer's is about 10x on this code, AddressSanitizer's about 2x.
+// kSanitizerMemory: how many times more memory a buffer costs a process of
+// this build, for a test that bounds a peak RSS (ThreadSanitizer's shadow,
+// AddressSanitizer's shadow, redzones and quarantine of freed blocks).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerSlowdown = 10;
+inline constexpr int kSanitizerMemory = 4;
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr int kSanitizerSlowdown = 2;
+inline constexpr int kSanitizerMemory = 3;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+inline constexpr int kSanitizerMemory = 1;
+#endif
+
 // A btrfs filesystem on a loop device (image made with fallocate) mounted
 // at <dir>/mnt; unmounted and detached on destruction (declare it after
 // its TempDir). ok() is false where it cannot be made (not root, no loop

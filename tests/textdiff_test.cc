@@ -7,10 +7,10 @@
 #include <sstream>
 #include <string>
 
-#include "control/textdiff.h"
+#include "common/textdiff.h"
 #include "tests/testutil.h"
 
-namespace agentenv::control {
+namespace agentenv {
 namespace {
 
 std::string Slurp(const std::string& path) {
@@ -84,4 +84,4 @@ TEST_CASE("textdiff: more changed lines than the bound give no diff rather than 
   CHECK(UnifiedDiff(a, b, "a/x", "b/x", 1000));
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv

@@ -1,0 +1,52 @@
+// Unpacking a tarball (tar, tar.gz, tar.zst, ...) for `init --tarball` and
+// `import`.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "common/progress.h"
+#include "common/result.h"
+
+namespace agentenv::archive {
+
+// What to do with a device node when the process cannot create one.
+enum class UnprivilegedDevices {
+  kSkip,    // leave it out and warn (a rootfs for a rootless environment)
+  kRefuse,  // refuse the archive (recording it would silently lose the node)
+};
+
+// Extracts the archive at `archive` into the existing empty directory
+// `dest`, keeping modes, numeric owners (when privileged), ns mtimes,
+// xattrs, POSIX ACLs (as SCHILY.acl.* records or system.posix_acl_*
+// xattrs; one the filesystem refuses is a warning), hardlinks and
+// symlinks. `dest` itself takes the mode, owner and
+// mtime of the archive's root entry ("./", "." or "/"; kInvalid when it is
+// not a directory), or without one mode 0755 and the newest mtime of the
+// entries (the owner stays the caller). Refuses (kInvalid, "<archive>: entry
+// '<name>' ...; refusing the archive") entries whose path is absolute or
+// contains "..", hardlinks that point outside the archive, any entry that
+// would be written through a symlink, and entries that would replace one
+// already extracted. Device nodes that cannot be made without privilege
+// are handled as `devices` says (skips are reported via `warn`). Errors
+// writing `dest` are kIo. On error `dest` may hold a partial tree: the
+// caller removes it.
+// `progress` (may be null) counts entries and bytes unpacked.
+Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
+                            const std::function<void(const std::string&)>& warn,
+                            UnprivilegedDevices devices = UnprivilegedDevices::kSkip,
+                            Progress* progress = nullptr);
+
+// Applies one image layer (tar, plain or compressed) onto `dest`, which
+// holds the layers below it: the same refusals as ExtractTarball within
+// the layer, but an entry replaces what lower layers left at its path
+// (unless both are directories), ".wh.NAME" removes NAME and
+// ".wh..wh..opq" empties its directory of the lower layers' entries. No
+// removal goes through a symlink or below a non-directory, and a whiteout
+// is a file: one that is a directory, or an entry below a whiteout's name,
+// is refused (kInvalid).
+Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn,
+                        UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+
+}  // namespace agentenv::archive

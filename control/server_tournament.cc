@@ -1,0 +1,152 @@
+// tournament: N candidates forked from one node, run in parallel, the
+// first to pass its test wins (control/server.h).
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "control/jobs.h"
+#include "control/render.h"
+#include "control/server.h"
+#include "control/workspace.h"
+#include "snap/fsops.h"
+
+namespace agentenv::control {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "t" and 6 hex digits of the clock: short enough to type, unique enough
+// among the tournaments of one repository (a clash is refused by kExists).
+std::string TournamentId() {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "t%06llx", (unsigned long long)((snap::NowNs() / 1000) & 0xffffff));
+  return buf;
+}
+
+std::optional<int> CodeOf(const runner::RunResult& r) {
+  if (r.signal) return std::nullopt;
+  return r.exit_code;
+}
+
+}  // namespace
+
+Result<TournamentReply> Server::Tournament(const TournamentRequest& r) {
+  const auto start = Clock::now();
+  if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament: no candidates (give them after --)");
+  if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
+  if (r.keep != "winner" && r.keep != "all") return Fail(ErrorCode::kInvalid, "tournament: keep must be winner or all");
+  if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
+  AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "tournament: timeout_s"));
+  AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
+  AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.base));
+
+  // Workspaces a killed tournament left behind: nothing runs in them.
+  AE_ASSIGN(auto existing, ListWorkspaces(repo_->root()));
+  for (const auto& ws : existing)
+    if (!ws.tournament.empty() && !WorkspaceBusy(ws)) (void)RemoveWorkspace(*repo_, ws);
+
+  // Leased for the whole tournament (the candidates' workspaces lease it
+  // too, through their states).
+  AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
+  TournamentReply rep;
+  rep.id = TournamentId();
+  rep.base = base.Hex();
+  const size_t n = r.candidates.size();
+  std::vector<Workspace> spaces;
+  for (size_t i = 0; i < n; ++i) {
+    AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
+    spaces.push_back(std::move(ws));
+    rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
+  }
+
+  // One thread per running candidate: each waits on its child processes;
+  // the CPU work is theirs, not ours.
+  std::vector<Clock::time_point> finished(n);
+  std::mutex mu;  // guards next
+  size_t next = 0;
+  auto run_one = [&](size_t i) {
+    CandidateResult& c = rep.candidates[i];
+    Workspace& ws = spaces[i];
+    const auto began = Clock::now();
+    auto done = [&] {
+      finished[i] = Clock::now();
+      c.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(finished[i] - began).count();
+    };
+    auto lock = LockWorkspace(ws);
+    if (!lock) return c.error = lock.error().message, done();
+    runner::EnvSpec spec;
+    spec.root = ws.mount_point();
+    spec.overlay = ws.overlay();
+    spec.held_fds = {lock->get(), lower.fd()};  // a candidate outliving a killed tournament keeps both
+    spec.tied_to_caller = true;
+    spec.network = network;
+    spec.stdio = runner::Stdio::kCapture;
+    spec.limits.output_cap = 65536;
+    spec.limits.timeout = timeout;
+    spec.argv = {"/bin/sh", "-c", c.candidate};
+    auto ran = runner::Run(spec);
+    if (!ran) return c.error = ran.error().message, done();
+    c.exit_code = CodeOf(*ran);
+    c.timed_out = ran->timed_out;
+    spec.argv = {"/bin/sh", "-c", r.test};
+    auto tested = runner::Run(spec);
+    if (!tested) return c.error = "test: " + tested.error().message, done();
+    c.test_exit_code = CodeOf(*tested);
+    c.timed_out |= tested->timed_out;
+    c.passed = c.test_exit_code == 0 && !c.timed_out;
+    done();  // the finish line is the test's verdict, not the snapshot
+    snap::SnapOptions opt;
+    opt.label = ("tournament " + rep.id + ": " + c.candidate).substr(0, 200);
+    opt.allow_empty = true;  // every candidate is a branch, even one that changed nothing
+    auto snapped = SnapshotLocked(ws, opt);
+    if (!snapped) {
+      c.passed = false;
+      c.error = "snapshot: " + snapped.error().message;
+      return;
+    }
+    c.node = snapped->node;
+    c.changed = snapped->added + snapped->modified + snapped->deleted;
+  };
+  std::vector<std::thread> workers;
+  for (size_t k = 0; k < std::min<size_t>(r.jobs, n); ++k) {
+    workers.emplace_back([&] {
+      for (;;) {
+        size_t i;
+        {
+          std::lock_guard l(mu);
+          if (next == n) return;
+          i = next++;
+        }
+        run_one(i);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+
+  for (size_t i = 0; i < n; ++i) {
+    if (!rep.candidates[i].passed || !rep.candidates[i].node) continue;
+    if (!rep.winner || finished[i] < finished[*rep.winner]) rep.winner = i;
+  }
+  if (rep.winner) {
+    rep.candidates[*rep.winner].winner = true;
+    if (r.apply) {
+      AE_ASSIGN(RollbackReply rb, Rollback({rep.candidates[*rep.winner].node->id}));
+      rep.applied = true;
+      rep.saved = rb.saved;
+    }
+  }
+  // The kept workspaces become ordinary ones; the rest go (their nodes stay).
+  for (size_t i = 0; i < n; ++i) {
+    Workspace& ws = spaces[i];
+    if (r.keep == "all" || (rep.winner && *rep.winner == i)) {
+      ws.tournament.clear();
+      (void)SaveWorkspace(ws);
+    } else if (RemoveWorkspace(*repo_, ws)) {
+      rep.candidates[i].workspace.clear();
+    }
+  }
+  rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  return rep;
+}
+
+}  // namespace agentenv::control

@@ -1,0 +1,111 @@
+// The workspace operations of control::Server: fork, list, remove, and the
+// workspace forms of snapshot, diff and exec (control/workspace.h).
+#include "control/workspace.h"
+
+#include <chrono>
+
+#include "control/render.h"
+#include "control/server.h"
+#include "snap/diff.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+namespace {
+
+WorkspaceInfo Describe(const Workspace& ws) {
+  return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), WorkspaceBusy(ws)};
+}
+
+}  // namespace
+
+Result<ForkReply> Server::Fork(const ForkRequest& r) {
+  const auto start = std::chrono::steady_clock::now();
+  // The workspace leases its base node while it is made; retain may drop
+  // the node between Resolve and that lease (HEAD~N moved on): resolved
+  // again then, a few times.
+  for (int attempt = 0;; ++attempt) {
+    AE_ASSIGN(store::ObjectId base, repo_->Resolve(r.ref));
+    std::string name = r.name;
+    if (name.empty()) {
+      // ws-<node>-<n>: the first free number.
+      AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+      for (int n = 1;; ++n) {
+        name = "ws-" + Short(base) + "-" + std::to_string(n);
+        bool taken = false;
+        for (const auto& w : all) taken |= w.name == name;
+        if (!taken) break;
+      }
+    }
+    // The lower's lease is held until the workspace's state, a lease of
+    // its own, is durable: no gc can remove the lower in between.
+    AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
+    auto made = CreateWorkspace(*repo_, name, base, lower.dir());
+    if (!made && made.error().code == ErrorCode::kNotFound && attempt < 3) continue;
+    AE_ASSIGN(Workspace ws, std::move(made));
+    ForkReply rep;
+    rep.workspace = Describe(ws);
+    rep.materialized = lower.method();
+    rep.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    return rep;
+  }
+}
+
+Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
+  AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+  WorkspacesReply rep;
+  for (const auto& ws : all) rep.workspaces.push_back(Describe(ws));
+  return rep;
+}
+
+Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
+  auto ws = LoadWorkspace(repo_->root(), r.name);
+  if (!ws && ws.error().code == ErrorCode::kNotFound) {
+    // A removal killed after its rename: finishing it is the removal.
+    AE_ASSIGN(bool finished, FinishRemoval(*repo_, r.name));
+    if (finished) return WorkspaceRmReply{r.name};
+  }
+  if (!ws) return Unexpected<Error>(ws.error());
+  AE_TRY(RemoveWorkspace(*repo_, *ws));
+  return WorkspaceRmReply{r.name};
+}
+
+Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
+  if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
+  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
+  snap::SnapOptions opt;
+  opt.message = r.message;
+  opt.label = r.label;
+  opt.allow_empty = r.allow_empty;
+  return SnapshotLocked(ws, opt);
+}
+
+Result<SnapshotReply> Server::SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt) {
+  AE_ASSIGN(snap::SnapResult res, repo_->SnapshotUpper(ws.upper(), ws.base, ws.head, opt));
+  if (res.node) {
+    ws.head = *res.node;
+    AE_TRY(SaveWorkspace(ws));
+  }
+  return SnapshotReplyOf(res);
+}
+
+Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
+  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
+  auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
+    AE_ASSIGN(store::ObjectId id, ref == "HEAD" ? Result<store::ObjectId>(ws.head) : repo_->Resolve(ref));
+    AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
+    return rec.tree;
+  };
+  AE_ASSIGN(store::ObjectId from, tree_of(r.from));
+  store::ObjectId to;
+  if (r.to.empty()) {
+    AE_ASSIGN(to, repo_->UpperTree(ws.upper(), ws.base));
+  } else {
+    AE_ASSIGN(to, tree_of(r.to));
+  }
+  return DiffReplyOf(from, to, r);
+}
+
+
+}  // namespace agentenv::control

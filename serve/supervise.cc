@@ -1,0 +1,150 @@
+// supervise (control/supervisor.h).
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <optional>
+
+#include "control/ignore.h"
+#include "control/jobs.h"
+#include "control/ops.h"
+#include "serve/serving.h"
+#include "serve/supervise.h"
+#include "snap/layout.h"
+#include "runner/runner.h"
+
+namespace agentenv::serve {
+
+using json = nlohmann::json;
+
+namespace {
+
+class Supervisor {
+ public:
+  Supervisor(control::Server& server, runner::EnvSpec spec) : server_(server), spec_(std::move(spec)) {}
+
+  Result<void> Launch() {
+    std::lock_guard lock(mu_);
+    AE_ASSIGN(runner::Env env, runner::Env::Start(spec_));
+    control::Log("agent started (pid " + std::to_string(env.pid()) + ")");
+    env_.emplace(std::move(env));
+    return {};
+  }
+
+  // Operator rollback: stop the world, restore, relaunch.
+  Result<json> OperatorRollback(const json& args) {
+    AE_ASSIGN(control::RollbackRequest req, control::ReadRequest<control::RollbackRequest>("rollback", args));
+    std::lock_guard lock(mu_);
+    if (env_) {
+      env_->KillAll();
+      env_.reset();
+    }
+    Result<control::RollbackReply> r = server_.Rollback(req);
+    auto env = runner::Env::Start(spec_);
+    if (!env) return Unexpected<Error>(env.error());
+    control::Log("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
+    env_.emplace(std::move(*env));
+    if (!r) return Unexpected<Error>(r.error());
+    r->relaunched = true;
+    return control::ToJson(*r);
+  }
+
+  // ps with the agent's env added (null while none runs).
+  Result<json> Ps(const json& args) {
+    AE_ASSIGN(control::PsRequest req, control::ReadRequest<control::PsRequest>("ps", args));
+    AE_ASSIGN(control::PsReply rep, server_.Ps(req));
+    rep.supervised = true;
+    std::lock_guard lock(mu_);
+    if (env_) rep.agent = control::AgentEntry{env_->pid(), control::EnvProcesses(*env_)};
+    return control::ToJson(rep);
+  }
+
+  // The pidfd of the running agent env, -1 while none runs.
+  int pidfd() {
+    std::lock_guard lock(mu_);
+    return env_ ? env_->pidfd() : -1;
+  }
+
+  // Called when the pidfd is readable: the exit status if the agent ended
+  // by itself (not killed for a relaunch).
+  std::optional<runner::ExitStatus> Reap(int fd) {
+    std::lock_guard lock(mu_);
+    // The env may have been replaced meanwhile (even reusing the fd
+    // number): only an env that has really ended is reaped.
+    if (!env_ || env_->pidfd() != fd) return std::nullopt;
+    auto st = env_->TryWait();
+    if (st && !*st) return std::nullopt;
+    env_.reset();
+    return st ? **st : runner::ExitStatus{1, 0, false};
+  }
+
+  void Stop() {
+    std::lock_guard lock(mu_);
+    if (env_) env_->KillAll();
+    env_.reset();
+  }
+
+ private:
+  control::Server& server_;
+  runner::EnvSpec spec_;
+  std::mutex mu_;  // guards env_: rollbacks and the main loop race for it
+  std::optional<runner::Env> env_;
+};
+
+}  // namespace
+
+Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
+  AE_ASSIGN(auto repo, control::OpenRepo(root));
+  control::Server server(std::move(repo));
+  runner::EnvSpec spec;
+  spec.root = server.repo().work_dir();
+  spec.argv = opt.argv;
+  AE_ASSIGN(spec.network, control::ParseNetwork(opt.network));
+  // /run is ignored (never versioned), so a restored tree may lack it; the
+  // runner mounts a tmpfs there and binds the agent socket inside.
+  control::EnsureRunDir(server.repo().work_dir());
+  std::string agent_sock = snap::layout::AgentSocket(root);
+  spec.binds.push_back({agent_sock, runner::kSocketPath, false});
+  Supervisor sup(server, spec);
+
+  ServeOptions so;
+  so.signals = {SIGINT, SIGTERM};
+  so.sockets.push_back({agent_sock, [&server](const std::string& op, const json& args, const control::FrameSink& emit) {
+                          return control::CallJson(server, op, args, emit);  // in place: the agent keeps running
+                        }});
+  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const control::FrameSink& emit) {
+                          const control::OpSpec* spec = control::FindOp(op);
+                          if (spec && spec->name == "rollback") return sup.OperatorRollback(args);
+                          if (spec && spec->name == "ps") return sup.Ps(args);
+                          return control::CallJson(server, op, args, emit);
+                        }});
+  so.capture = opt.capture;
+  AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
+  AE_TRY(sup.Launch());
+
+  int exit_code = 0;
+  for (;;) {
+    int pfd = sup.pidfd();
+    pollfd p[2] = {{serving->signal_fd(), POLLIN, 0}, {pfd, POLLIN, 0}};
+    if (::poll(p, pfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR) break;
+    if (p[0].revents) {
+      control::Log("stopping: signal; killing the env");
+      sup.Stop();
+      exit_code = 128 + SIGTERM;
+      break;
+    }
+    if (pfd >= 0 && (p[1].revents & POLLIN)) {
+      if (auto st = sup.Reap(pfd)) {
+        exit_code = st->signal ? 128 + st->signal : st->exit_code;
+        control::Log("agent exited with " + std::to_string(exit_code));
+        break;
+      }
+    }
+  }
+  serving->Stop(true);  // the agent's last changes still become a node
+  return exit_code;
+}
+
+}  // namespace agentenv::serve
