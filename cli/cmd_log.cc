@@ -12,6 +12,7 @@ int CmdLog(int argc, char** argv) {
   CLI::App app{"Show history, newest first; '*' marks HEAD, '|' a node whose parent is not the next line", "log"};
   AddGlobals(app, g);
   app.add_option("-n,--limit", req.limit, "How many nodes (default 20)");
+  app.add_option("--grep", req.grep, "Only nodes whose title or package deltas hold this text (any case)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
   return Print(g, client.Call(req), [&req](const control::LogReply& r) {
@@ -25,7 +26,8 @@ int CmdLog(int argc, char** argv) {
       text += "\n";
     }
     if (r.more) text += "... older nodes not shown (agentenv log -n " + std::to_string(req.limit * 10) + ")\n";
-    return r.nodes.empty() && !r.more ? std::string("no snapshots yet") : text;
+    if (r.nodes.empty() && !r.more) return std::string(req.grep.empty() ? "no snapshots yet" : "no node matches");
+    return text;
   });
 }
 

@@ -18,10 +18,20 @@ const json kOptStr = {{"type", {"string", "null"}}};
 json ArrayOf(const json& items) { return {{"type", "array"}, {"items", items}}; }
 const json kStrings = ArrayOf(kStr);
 const json kRef = {{"type", "string"}, {"description", "Node: short id (12 hex digits), tag name, HEAD, or HEAD~N"}};
+// A package delta as PackageInfo writes it.
+const json kPackage = Obj({{"ecosystem", {{"type", "string"}, {"enum", {"apt", "pip", "npm", "git"}}}},
+                           {"op", {{"type", "string"}, {"enum", {"+", "-", "~", "!"}},
+                                   {"description", "+ installed, - removed, ~ version changed, ! left unfinished"}}},
+                           {"name", kStr}, {"old_version", kStr}, {"new_version", kStr}, {"where", kStr},
+                           {"dependency", kBool}},
+                          {"ecosystem", "op", "name"});
 // A node as NodeInfo writes it; `changes` is the count of changed paths.
 json NodeSchema(const json& changes, const json& extra = json::object()) {
   json j = Obj({{"id", kStr}, {"short", kStr}, {"seq", kInt}, {"time", kStr}, {"time_ns", kInt},
-                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}, {"damaged", kBool}, {"damage", kStr}},
+                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}, {"damaged", kBool}, {"damage", kStr},
+                {"packages", {{"type", "array"}, {"items", kPackage},
+                              {"description", "Packages installed, removed or changed versus the parent"}}},
+                {"packages_omitted", kStr}},
                {"id", "short", "seq", "time", "time_ns", "title", "changes", "parent"});
   j["properties"].update(extra);
   return j;
@@ -93,8 +103,11 @@ std::vector<OpSpec> MakeOps() {
            {"node", "saved", "files_written", "removed", "created", "warnings"}),
        true, true},
       {"log", {},
-       "List recent nodes, newest first: id, time, title (message or automatic change summary), change count, head flag, tags.",
-       Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}}}),
+       "List recent nodes, newest first: id, time, title (message or automatic change summary, led by the "
+       "packages installed, removed or upgraded), change count, package deltas, head flag, tags. With grep, only "
+       "the nodes whose title or packages hold that text (e.g. grep=numpy: where numpy changed).",
+       Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}},
+            {"grep", {{"type", "string"}, {"description", "Only nodes whose title or package names/versions hold this text (any case)"}}}}),
        Obj({{"nodes", ArrayOf(kListed)}, {"more", kBool}}, {"nodes"})},
       {"diff", {},
        "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
@@ -106,7 +119,8 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"changes", ArrayOf(kChange)}, {"total", kInt}, {"truncated", kBool},
             {"patches", ArrayOf(Obj({{"path", kStr}, {"diff", kStr}, {"note", kStr}}, {"path", "diff"}))}},
            {"changes", "total", "truncated"})},
-      {"show", {}, "Details of one node: message, automatic label, parent, file count and a sample of changed paths.",
+      {"show", {}, "Details of one node: message, automatic label, parent, file count, the packages it installed, "
+               "removed or upgraded, and a sample of changed paths.",
        Obj({{"ref", kRef}}),
        Obj({{"node", NodeSchema({{"type", {"object", "integer"}}},
                                 {{"message", kStr}, {"label", kStr}, {"tree", kStr}, {"files", kInt}, {"logical_bytes", kInt}})}},
