@@ -13,8 +13,16 @@ int CmdLog(int argc, char** argv) {
   AddGlobals(app, g);
   app.add_option("-n,--limit", req.limit, "How many nodes (default 20)");
   app.add_option("--grep", req.grep, "Only nodes whose title or package deltas hold this text (any case)");
+  bool digest = false;
+  control::DigestRequest dreq;
+  app.add_flag("--digest", digest, "A span of history in one page (default: the last day): phases, packages, "
+                                   "rollbacks, tournaments, tags");
+  app.add_option("--since", dreq.since, "With --digest: from this time (\"2 hours ago\", \"YYYY-MM-DD HH:MM\")");
+  app.add_option("--until", dreq.until, "With --digest: up to this time (default now)");
+  app.add_option("--max-tokens", dreq.max_tokens, "With --digest: budget of the page, as characters / 4 (default 2000)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
+  if (digest) return Print(g, client.Call(dreq), [](const control::DigestReply& r) { return r.text; });
   return Print(g, client.Call(req), [&req](const control::LogReply& r) {
     std::string text;
     for (size_t i = 0; i < r.nodes.size(); ++i) {

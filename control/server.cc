@@ -4,9 +4,11 @@
 #include "common/textdiff.h"
 
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <map>
 
+#include "control/digest.h"
 #include "control/render.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
@@ -222,6 +224,12 @@ Result<LogReply> Server::Log(const LogRequest& r) {
     rep.nodes.push_back({MakeNodeInfo(n), head && *head == n.id, t == tags.end() ? "" : t->second});
   }
   return rep;
+}
+
+Result<DigestReply> Server::Digest(const DigestRequest& r) {
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  return control::Digest(*repo_, r, now);
 }
 
 Result<ShowReply> Server::Show(const ShowRequest& r) {

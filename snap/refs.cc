@@ -30,8 +30,9 @@ int64_t ToNs(int64_t seconds, int64_t ns) {
   return out;
 }
 
-// "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
-// "now": nanoseconds since the epoch (dates in local time).
+
+}  // namespace
+
 Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
   if (when == "now") return now_ns;
   unsigned long long n = 0;
@@ -73,8 +74,6 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
   return Fail(ErrorCode::kInvalid, "@{" + when + "}: expected \"N minutes ago\" (seconds, minutes, hours, days, weeks), "
                                    "\"YYYY-MM-DD HH:MM[:SS]\" or \"YYYY-MM-DD\"");
 }
-
-}  // namespace
 
 Result<std::optional<store::ObjectId>> Repo::Head() const { return meta_->GetRef("HEAD"); }
 

@@ -152,6 +152,11 @@ struct HistoryRepair {
   uint64_t counts_fixed = 0;       // reference counts that differed from a recount
 };
 
+// "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
+// "now": nanoseconds since the epoch (dates in local time), as @{<time>}
+// refs read them. Errors: kInvalid naming the forms it reads.
+Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns);
+
 class Repo {
  public:
   // Creates an empty repository at root (the directory may exist but must
