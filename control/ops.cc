@@ -1,6 +1,8 @@
 // The operation table: names, descriptions, schemas, and the JSON entry.
 #include "control/ops.h"
 
+#include "control/bisect.h"
+
 namespace agentenv::control {
 namespace {
 
@@ -138,6 +140,28 @@ std::vector<OpSpec> MakeOps() {
                                     {"rollbacks", kStrings}, {"tournaments", kStrings}, {"tags", kStrings}},
                                    {"start", "end", "nodes", "changes"}))}},
            {"text", "nodes", "tokens", "phases"})},
+      {"bisect", {},
+       "Find the first node where a test command fails, on the path from a good node to a bad one (default HEAD): "
+       "tests `jobs` nodes at a time, each in its own workspace forked from the node (the live filesystem is "
+       "untouched), about log_(jobs+1)(N) rounds. The test's exit code: 0 good, 125 skip (cannot test this node), "
+       "1-127 bad; 128+ or a kill aborts. Returns the first bad node with its title, package deltas and changes.",
+       Obj({{"test", {{"type", "string"}, {"description", "Shell command run in each tested node; exit 0 = good"}}},
+            {"good", {{"type", "string"}, {"description", "A node where the test passes (default: the root of bad's history)"}}},
+            {"bad", {{"type", "string"}, {"description", "A node where it fails (default HEAD)"}}},
+            {"jobs", {{"type", "integer"}, {"description", "Nodes tested at once (default 4)"}}},
+            {"timeout_s", {{"type", "number"}, {"description", "Kill a test after this many seconds (aborts the bisect)"}}},
+            {"network", {{"type", "string"}, {"enum", {"allow", "deny"}}, {"description", "Default deny"}}}},
+           {"test"}),
+       Obj({{"path", kInt},
+            {"rounds", ArrayOf(Obj({{"tried", ArrayOf(Obj({{"id", kStr}, {"short", kStr}, {"index", kInt},
+                                                            {"verdict", {{"type", "string"}, {"enum", {"good", "bad", "skip"}}}},
+                                                            {"exit_code", {{"type", {"integer", "null"}}}},
+                                                            {"duration_ms", kInt}},
+                                                           {"id", "index", "verdict"}))},
+                                    {"left", kInt}}))},
+            {"found", kBool}, {"first_bad", Nullable(kNode)}, {"last_good", kOptStr}, {"candidates", kStrings},
+            {"added", kInt}, {"modified", kInt}, {"deleted", kInt}, {"sample", ArrayOf(kChange)}, {"duration_ms", kInt}},
+           {"path", "rounds", "found", "first_bad"})},
       {"head", {}, "The node the live filesystem was last snapshotted or rolled back to.", Obj({}),
        Obj({{"node", kNode}}, {"node"})},
       {"branches", {}, "Tips of history (nodes without children). After a rollback and new work, the old line stays reachable here.",
@@ -262,7 +286,7 @@ constexpr Entry kEntries[] = {
     {"snapshot", Dispatch<SnapshotRequest>}, {"rollback", Dispatch<RollbackRequest>},
     {"log", Dispatch<LogRequest>},           {"diff", Dispatch<DiffRequest>},
     {"show", Dispatch<ShowRequest>},         {"head", Dispatch<HeadRequest>},
-    {"digest", Dispatch<DigestRequest>},
+    {"digest", Dispatch<DigestRequest>},     {"bisect", Dispatch<BisectRequest>},
     {"branches", Dispatch<BranchesRequest>}, {"tag", Dispatch<TagRequest>},
     {"status", Dispatch<StatusRequest>},     {"retain", Dispatch<RetainRequest>},
     {"gc", Dispatch<GcRequest>},             {"import", Dispatch<ImportRequest>},
