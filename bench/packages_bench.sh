@@ -121,7 +121,7 @@ snap_pass() {  # snap_pass MODE: OUT = medians "wall cpu" of REPS `agentenv snap
   for ((r = 0; r < REPS; r++)); do
     install_one
     { time AGENTENV_PACKAGES=$mode "$AE" snap --root "$root" >>"$WORK/log" 2>&1 || die "snap failed"; } 2>"$tf"
-    read -r w c < <(awk '{printf "%.1f %.1f", $1 * 1000, ($2 + $3) * 1000}' "$tf")
+    read -r w c < <(awk '{printf "%.1f %.1f\n", $1 * 1000, ($2 + $3) * 1000}' "$tf")
     walls+=("$w") cpus+=("$c")
   done
   OUT="$(median "${walls[@]}") $(median "${cpus[@]}")"
