@@ -4,6 +4,7 @@
 //
 //   history_gen build ROOT NODES [BASE_FILES CHANGED_FILES CHANGE_BYTES]
 //   history_gen apply DIR STATE [BASE_FILES CHANGED_FILES CHANGE_BYTES]
+//   history_gen day ROOT [NODES]
 //
 // State 0 is BASE_FILES files of 16 KiB (half random, half zeros) under
 // base/ plus 256 files in 16 directories under mod/; state i rewrites CHANGED_FILES files of
@@ -11,7 +12,10 @@
 // creates a repository at ROOT holding states 0..NODES-1 as a chain of
 // nodes, 1 ms apart, 400 days ago (so retention's daily bucket holds them
 // all). `apply DIR 0` writes state 0 into DIR; `apply DIR i` turns state
-// i-1 in DIR into state i.
+// i-1 in DIR into state i. `day` creates a repository at ROOT holding a
+// realistic day of automatic capture (bench/day_gen.h: ~NODES nodes,
+// default 2,400, yesterday 08:00-18:30, with package installs, a rollback,
+// a tournament and a tag) for `agentenv log --digest --since "2 days ago"`.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/day_gen.h"
 #include "snap/repo.h"
 
 namespace {
@@ -116,12 +121,34 @@ int Build(const std::string& root, long nodes, const Shape& shape) {
   return 0;
 }
 
+int Day(const std::string& root, size_t nodes) {
+  auto repo = agentenv::snap::Repo::Create(root);
+  if (!repo) {
+    std::fprintf(stderr, "history_gen: %s\n", repo.error().message.c_str());
+    return 1;
+  }
+  const int64_t yesterday = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count() -
+                            int64_t(24) * 3600 * 1000000000;
+  agentenv::bench::DayGen gen(**repo, yesterday, nodes);
+  auto day = gen.Run();
+  if (!day) {
+    std::fprintf(stderr, "history_gen: %s\n", day.error().message.c_str());
+    return 1;
+  }
+  std::printf("%zu nodes; rollback to %s; tournament %s applied \"%s\"\n", day->nodes, day->rollback_target.c_str(),
+              day->tournament_id.c_str(), day->tournament_winner.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "day") return Day(argv[2], argc >= 4 ? size_t(std::atol(argv[3])) : 2400);
   if (argc < 4) {
     std::fprintf(stderr, "usage: history_gen build ROOT NODES [BASE_FILES CHANGED_FILES CHANGE_BYTES]\n"
-                         "       history_gen apply DIR STATE [BASE_FILES CHANGED_FILES CHANGE_BYTES]\n");
+                         "       history_gen apply DIR STATE [BASE_FILES CHANGED_FILES CHANGE_BYTES]\n"
+                         "       history_gen day ROOT [NODES]\n");
     return 2;
   }
   std::string verb = argv[1], path = argv[2];

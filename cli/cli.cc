@@ -82,6 +82,17 @@ std::string NodeLine(const control::NodeInfo& n) {
   return n.short_id + "  " + n.time + "  " + (n.damaged ? "[damaged] " : "") + n.title;
 }
 
+std::string PackageLine(const control::PackageInfo& p) {
+  std::string version = p.op == "~" ? p.old_version + " -> " + p.new_version
+                        : p.op == "-" ? p.old_version
+                                      : p.new_version;
+  std::string text = p.ecosystem + " " + p.op + p.name;
+  if (!version.empty()) text += " " + version;
+  if (p.dependency) text += " (dependency)";
+  if (!p.where.empty()) text += "  in " + p.where;
+  return text;
+}
+
 std::string ChangeLine(const control::ChangeInfo& c) { return c.op + " " + c.path + (c.dir ? "/" : ""); }
 
 }  // namespace agentenv::cli

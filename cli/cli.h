@@ -74,6 +74,8 @@ int Print(const Globals& g, const Result<Reply>& r, Render render) {
 // title of a damaged node).
 std::string NodeLine(const control::NodeInfo& n);
 // "+ path" / "- dir/" / "M path".
+// "apt ~libc6 2.36-9 -> 2.36-9+deb12u4", "pip +requests 2.31.0 (dependency)  in usr/local/lib/...".
+std::string PackageLine(const control::PackageInfo& p);
 std::string ChangeLine(const control::ChangeInfo& c);
 
 }  // namespace agentenv::cli

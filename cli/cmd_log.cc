@@ -12,8 +12,17 @@ int CmdLog(int argc, char** argv) {
   CLI::App app{"Show history, newest first; '*' marks HEAD, '|' a node whose parent is not the next line", "log"};
   AddGlobals(app, g);
   app.add_option("-n,--limit", req.limit, "How many nodes (default 20)");
+  app.add_option("--grep", req.grep, "Only nodes whose title or package deltas hold this text (any case)");
+  bool digest = false;
+  control::DigestRequest dreq;
+  app.add_flag("--digest", digest, "A span of history in one page (default: the last day): phases, packages, "
+                                   "rollbacks, tournaments, tags");
+  app.add_option("--since", dreq.since, "With --digest: from this time (\"2 hours ago\", \"YYYY-MM-DD HH:MM\")");
+  app.add_option("--until", dreq.until, "With --digest: up to this time (default now)");
+  app.add_option("--max-tokens", dreq.max_tokens, "With --digest: budget of the page, as characters / 4 (default 2000)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
+  if (digest) return Print(g, client.Call(dreq), [](const control::DigestReply& r) { return r.text; });
   return Print(g, client.Call(req), [&req](const control::LogReply& r) {
     std::string text;
     for (size_t i = 0; i < r.nodes.size(); ++i) {
@@ -25,7 +34,8 @@ int CmdLog(int argc, char** argv) {
       text += "\n";
     }
     if (r.more) text += "... older nodes not shown (agentenv log -n " + std::to_string(req.limit * 10) + ")\n";
-    return r.nodes.empty() && !r.more ? std::string("no snapshots yet") : text;
+    if (r.nodes.empty() && !r.more) return std::string(req.grep.empty() ? "no snapshots yet" : "no node matches");
+    return text;
   });
 }
 

@@ -57,6 +57,8 @@ int CmdShow(int argc, char** argv) {
     if (!d.label.empty()) text += "label    " + d.label + "\n";
     text += "tree     " + d.tree + "\n";
     text += "files    " + std::to_string(d.files) + " (" + HumanBytes(d.logical_bytes) + ")\n";
+    for (const auto& p : n.packages) text += "package  " + PackageLine(p) + "\n";
+    if (!n.packages_omitted.empty()) text += "package  ... more not listed: " + n.packages_omitted + "\n";
     text += "changes  +" + std::to_string(d.added) + " ~" + std::to_string(d.modified) + " -" + std::to_string(d.deleted) + "\n";
     for (const auto& c : d.sample) text += "  " + ChangeLine(c) + "\n";
     uint64_t total = d.added + d.modified + d.deleted;

@@ -34,5 +34,6 @@ int CmdLs(int argc, char** argv);
 int CmdCat(int argc, char** argv);
 int CmdWorkspace(int argc, char** argv);
 int CmdTournament(int argc, char** argv);
+int CmdBisect(int argc, char** argv);
 
 }  // namespace agentenv::cli

@@ -37,6 +37,7 @@ constexpr Command kCommands[] = {
     {"fork", "Fork a node into an isolated overlay workspace", CmdFork},
     {"workspace", "List (ls) or remove (rm) workspaces", CmdWorkspace},
     {"tournament", "Run candidates in parallel workspaces, keep the first that passes a test", CmdTournament},
+    {"bisect", "Find the first node where a test fails, testing nodes in parallel workspaces", CmdBisect},
     {"export", "Write a node as a tarball, a layer (--diff-from) or an OCI image layout (--oci)", CmdExport},
     {"import", "Record a tarball or an OCI image layout (--oci) as a new node", CmdImport},
     {"push", "Push a node to an OCI registry as an image", CmdPush},

@@ -1,6 +1,8 @@
 // The operation table: names, descriptions, schemas, and the JSON entry.
 #include "control/ops.h"
 
+#include "control/bisect.h"
+
 namespace agentenv::control {
 namespace {
 
@@ -18,10 +20,20 @@ const json kOptStr = {{"type", {"string", "null"}}};
 json ArrayOf(const json& items) { return {{"type", "array"}, {"items", items}}; }
 const json kStrings = ArrayOf(kStr);
 const json kRef = {{"type", "string"}, {"description", "Node: short id (12 hex digits), tag name, HEAD, or HEAD~N"}};
+// A package delta as PackageInfo writes it.
+const json kPackage = Obj({{"ecosystem", {{"type", "string"}, {"enum", {"apt", "pip", "npm", "git"}}}},
+                           {"op", {{"type", "string"}, {"enum", {"+", "-", "~", "!"}},
+                                   {"description", "+ installed, - removed, ~ version changed, ! left unfinished"}}},
+                           {"name", kStr}, {"old_version", kStr}, {"new_version", kStr}, {"where", kStr},
+                           {"dependency", kBool}},
+                          {"ecosystem", "op", "name"});
 // A node as NodeInfo writes it; `changes` is the count of changed paths.
 json NodeSchema(const json& changes, const json& extra = json::object()) {
   json j = Obj({{"id", kStr}, {"short", kStr}, {"seq", kInt}, {"time", kStr}, {"time_ns", kInt},
-                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}, {"damaged", kBool}, {"damage", kStr}},
+                {"title", kStr}, {"changes", changes}, {"parent", kOptStr}, {"damaged", kBool}, {"damage", kStr},
+                {"packages", {{"type", "array"}, {"items", kPackage},
+                              {"description", "Packages installed, removed or changed versus the parent"}}},
+                {"packages_omitted", kStr}},
                {"id", "short", "seq", "time", "time_ns", "title", "changes", "parent"});
   j["properties"].update(extra);
   return j;
@@ -93,8 +105,11 @@ std::vector<OpSpec> MakeOps() {
            {"node", "saved", "files_written", "removed", "created", "warnings"}),
        true, true},
       {"log", {},
-       "List recent nodes, newest first: id, time, title (message or automatic change summary), change count, head flag, tags.",
-       Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}}}),
+       "List recent nodes, newest first: id, time, title (message or automatic change summary, led by the "
+       "packages installed, removed or upgraded), change count, package deltas, head flag, tags. With grep, only "
+       "the nodes whose title or packages hold that text (e.g. grep=numpy: where numpy changed).",
+       Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}},
+            {"grep", {{"type", "string"}, {"description", "Only nodes whose title or package names/versions hold this text (any case)"}}}}),
        Obj({{"nodes", ArrayOf(kListed)}, {"more", kBool}}, {"nodes"})},
       {"diff", {},
        "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
@@ -106,11 +121,47 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"changes", ArrayOf(kChange)}, {"total", kInt}, {"truncated", kBool},
             {"patches", ArrayOf(Obj({{"path", kStr}, {"diff", kStr}, {"note", kStr}}, {"path", "diff"}))}},
            {"changes", "total", "truncated"})},
-      {"show", {}, "Details of one node: message, automatic label, parent, file count and a sample of changed paths.",
+      {"show", {}, "Details of one node: message, automatic label, parent, file count, the packages it installed, "
+               "removed or upgraded, and a sample of changed paths.",
        Obj({{"ref", kRef}}),
        Obj({{"node", NodeSchema({{"type", {"object", "integer"}}},
                                 {{"message", kStr}, {"label", kStr}, {"tree", kStr}, {"files", kInt}, {"logical_bytes", kInt}})}},
            {"node"})},
+      {"digest", {},
+       "A span of history (default: the last day) in one page: phases of activity with their time span, node "
+       "count, packages installed/removed/upgraded, directories touched, commands run, rollbacks, tournaments and "
+       "tags. Read this first to understand what happened before choosing a node from `log`.",
+       Obj({{"since", {{"type", "string"}, {"description", "\"2 hours ago\", \"YYYY-MM-DD HH:MM\" (default: a day before the newest node)"}}},
+            {"until", {{"type", "string"}, {"description", "Same forms (default: now)"}}},
+            {"max_tokens", {{"type", "integer"}, {"description", "Budget of the text, as characters / 4 (default 2000)"}}}}),
+       Obj({{"text", kStr}, {"since", kStr}, {"until", kStr}, {"nodes", kInt}, {"tokens", kInt},
+            {"phases", ArrayOf(Obj({{"start", kStr}, {"end", kStr}, {"nodes", kInt}, {"changes", kInt},
+                                    {"packages", ArrayOf(kPackage)}, {"dirs", kStrings}, {"commands", kStrings},
+                                    {"rollbacks", kStrings}, {"tournaments", kStrings}, {"tags", kStrings}},
+                                   {"start", "end", "nodes", "changes"}))}},
+           {"text", "nodes", "tokens", "phases"})},
+      {"bisect", {},
+       "Find the first node where a test command fails, on the path from a good node to a bad one (default HEAD): "
+       "tests `jobs` nodes at a time, each in its own workspace forked from the node (the live filesystem is "
+       "untouched), about log_(jobs+1)(N) rounds. The test's exit code: 0 good, 125 skip (cannot test this node), "
+       "1-127 bad; 128+ or a kill aborts. Returns the first bad node with its title, package deltas and changes.",
+       Obj({{"test", {{"type", "string"}, {"description", "Shell command run in each tested node; exit 0 = good"}}},
+            {"good", {{"type", "string"}, {"description", "A node where the test passes (default: the root of bad's history)"}}},
+            {"bad", {{"type", "string"}, {"description", "A node where it fails (default HEAD)"}}},
+            {"jobs", {{"type", "integer"}, {"description", "Nodes tested at once (default 4)"}}},
+            {"timeout_s", {{"type", "number"}, {"description", "Kill a test after this many seconds (aborts the bisect)"}}},
+            {"network", {{"type", "string"}, {"enum", {"allow", "deny"}}, {"description", "Default deny"}}}},
+           {"test"}),
+       Obj({{"path", kInt},
+            {"rounds", ArrayOf(Obj({{"tried", ArrayOf(Obj({{"id", kStr}, {"short", kStr}, {"index", kInt},
+                                                            {"verdict", {{"type", "string"}, {"enum", {"good", "bad", "skip"}}}},
+                                                            {"exit_code", {{"type", {"integer", "null"}}}},
+                                                            {"duration_ms", kInt}},
+                                                           {"id", "index", "verdict"}))},
+                                    {"left", kInt}}))},
+            {"found", kBool}, {"first_bad", Nullable(kNode)}, {"last_good", kOptStr}, {"candidates", kStrings},
+            {"added", kInt}, {"modified", kInt}, {"deleted", kInt}, {"sample", ArrayOf(kChange)}, {"duration_ms", kInt}},
+           {"path", "rounds", "found", "first_bad"})},
       {"head", {}, "The node the live filesystem was last snapshotted or rolled back to.", Obj({}),
        Obj({{"node", kNode}}, {"node"})},
       {"branches", {}, "Tips of history (nodes without children). After a rollback and new work, the old line stays reachable here.",
@@ -236,6 +287,7 @@ constexpr Entry kEntries[] = {
     {"snapshot", Dispatch<SnapshotRequest>}, {"rollback", Dispatch<RollbackRequest>},
     {"log", Dispatch<LogRequest>},           {"diff", Dispatch<DiffRequest>},
     {"show", Dispatch<ShowRequest>},         {"head", Dispatch<HeadRequest>},
+    {"digest", Dispatch<DigestRequest>},     {"bisect", Dispatch<BisectRequest>},
     {"branches", Dispatch<BranchesRequest>}, {"tag", Dispatch<TagRequest>},
     {"status", Dispatch<StatusRequest>},     {"retain", Dispatch<RetainRequest>},
     {"gc", Dispatch<GcRequest>},             {"import", Dispatch<ImportRequest>},

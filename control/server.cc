@@ -3,9 +3,12 @@
 
 #include "common/textdiff.h"
 
+#include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <map>
 
+#include "control/digest.h"
 #include "control/render.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
@@ -176,8 +179,41 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   return rep;
 }
 
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Whether `needle` (lowercase) is in the node's title or package deltas.
+bool LogMatches(const snap::NodeRecord& n, const std::string& needle) {
+  if (Lower(n.title).find(needle) != std::string::npos) return true;
+  if (!n.packages) return false;
+  for (const snap::PackageDelta& p : n.packages->items)
+    for (const std::string* f : {&p.name, &p.old_version, &p.new_version})
+      if (Lower(*f).find(needle) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
 Result<LogReply> Server::Log(const LogRequest& r) {
-  AE_ASSIGN(auto nodes, repo_->Log(r.limit + 1));
+  std::vector<snap::NodeRecord> nodes;
+  if (r.grep.empty()) {
+    AE_ASSIGN(nodes, repo_->Log(r.limit + 1));
+  } else {
+    // Records only (no node objects): a search of every record is one
+    // pass over the index.
+    AE_ASSIGN(auto all, repo_->Log(SIZE_MAX));
+    std::string needle = Lower(r.grep);
+    for (auto& n : all) {
+      if (!LogMatches(n, needle)) continue;
+      nodes.push_back(std::move(n));
+      if (nodes.size() > r.limit) break;
+    }
+  }
   LogReply rep;
   rep.more = nodes.size() > r.limit;
   if (rep.more) nodes.resize(r.limit);
@@ -190,11 +226,25 @@ Result<LogReply> Server::Log(const LogRequest& r) {
   return rep;
 }
 
+Result<DigestReply> Server::Digest(const DigestRequest& r) {
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  return control::Digest(*repo_, r, now);
+}
+
 Result<ShowReply> Server::Show(const ShowRequest& r) {
   AE_ASSIGN(store::ObjectId id, repo_->Resolve(r.ref));
   AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
   ShowReply rep;
   rep.node = MakeNodeInfo(rec);
+  if (!rec.packages && !rec.damaged()) {
+    // A record from before package deltas: read them from the trees.
+    auto packages = repo_->Packages(id);
+    if (packages) {
+      rep.node.packages = MakePackageInfos(*packages);
+      rep.node.packages_omitted = OmittedPackages(*packages);
+    }
+  }
   auto node = snap::LoadNode(repo_->store(), id);
   if (!node && rec.damaged()) return rep;  // its node object is what was lost
   if (!node) return Unexpected<Error>(node.error());

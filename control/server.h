@@ -50,6 +50,8 @@ class Server {
   Result<RollbackReply> Rollback(const RollbackRequest& r);
   Result<LogReply> Log(const LogRequest& r);
   Result<ShowReply> Show(const ShowRequest& r);
+  // control/digest.h: a span of history in one page.
+  Result<DigestReply> Digest(const DigestRequest& r);
   Result<DiffReply> Diff(const DiffRequest& r);
   Result<HeadReply> Head(const HeadRequest& r);
   Result<BranchesReply> Branches(const BranchesRequest& r);

@@ -29,6 +29,21 @@ std::string HumanBytes(uint64_t n) {
   return buf;
 }
 
+std::vector<PackageInfo> MakePackageInfos(const snap::PackageDeltas& d) {
+  std::vector<PackageInfo> out;
+  for (const snap::PackageDelta& x : d.items)
+    out.push_back({std::string(snap::EcosystemName(x.ecosystem)), std::string(1, x.op), x.name, x.old_version,
+                   x.new_version, x.where, x.dependency});
+  return out;
+}
+
+std::string OmittedPackages(const snap::PackageDeltas& d) {
+  std::string out;
+  for (const auto& [eco, n] : d.omitted)
+    out += (out.empty() ? "" : ", ") + std::string(snap::EcosystemName(eco)) + " " + std::to_string(n);
+  return out;
+}
+
 NodeInfo MakeNodeInfo(const snap::NodeRecord& r) {
   NodeInfo n;
   n.id = r.id.Hex();
@@ -41,6 +56,10 @@ NodeInfo MakeNodeInfo(const snap::NodeRecord& r) {
   if (r.parent) n.parent = r.parent->Hex();
   n.damaged = r.damaged();
   n.damage = r.damage;
+  if (r.packages) {
+    n.packages = MakePackageInfos(*r.packages);
+    n.packages_omitted = OmittedPackages(*r.packages);
+  }
   return n;
 }
 

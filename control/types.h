@@ -18,6 +18,22 @@ namespace agentenv::control {
 
 // --- shared pieces ---
 
+// One package a node installed, removed or changed (snap::PackageDelta).
+struct PackageInfo {
+  std::string ecosystem;  // "apt", "pip", "npm", "git"
+  std::string op;         // "+" installed, "-" removed, "~" version changed, "!" left unfinished
+  std::string name, old_version, new_version;
+  std::string where;        // pip: site-packages, npm: node_modules, git: the repository; apt: empty
+  bool dependency = false;  // pulled in for another package
+  template <class V> void Fields(V& v) {
+    v("ecosystem", ecosystem); v("op", op); v("name", name); v("old_version", old_version, kOmitEmpty);
+    v("new_version", new_version, kOmitEmpty); v("where", where, kOmitEmpty); v("dependency", dependency, kOmitEmpty);
+  }
+};
+std::vector<PackageInfo> MakePackageInfos(const snap::PackageDeltas& d);
+// Deltas past the ones listed, per ecosystem ("pip 12, npm 300"); "" when none.
+std::string OmittedPackages(const snap::PackageDeltas& d);
+
 // A node as every reply shows it.
 struct NodeInfo {
   std::string id, short_id, time, title;
@@ -27,10 +43,15 @@ struct NodeInfo {
   std::optional<std::string> parent;
   bool damaged = false;
   std::string damage;  // what is missing, when damaged
+  // The packages it installed, removed or changed versus its parent, as
+  // its record holds them (absent for records from before package deltas).
+  std::vector<PackageInfo> packages;
+  std::string packages_omitted;  // OmittedPackages
   template <class V> void Fields(V& v) {
     v("id", id); v("short", short_id); v("seq", seq); v("time", time); v("time_ns", time_ns);
     v("title", title); v("changes", changes); v("parent", parent); v("damaged", damaged);
-    v("damage", damage, kOmitEmpty);
+    v("damage", damage, kOmitEmpty); v("packages", packages, kOmitEmpty);
+    v("packages_omitted", packages_omitted, kOmitEmpty);
   }
 };
 NodeInfo MakeNodeInfo(const snap::NodeRecord& r);
@@ -103,7 +124,10 @@ struct RollbackReply {
 
 struct LogRequest {
   uint64_t limit = 20;
-  template <class V> void Fields(V& v) { v("limit", limit); }
+  // Only nodes whose title or package deltas (names, versions) hold this
+  // text, case-insensitively: "numpy" finds where numpy changed.
+  std::string grep;
+  template <class V> void Fields(V& v) { v("limit", limit); v("grep", grep, kOmitEmpty); }
 };
 // A node in a listing: NodeInfo plus whether it is HEAD and its tags.
 struct ListedNode {
@@ -117,6 +141,38 @@ struct LogReply {
   std::vector<ListedNode> nodes;
   bool more = false;  // older nodes exist beyond the limit
   template <class V> void Fields(V& v) { v("nodes", nodes); v("more", more); }
+};
+
+// log --digest (control/digest.h): a span of history in one page.
+struct DigestRequest {
+  std::string since;  // "2 hours ago", "2025-03-12 08:00"; empty: a day before the newest node
+  std::string until;  // empty: now
+  uint64_t max_tokens = 2000;  // budget of the text, counted as characters / 4
+  template <class V> void Fields(V& v) {
+    v("since", since, kOmitEmpty); v("until", until, kOmitEmpty); v("max_tokens", max_tokens);
+  }
+};
+struct DigestPhase {
+  std::string start, end;  // local times
+  uint64_t nodes = 0, changes = 0;
+  std::vector<PackageInfo> packages;  // live-line nodes' deltas, in order
+  std::vector<std::string> dirs, commands, rollbacks, tournaments, tags;
+  template <class V> void Fields(V& v) {
+    v("start", start); v("end", end); v("nodes", nodes); v("changes", changes);
+    v("packages", packages, kOmitEmpty); v("dirs", dirs, kOmitEmpty); v("commands", commands, kOmitEmpty);
+    v("rollbacks", rollbacks, kOmitEmpty); v("tournaments", tournaments, kOmitEmpty); v("tags", tags, kOmitEmpty);
+  }
+};
+struct DigestReply {
+  std::string text;  // the page
+  std::string since, until;
+  uint64_t nodes = 0;
+  uint64_t tokens = 0;  // text.size() / 4, rounded up
+  std::vector<DigestPhase> phases;
+  template <class V> void Fields(V& v) {
+    v("text", text); v("since", since); v("until", until); v("nodes", nodes); v("tokens", tokens);
+    v("phases", phases);
+  }
 };
 
 struct ShowRequest {

@@ -54,8 +54,14 @@ Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const
   return DiffDir([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to, "", fn);
 }
 
-Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to) {
-  return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to);
+Result<void> DiffTrees(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                       const Fn& fn) {
+  return DiffDir(load, from, to, "", fn);
+}
+
+Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
+                        const DiffObserver& seen) {
+  return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to, seen);
 }
 
 namespace {
@@ -88,13 +94,15 @@ bool SameButMtime(const Meta& a, const Meta& b) {
   return a.mode == b.mode && a.uid == b.uid && a.gid == b.gid && a.xattrs == b.xattrs;
 }
 
-Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to) {
+Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                        const DiffObserver& seen) {
   TreeDelta d;
   AE_TRY(DiffDir(load, from, to, "", [&](const Difference& x) -> Result<void> {
     if (x.old_entry && x.new_entry && x.old_entry->kind == Kind::kDir && x.new_entry->kind == Kind::kDir &&
         x.old_entry->id == x.new_entry->id && SameButMtime(x.old_entry->meta, x.new_entry->meta))
       return {};
     d.changes.Add(x.change);
+    if (seen) seen(x);
     if (x.change.op == '-') (x.change.is_dir ? d.deleted_dirs : d.deleted_files).push_back(x.change.path);
     if (x.old_entry && x.old_entry->kind == Kind::kFile) {
       d.files--;

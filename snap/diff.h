@@ -28,6 +28,10 @@ Result<void> DiffTrees(const store::Store& s, const store::ObjectId& from, const
 // Reads a tree (from a store, or trees of a batch not yet committed).
 using TreeLoader = std::function<Result<Tree>(const store::ObjectId&)>;
 
+// DiffTrees with trees from `load`.
+Result<void> DiffTrees(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                       const std::function<Result<void>(const Difference&)>& fn);
+
 // What a change from tree `from` to `to` takes away: fn(path, its entry in
 // `from`) for each path of `from` that `to` lacks or has as another kind
 // (and below a directory that goes, every path of it), parents before their
@@ -52,8 +56,14 @@ struct TreeDelta {
   std::vector<std::string> deleted_dirs;   // paths of deleted directories
   int64_t files = 0, bytes = 0;
 };
-Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to);
+// `seen` (optional) is called with each difference counted, as the diff
+// visits it (a PackageWatch, snap/packages.h, looks there for package
+// databases, so no second diff is needed).
+using DiffObserver = std::function<void(const Difference&)>;
+Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
+                        const DiffObserver& seen = {});
 // The same with trees from `load` (e.g. trees of a batch not yet committed).
-Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to);
+Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, const store::ObjectId& to,
+                        const DiffObserver& seen = {});
 
 }  // namespace agentenv::snap

@@ -62,6 +62,9 @@ bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
 
 namespace meta_internal {
 
+// The tag of a node record's package section (docs/store-format.md).
+constexpr uint64_t kPackagesSection = 1;
+
 std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   ByteWriter w;
   w.Var(r.seq);
@@ -73,6 +76,16 @@ std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   w.Var(r.changes);
   w.Str(r.title);
   if (r.flags & NodeRecord::kDamaged) w.Str(r.damage);  // records of intact nodes end at the title
+  // Optional sections, each (varint tag, varint length, bytes): older
+  // decoders stop before them, newer ones skip the tags they do not know.
+  if (r.packages) {
+    ByteWriter sec;
+    EncodePackageDeltas(sec, *r.packages);
+    std::vector<uint8_t> b = std::move(sec).bytes();
+    w.Var(kPackagesSection);
+    w.Var(b.size());
+    w.Raw(b.data(), b.size());
+  }
   return std::move(w).bytes();
 }
 
@@ -92,6 +105,16 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
     return std::nullopt;
   n.flags = uint32_t(flags);
   if ((n.flags & NodeRecord::kDamaged) && !r.Str(&n.damage)) return std::nullopt;
+  while (!r.done()) {
+    uint64_t tag, len;
+    std::span<const uint8_t> body;
+    if (!r.Var(&tag) || !r.Var(&len) || !r.Span(len, &body)) return std::nullopt;
+    if (tag != kPackagesSection) continue;
+    ByteReader sec(body);
+    PackageDeltas p;
+    if (!DecodePackageDeltas(sec, body.size(), &p) || !sec.done()) return std::nullopt;
+    n.packages = std::move(p);
+  }
   return n;
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "snap/packages.h"
 #include "snap/tree.h"
 #include "store/map_trim.h"
 #include "store/store.h"
@@ -52,6 +53,12 @@ struct NodeRecord {
   // missing (and 3 more)"), set by fsck --repair. The node stays in
   // history; restore refuses it.
   std::string damage;
+  // Packages installed, removed or changed versus the current parent
+  // (snap/packages.h; retention recomputes them with the title when it
+  // gives the node another parent). Absent: not recorded (a record from
+  // before package deltas, one an older binary rewrote, or a snapshot with
+  // AGENTENV_PACKAGES=off); Repo::Packages computes them from the trees.
+  std::optional<PackageDeltas> packages;
   static constexpr uint32_t kPinned = 1, kDamaged = 2;
   bool damaged() const { return flags & kDamaged; }
 };

@@ -30,8 +30,9 @@ int64_t ToNs(int64_t seconds, int64_t ns) {
   return out;
 }
 
-// "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
-// "now": nanoseconds since the epoch (dates in local time).
+
+}  // namespace
+
 Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
   if (when == "now") return now_ns;
   unsigned long long n = 0;
@@ -74,14 +75,25 @@ Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns) {
                                    "\"YYYY-MM-DD HH:MM[:SS]\" or \"YYYY-MM-DD\"");
 }
 
-}  // namespace
-
 Result<std::optional<store::ObjectId>> Repo::Head() const { return meta_->GetRef("HEAD"); }
 
 Result<NodeRecord> Repo::Record(const store::ObjectId& id) const {
   AE_ASSIGN(auto r, meta_->GetNode(id));
   if (!r) return Fail(ErrorCode::kNotFound, "node " + id.Hex().substr(0, 12) + ": not in history");
   return *r;
+}
+
+Result<PackageDeltas> Repo::Packages(const store::ObjectId& id) const {
+  AE_ASSIGN(NodeRecord rec, Record(id));
+  if (rec.packages) return *rec.packages;
+  store::ObjectId from = EmptyTreeId();
+  if (rec.parent) {
+    AE_ASSIGN(NodeRecord parent, Record(*rec.parent));
+    from = parent.tree;
+  }
+  const store::Store& s = *store_;
+  return PackageDeltasBetween([&s](const store::ObjectId& t) { return LoadTree(s, t); },
+                              [&s](const store::ObjectId& o) { return s.Get(o); }, from, rec.tree);
 }
 
 Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {

@@ -453,9 +453,15 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
     if (it == sc.out.trees.end()) return LoadTree(*store_, id);
     return DecodeTree(it->second, id.Hex());
   };
+  const store::ObjectId& from = head ? head->tree : EmptyTreeId();
+  // Package databases are spotted as the diff visits them, and read only
+  // once a node is made.
+  bool detect = PackageDeltasEnabled();
+  PackageWatch watch;
   TreeDelta delta;
   if (!same) {
-    AE_ASSIGN(delta, Delta(load, head ? head->tree : EmptyTreeId(), sc.out.tree));
+    AE_ASSIGN(delta, Delta(load, from, sc.out.tree, detect ? DiffObserver([&](const Difference& d) { watch.See(d); })
+                                                           : DiffObserver()));
     // Only directory mtimes moved: nothing a user would call a change.
     same = head && delta.changes.summary().total() == 0 && SameButMtime(head->root, sc.out.root) && head->links == sc.out.links;
   }
@@ -476,6 +482,18 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   n.message = opt.message;
   n.label = opt.label.empty() ? delta.changes.Label() : opt.label;
   if (head && !(head->root == sc.out.root) && n.label.empty()) n.label = "M .";
+  if (watch.any()) {
+    // New content is still in the scan's batch: read it there first.
+    ObjectLoader objects = [&](const store::ObjectId& id) -> Result<std::vector<uint8_t>> {
+      if (sc.batch) {
+        auto pending = sc.batch->GetPending(id);
+        if (pending || pending.error().code != ErrorCode::kNotFound) return pending;
+      }
+      return store_->Get(id);
+    };
+    res.packages = watch.Resolve(load, objects, from, sc.out.tree);
+    n.label = LeadWithPackages(res.packages, n.label);
+  }
   n.changes = delta.changes.summary();
   n.links = sc.out.links;
   n.files = uint64_t(int64_t(head ? head->files : 0) + delta.files);
@@ -513,6 +531,7 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   rec.tree = n.tree;
   rec.changes = n.changes.total();
   rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
+  if (detect) rec.packages = res.packages;
   AE_TRY(txn->PutNode(rec));
   AE_TRY(refs.DeferNode(rec.seq, id, n.tree));
   if (counted) {

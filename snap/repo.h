@@ -23,6 +23,7 @@
 #include "snap/lowers.h"
 #include "snap/meta.h"
 #include "snap/node.h"
+#include "snap/packages.h"
 #include "snap/refcount.h"
 #include "snap/restore.h"
 #include "snap/scan.h"
@@ -53,7 +54,8 @@ struct SnapOptions {
 struct SnapResult {
   std::optional<store::ObjectId> node;  // absent: nothing changed, no node
   ChangeSummary changes;
-  std::string label;
+  std::string label;       // leads with PackageLabel(packages) when there are any
+  PackageDeltas packages;  // versus the parent (snap/packages.h); empty with AGENTENV_PACKAGES=off
   uint64_t hashed_files = 0, hashed_bytes = 0;
   // Directories, symlinks and special files whose xattrs (and target) had
   // to be read: the entry cache did not know them as they are.
@@ -149,6 +151,11 @@ struct HistoryRepair {
   uint64_t stat_cleared = 0;       // stat cache entries forgotten (some named lost content)
   uint64_t counts_fixed = 0;       // reference counts that differed from a recount
 };
+
+// "10 minutes ago", "2 h ago", "2026-11-23 14:00[:05]", "2026-11-23",
+// "now": nanoseconds since the epoch (dates in local time), as @{<time>}
+// refs read them. Errors: kInvalid naming the forms it reads.
+Result<int64_t> ParseWhen(const std::string& when, int64_t now_ns);
 
 class Repo {
  public:
@@ -248,6 +255,12 @@ class Repo {
   Result<store::ObjectId> Resolve(const std::string& ref) const;
   Result<std::optional<store::ObjectId>> Head() const;
   Result<NodeRecord> Record(const store::ObjectId& id) const;
+  // The packages node `id` installed, removed or changed versus its current
+  // parent: its record's (NodeRecord::packages), else computed from the
+  // two trees (a diff, O(changes), reading only package databases;
+  // nothing is written). Thread-safe with writers. Errors: kNotFound,
+  // missing or corrupt trees.
+  Result<PackageDeltas> Packages(const store::ObjectId& id) const;
   // Newest first.
   Result<std::vector<NodeRecord>> Log(size_t limit) const;
   // Nodes without children (tips of history), newest first.

@@ -111,11 +111,28 @@ Result<RetentionResult> Repo::RetainOnce(const RetentionPolicy& policy, bool dry
     NodeRecord r = nodes[i];
     if (!keep[i] || !r.parent || keep[index.at(*r.parent)]) continue;
     std::optional<store::ObjectId> np = survivor(r.parent);
-    AE_ASSIGN(TreeDelta d, Delta(*store_, np ? nodes[index.at(*np)].tree : EmptyTreeId(), r.tree));
+    const store::ObjectId& from = np ? nodes[index.at(*np)].tree : EmptyTreeId();
+    bool detect = PackageDeltasEnabled();
+    PackageWatch watch;
+    AE_ASSIGN(TreeDelta d, Delta(*store_, from, r.tree,
+                                 detect ? DiffObserver([&](const Difference& x) { watch.See(x); }) : DiffObserver()));
     AE_ASSIGN(Node n, LoadNode(*store_, r.id));
     r.parent = np;
     r.changes = d.changes.summary().total();
-    if (n.message.empty() && !n.label.starts_with("exec: ")) r.title = d.changes.Label().substr(0, 200);
+    std::optional<PackageDeltas> packages;
+    if (detect) {
+      const store::Store& s = *store_;
+      packages = watch.Resolve([&s](const store::ObjectId& t) { return LoadTree(s, t); },
+                               [&s](const store::ObjectId& o) { return s.Get(o); }, from, r.tree);
+    }
+    if (n.message.empty()) {
+      // The title is "<packages>; <label>": the packages versus the new
+      // parent lead it; an exec's command stays, a summary is made again.
+      std::string_view was = r.packages ? WithoutPackages(r.title, *r.packages) : std::string_view(r.title);
+      std::string label = was.starts_with("exec: ") ? std::string(was) : d.changes.Label();
+      r.title = (packages ? LeadWithPackages(*packages, label) : label).substr(0, 200);
+    }
+    r.packages = std::move(packages);
     AE_TRY(txn->PutNode(r));
     if (np) AE_TRY(txn->AddChild(*np, r.id));
     ++res.reparented;

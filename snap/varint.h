@@ -148,6 +148,14 @@ class ByteReader {
     }
     return true;
   }
+  // The next n bytes, in place (valid while the input is).
+  bool Span(size_t n, std::span<const uint8_t>* out) {
+    if (b_.size() - pos_ < n) return false;
+    *out = b_.subspan(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return b_.size() - pos_; }
   bool done() const { return pos_ == b_.size(); }
 
  private:

@@ -80,6 +80,7 @@ class BatchImpl final : public Batch {
   Result<void> Commit() override;
   uint64_t new_bytes() const override { return new_bytes_.load(); }
   Result<void> Drop(const ObjectId& id) override;
+  Result<std::vector<uint8_t>> GetPending(const ObjectId& id) const override;
 
  private:
   struct OpenPack {
@@ -116,7 +117,7 @@ class BatchImpl final : public Batch {
   const bool hash_only_;  // computes ids, writes nothing, cannot commit
   std::atomic<uint64_t> new_bytes_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Result<void> failed_;  // first write error; the batch cannot commit after it
   bool committed_ = false;
   // Appends under way (slot taken, record not yet written). A step waits
@@ -361,6 +362,44 @@ Result<void> BatchImpl::Drop(const ObjectId& id) {
   std::lock_guard lock(mu_);
   drops_.emplace(id, *known);
   return {};
+}
+
+Result<std::vector<uint8_t>> BatchImpl::GetPending(const ObjectId& id) const {
+  ObjectInfo info;
+  int fd = -1;
+  std::string path;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || committed_)
+      return Fail(ErrorCode::kNotFound, "object " + id.Hex() + ": not pending in this batch");
+    info = it->second;
+    const OpenPack& p = open_.at(info.pack);
+    fd = p.fd.get();  // open for the batch's life
+    path = p.path;
+  }
+  // The record's bytes are in the page cache (written, not yet fsynced);
+  // the pack's own fd reads them: the store's cached read-only fds name
+  // only committed packs, and this one's number could still be reused if
+  // the batch is abandoned.
+  std::string where = "object " + id.Hex() + " (" + path + " offset " + std::to_string(info.offset) + ")";
+  std::vector<uint8_t> rec(kRecordHeaderSize + info.stored_size);
+  size_t done = 0;
+  while (done < rec.size()) {
+    ssize_t r = ::pread(fd, rec.data() + done, rec.size() - done, off_t(info.offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return FailErrno(where, errno);
+    if (r == 0) return Fail(ErrorCode::kCorrupt, where + ": pack file too short");
+    done += size_t(r);
+  }
+  auto h = ParseRecordHeader(std::span<const uint8_t, kRecordHeaderSize>(rec.data(), kRecordHeaderSize));
+  if (!h) return Fail(ErrorCode::kCorrupt, where + ": " + h.error().message);
+  if (h->id != id || h->codec != info.codec || h->size != info.size || h->stored_size != info.stored_size)
+    return Fail(ErrorCode::kCorrupt, where + ": record header does not match what the batch wrote");
+  auto data = Decode(info.codec, std::span(rec).subspan(kRecordHeaderSize), info.size);
+  if (!data) return Fail(ErrorCode::kCorrupt, where + ": " + data.error().message);
+  if (ObjectId::Of(*data) != id) return Fail(ErrorCode::kCorrupt, where + ": content does not match its id");
+  return std::move(*data);
 }
 
 Result<void> BatchImpl::CommitPending(bool last) {

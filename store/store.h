@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -108,6 +109,15 @@ class Batch {
   virtual Result<void> Commit() = 0;
   // Number of bytes of new (not deduplicated) objects so far.
   virtual uint64_t new_bytes() const = 0;
+  // The bytes of an object this batch wrote (its Put has returned) and has
+  // not committed yet, verified against its id: content a caller must read
+  // before the commit (snap/'s package deltas, computed for the node that
+  // joins this batch), which Store::Get cannot see yet. Objects the store
+  // had already, and those a step of this batch committed, are read from
+  // the Store. Thread-safe like Put. Errors: kNotFound when the batch holds
+  // no such pending object (always for a hashing batch, and after Commit);
+  // kCorrupt, I/O.
+  virtual Result<std::vector<uint8_t>> GetPending(const ObjectId& id) const = 0;
   // Removes the object `id` from the store at Commit, atomically with the
   // batch's puts; its record becomes dead space in its pack (counted in the
   // pack's dead accounting) until Compact reclaims it. No-op for an id the

@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -20,7 +22,9 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "snap/meta.h"
 #include "snap/node.h"
+#include "snap/packages.h"
 #include "snap/tree.h"
 #include "snap/varint.h"
 #include "store/fastcdc.h"
@@ -728,6 +732,153 @@ TEST_CASE("format: FastCDC bounds, max_size on input without cut points", "[form
   CHECK(cdc.NextCut(data.data(), 1, true) == 1);
   CHECK(cdc.NextCut(data.data(), 16384, true) == 16384);
   CHECK(cdc.NextCut(data.data(), 16384 + 1, true) == 16384 + 1);
+}
+
+// ------------------------------------------------ node record package section
+
+// A node record (snap/meta.h) as docs/store-format.md ("Node records")
+// lays it out: seq, time, parent flag and id, tree, flags, changes, title,
+// then the optional package section (tag 1).
+constexpr char kRecordHex[] =
+    "05"                                   // seq 5
+    "aab4aed8c7bfce972f"                   // time 1700000000123456789 (zigzag)
+    "01" "1111111111111111111111111111111111111111111111111111111111111111"  // parent
+    "2222222222222222222222222222222222222222222222222222222222222222"       // tree
+    "00"                                   // flags
+    "03"                                   // changes
+    "14" "617074202b6a7120312e363b20657865633a2078";  // title "apt +jq 1.6; exec: x"
+constexpr char kPackagesHex[] =
+    "01" "2d"                              // tag 1, 45 bytes
+    "02"                                   // two items
+    "01" "2b" "00" "026a71" "00" "03312e36" "00"  // apt '+' jq "" "1.6" ""
+    "02" "7e" "01" "087265717565737473"    // pip '~' dependency requests
+    "06322e33312e30" "06322e33322e33" "0173"  // "2.31.0" "2.32.3" where "s"
+    "01" "03" "ac02";                      // omitted: npm 300
+
+snap::NodeRecord FixedRecord(const ObjectId& id) {
+  snap::NodeRecord r;
+  r.id = id;
+  r.seq = 5;
+  r.time_ns = 1700000000123456789;
+  r.parent = Filled(0x11);
+  r.tree = Filled(0x22);
+  r.changes = 3;
+  r.title = "apt +jq 1.6; exec: x";
+  snap::PackageDeltas p;
+  p.items = {{snap::Ecosystem::kApt, '+', "jq", "", "1.6", "", false},
+             {snap::Ecosystem::kPip, '~', "requests", "2.31.0", "2.32.3", "s", true}};
+  p.omitted[snap::Ecosystem::kNpm] = 300;
+  r.packages = p;
+  return r;
+}
+
+// The nodes table of the metadata index at `dir`, read and written raw.
+struct RawNodes {
+  explicit RawNodes(const std::string& dir) {
+    REQUIRE(mdb_env_create(&env) == 0);
+    REQUIRE(mdb_env_set_maxdbs(env, 16) == 0);
+    REQUIRE(mdb_env_open(env, dir.c_str(), MDB_NOTLS, 0644) == 0);
+    REQUIRE(mdb_txn_begin(env, nullptr, 0, &txn) == 0);
+    REQUIRE(mdb_dbi_open(txn, "nodes", 0, &dbi) == 0);
+  }
+  ~RawNodes() {
+    if (txn) mdb_txn_abort(txn);
+    mdb_env_close(env);
+  }
+  std::string Get(const ObjectId& id) {
+    MDB_val k{32, const_cast<uint8_t*>(id.bytes.data())}, v;
+    REQUIRE(mdb_get(txn, dbi, &k, &v) == 0);
+    return Hex({static_cast<const uint8_t*>(v.mv_data), v.mv_size});
+  }
+  void Put(const ObjectId& id, const std::string& hex) {
+    auto b = Unhex(hex);
+    MDB_val k{32, const_cast<uint8_t*>(id.bytes.data())}, v{b.size(), b.data()};
+    REQUIRE(mdb_put(txn, dbi, &k, &v, 0) == 0);
+  }
+  void Commit() {
+    REQUIRE(mdb_txn_commit(txn) == 0);
+    txn = nullptr;
+  }
+  MDB_env* env = nullptr;
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi = 0;
+};
+
+TEST_CASE("format: a node record's package section, exact bytes, older records and unknown sections",
+          "[format][meta][packages]") {
+  TempDir t;
+  const std::string dir = t.str() + "/meta";
+  const ObjectId with = Filled(0xa1), without = Filled(0xa2), skipping = Filled(0xa3), cut = Filled(0xa4),
+                 lying = Filled(0xa5);
+  {
+    auto db = snap::MetaDb::Open(dir, true);
+    REQUIRE(db);
+    auto txn = (*db)->Begin();
+    REQUIRE(txn);
+    REQUIRE((*txn)->PutNode(FixedRecord(with)));
+    snap::NodeRecord old = FixedRecord(without);
+    old.seq = 6;
+    old.packages.reset();
+    REQUIRE((*txn)->PutNode(old));
+    REQUIRE((*txn)->Commit());
+  }
+  {
+    RawNodes raw(dir);
+    CHECK(raw.Get(with) == std::string(kRecordHex) + kPackagesHex);
+    // Without packages the record ends at the title, as every older binary
+    // wrote it; older decoders stop there and never see a section.
+    CHECK(raw.Get(without) == std::string("06") + (kRecordHex + 2));
+    // An unknown section (tag 7) before it is skipped.
+    raw.Put(skipping, std::string(kRecordHex) + "0703aabbcc" + kPackagesHex);
+    // A section longer than the record, and a count the bytes cannot hold.
+    std::string p = kPackagesHex;
+    raw.Put(cut, std::string(kRecordHex) + p.substr(0, p.size() - 2));
+    raw.Put(lying, std::string(kRecordHex) + "0103" + "ff7f00");
+    raw.Commit();
+  }
+  auto db = snap::MetaDb::Open(dir, false);
+  REQUIRE(db);
+  auto a = (*db)->GetNode(with);
+  REQUIRE(a);
+  REQUIRE(*a);
+  REQUIRE((*a)->packages);
+  CHECK(*(*a)->packages == *FixedRecord(with).packages);
+  CHECK((*a)->title == "apt +jq 1.6; exec: x");
+  auto b = (*db)->GetNode(without);
+  REQUIRE(b);
+  REQUIRE(*b);
+  CHECK_FALSE((*b)->packages);  // not recorded: unknown, not "none"
+  auto c = (*db)->GetNode(skipping);
+  REQUIRE(c);
+  REQUIRE(*c);
+  REQUIRE((*c)->packages);
+  CHECK(*(*c)->packages == *FixedRecord(with).packages);
+  for (const ObjectId& bad : {cut, lying}) {
+    auto r = (*db)->GetNode(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kCorrupt);
+  }
+}
+
+TEST_CASE("format: package deltas decode only what they encode, never past the bytes", "[format][packages]") {
+  auto b = Unhex(std::string(kPackagesHex).substr(4));  // the section's payload
+  snap::ByteReader r(b);
+  snap::PackageDeltas d;
+  REQUIRE(snap::DecodePackageDeltas(r, b.size(), &d));
+  CHECK(r.done());
+  snap::ByteWriter w;
+  snap::EncodePackageDeltas(w, d);
+  CHECK(Hex(std::move(w).bytes()) == std::string(kPackagesHex).substr(4));
+  for (size_t n = 0; n < b.size(); ++n) {
+    std::vector<uint8_t> cut(b.begin(), b.begin() + long(n));
+    snap::ByteReader rc(cut);
+    snap::PackageDeltas x;
+    CHECK_FALSE((snap::DecodePackageDeltas(rc, cut.size(), &x) && rc.done()));
+  }
+  // A count of 2^62 items is refused before anything is allocated.
+  auto huge = Unhex("80808080808080804000");
+  snap::ByteReader rh(huge);
+  CHECK_FALSE(snap::DecodePackageDeltas(rh, huge.size(), &d));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "store/inspect.h"
+#include "store/manifest.h"
 #include "store_testutil.h"
 #include "testutil.h"
 
@@ -114,6 +115,52 @@ TEST_CASE("store: Put, Get, Has and missing objects") {
   // Create refuses an existing store; Open refuses a non-store.
   CHECK(Store::Open(t.str() + "/s", Store::Mode::kCreate).error().code == ErrorCode::kExists);
   CHECK(!Store::Open(t.str(), Store::Mode::kOpen));
+}
+
+TEST_CASE("store: a batch reads back what it wrote and has not committed, and only that") {
+  TempDir t;
+  auto s = OpenStore(t.str() + "/s", Store::Mode::kCreate);
+  auto before = RandomBytes(1000, 11);
+  {
+    auto b = *s->BeginBatch();
+    REQUIRE(b->Put(ObjectType::kChunk, before));
+    CommitOk(*b);
+  }
+  auto b = *s->BeginBatch();
+  auto small = Compressible(3000), raw = RandomBytes(8192, 12);  // a zstd record and a raw aligned one
+  auto a = b->Put(ObjectType::kChunk, small), r = b->Put(ObjectType::kChunk, raw);
+  REQUIRE(a);
+  REQUIRE(r);
+  auto large = Compressible(3 << 20);
+  WriteFile(t.str() + "/large", large);
+  store::FileRef f = PutPath(*b, t.str() + "/large");
+  REQUIRE(f.type == ObjectType::kManifest);
+  CHECK(!*s->Has(*a));  // the store does not see them yet; the batch does
+  CHECK(*b->GetPending(*a) == small);
+  CHECK(*b->GetPending(*r) == raw);
+  auto manifest = b->GetPending(f.id);
+  REQUIRE(manifest);
+  auto chunks = store::DecodeManifest(*manifest);
+  REQUIRE(chunks);
+  std::vector<uint8_t> joined;
+  for (const auto& c : *chunks) {
+    auto part = b->GetPending(c.id);
+    REQUIRE(part);
+    joined.insert(joined.end(), part->begin(), part->end());
+  }
+  CHECK(joined == large);
+  // What the store had before is the store's to read.
+  auto old = b->GetPending(ObjectId::Of(before));
+  REQUIRE_FALSE(old);
+  CHECK(old.error().code == ErrorCode::kNotFound);
+  CommitOk(*b);
+  auto after = b->GetPending(*a);
+  REQUIRE_FALSE(after);
+  CHECK(after.error().code == ErrorCode::kNotFound);
+  CHECK(*s->Get(*a) == small);
+  auto h = s->HashingBatch();
+  REQUIRE(h->Put(ObjectType::kChunk, RandomBytes(10, 13)));
+  CHECK(h->GetPending(ObjectId::Of(RandomBytes(10, 13))).error().code == ErrorCode::kNotFound);
 }
 
 TEST_CASE("store: Put says whether the store had the object before the batch") {

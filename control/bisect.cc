@@ -1,0 +1,174 @@
+// bisect: K-ary search for the first failing node, each test in a
+// workspace of its own (see bisect.h).
+#include "control/bisect.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "control/jobs.h"
+#include "control/render.h"
+#include "control/workspace.h"
+#include "snap/fsops.h"
+
+namespace agentenv::control {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t MsSince(Clock::time_point t) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+// One tested node: its workspace (forked from it) and what the test said.
+struct Trial {
+  BisectTry result;
+  std::optional<snap::LowerLease> lower;
+  std::optional<Workspace> ws;
+  std::string error;  // could not test (fork, run), or an aborting exit
+};
+
+// Forks the workspace (on the caller's thread: workspaces are made and
+// removed one at a time, only the tests run in parallel).
+void Prepare(snap::Repo& repo, const store::ObjectId& node, uint64_t index, const std::string& tag, Trial* t) {
+  t->result.id = node.Hex();
+  t->result.short_id = Short(node);
+  t->result.index = index;
+  auto lower = repo.LeaseLower(node);
+  if (!lower) return void(t->error = lower.error().message);
+  auto ws = CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir());
+  if (!ws) return void(t->error = ws.error().message);
+  t->lower = std::move(*lower);
+  t->ws = std::move(*ws);
+}
+
+// Runs the test in the prepared workspace (any thread).
+void RunTest(const std::string& test, std::chrono::milliseconds timeout, runner::Network network, Trial* t) {
+  if (!t->ws) return;
+  const auto began = Clock::now();
+  auto lock = LockWorkspace(*t->ws);
+  if (!lock) return void(t->error = lock.error().message);
+  runner::EnvSpec spec;
+  spec.root = t->ws->mount_point();
+  spec.overlay = t->ws->overlay();
+  spec.held_fds = {lock->get(), t->lower->fd()};
+  spec.tied_to_caller = true;
+  spec.network = network;
+  spec.stdio = runner::Stdio::kCapture;
+  spec.limits.output_cap = 4096;
+  spec.limits.timeout = timeout;
+  spec.argv = {"/bin/sh", "-c", test};
+  auto ran = runner::Run(spec);
+  t->result.duration_ms = MsSince(began);
+  if (!ran) return void(t->error = ran.error().message);
+  if (ran->signal || ran->timed_out)
+    return void(t->error = ran->timed_out ? "timed out" : "killed by signal " + std::to_string(ran->signal));
+  const int c = ran->exit_code;
+  t->result.exit_code = c;
+  if (c >= 128 || c < 0) t->error = "exit code " + std::to_string(c) + " (128 and above abort, as in git bisect run)";
+  t->result.verdict = c == 0 ? "good" : c == 125 ? "skip" : "bad";
+}
+
+}  // namespace
+
+Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
+  const auto start = Clock::now();
+  if (r.test.empty()) return Fail(ErrorCode::kInvalid, "bisect: no test (--test CMD: exit 0 good, 125 skip, 1-127 bad)");
+  if (r.jobs == 0 || r.jobs > 256) return Fail(ErrorCode::kInvalid, "bisect: jobs must be 1 to 256");
+  AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "bisect: timeout_s"));
+  AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
+  snap::Repo& repo = server.repo();
+  AE_ASSIGN(store::ObjectId bad, repo.Resolve(r.bad));
+  std::optional<store::ObjectId> good;
+  if (!r.good.empty()) {
+    AE_ASSIGN(good, repo.Resolve(r.good));
+  }
+
+  // The path, oldest first: bad's parents back to good (or the root).
+  std::vector<store::ObjectId> path = {bad};
+  for (store::ObjectId at = bad; !(good && at == *good);) {
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
+    if (!rec.parent) {
+      if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + Short(*good) + " is not an ancestor of bad " + Short(bad));
+      break;
+    }
+    at = *rec.parent;
+    path.push_back(at);
+  }
+  std::reverse(path.begin(), path.end());
+  BisectReply rep;
+  rep.path = path.size();
+  // Bounds: lo is known good (-1: nothing yet, no good given), hi known bad.
+  int64_t lo = good ? 0 : -1, hi = int64_t(path.size()) - 1;
+  std::set<int64_t> skipped;
+  const std::string tag = Short(bad).substr(0, 8) + "-" + std::to_string(snap::NowNs() / 1000 % 1000000);
+  auto untested = [&] {
+    std::vector<int64_t> v;
+    for (int64_t i = lo + 1; i < hi; ++i)
+      if (!skipped.count(i)) v.push_back(i);
+    return v;
+  };
+  for (;;) {
+    std::vector<int64_t> open = untested();
+    if (open.empty()) break;
+    // K points splitting the open nodes into K+1 even parts.
+    std::vector<int64_t> picks;
+    const size_t m = open.size(), k = std::min<size_t>(r.jobs, m);
+    for (size_t j = 1; j <= k; ++j) {
+      int64_t at = open[std::min(m - 1, j * m / (k + 1))];
+      if (picks.empty() || picks.back() != at) picks.push_back(at);
+    }
+    std::vector<Trial> trials(picks.size());
+    for (size_t j = 0; j < picks.size(); ++j) Prepare(repo, path[size_t(picks[j])], uint64_t(picks[j]), tag, &trials[j]);
+    std::vector<std::thread> workers;
+    for (size_t j = 0; j < picks.size(); ++j)
+      workers.emplace_back([&, j] { RunTest(r.test, timeout, network, &trials[j]); });
+    for (auto& w : workers) w.join();
+    for (Trial& t : trials)
+      if (t.ws) (void)RemoveWorkspace(repo, *t.ws);
+    BisectRound round;
+    for (const Trial& t : trials) {
+      if (!t.error.empty())
+        return Fail(ErrorCode::kInvalid, "bisect: node " + t.result.short_id + ": " + t.error);
+      round.tried.push_back(t.result);
+    }
+    // In path order: the goods before the first bad move lo, the first bad
+    // moves hi (a good after a bad does not: the first bad is wanted).
+    int64_t first_bad = hi;
+    for (const BisectTry& t : round.tried)
+      if (t.verdict == "bad") first_bad = std::min(first_bad, int64_t(t.index));
+    for (const BisectTry& t : round.tried) {
+      if (t.verdict == "skip") skipped.insert(int64_t(t.index));
+      if (t.verdict == "good" && int64_t(t.index) < first_bad) lo = std::max(lo, int64_t(t.index));
+    }
+    hi = first_bad;
+    round.left = untested().size();
+    rep.rounds.push_back(std::move(round));
+  }
+
+  for (int64_t i = lo + 1; i < hi; ++i)
+    if (skipped.count(i)) rep.candidates.push_back(path[size_t(i)].Hex());
+  rep.found = rep.candidates.empty();
+  if (!rep.found) rep.candidates.push_back(path[size_t(hi)].Hex());
+  if (lo >= 0) rep.last_good = path[size_t(lo)].Hex();
+  const store::ObjectId& first = path[size_t(hi)];
+  AE_ASSIGN(snap::NodeRecord rec, repo.Record(first));
+  rep.first_bad = MakeNodeInfo(rec);
+  if (!rec.packages) {
+    if (auto p = repo.Packages(first)) {
+      rep.first_bad->packages = MakePackageInfos(*p);
+      rep.first_bad->packages_omitted = OmittedPackages(*p);
+    }
+  }
+  if (auto node = snap::LoadNode(repo.store(), first)) {
+    rep.added = node->changes.added;
+    rep.modified = node->changes.modified;
+    rep.deleted = node->changes.deleted;
+    for (const auto& c : node->changes.sample) rep.sample.push_back(MakeChangeInfo(c));
+  }
+  rep.duration_ms = MsSince(start);
+  return rep;
+}
+
+}  // namespace agentenv::control

@@ -1,0 +1,43 @@
+// control/digest: a span of history (by default the last day) in one page
+// for a model: phases of activity, each with its time span, node count,
+// package deltas, directories touched, commands run, rollbacks,
+// tournaments and tags, held to a token budget (characters / 4).
+//
+// Read from node records (titles, parents, package deltas) and node
+// objects (the change sample of each), never from trees: the cost is one
+// record and one small object per node of the span.
+//
+// What is recognized in the graph, oldest first:
+//   tournament  nodes labelled "tournament <id>: <candidate>" (their
+//               packages go to the tournament's line, not the phase's);
+//               its winner was applied when a later live node descends
+//               from a candidate, or HEAD is one
+//   rollback    a live node whose parent is not the live node before it
+//               (work went on from an older node), or a node saved as
+//               "uncommitted changes before restore to <id>"; HEAD left
+//               on an older node at the end is one too
+// A first node (no parent) "installs" every package of its tree: those
+// are counted, not listed. Phases split where no node was made for kPhaseGap; past kMaxPhases the
+// closest neighbours merge. Every package delta of the span is named
+// (dependencies by name, versions of the asked-for ones); detail (dirs,
+// commands, messages) shrinks first when the page would be over budget.
+#pragma once
+
+#include <cstdint>
+
+#include "control/types.h"
+#include "snap/repo.h"
+
+namespace agentenv::control {
+
+inline constexpr int64_t kPhaseGap = int64_t{20} * 60 * 1000000000;
+inline constexpr size_t kMaxPhases = 12;
+
+// The digest of the nodes made between r.since and r.until (ParseWhen
+// syntax, snap/repo.h, relative to `now_ns`; since defaults to a day
+// before the newest node). Thread-safe with writers (reads records and
+// node objects only). Errors: kInvalid for a time it cannot read; the
+// repository's (corrupt records, lost node objects are skipped).
+Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns);
+
+}  // namespace agentenv::control
