@@ -96,8 +96,11 @@ int CmdCtl(int argc, char** argv) {
   Globals g;
   std::string op, args_json;
   std::vector<std::string> kv;
-  CLI::App app{"Send one operation to a running daemon: ctl <op> [key=value ...] (ops: snapshot, rollback, "
-               "log, diff, show, head, branches, tag, status, exec, spawn, ps, kill; `ctl exec -- CMD...` streams)", "ctl"};
+  std::string names;
+  for (const control::OpSpec& spec : control::Ops()) names += (names.empty() ? "" : ", ") + spec.name;
+  CLI::App app{"Send one operation to a running daemon: ctl <op> [key=value ...] (ops: " + names +
+                   "; `ctl exec -- CMD...` streams)",
+               "ctl"};
   AddGlobals(app, g);
   app.add_option("op", op, "Operation")->required();
   app.add_option("args", kv, "Arguments as key=value (values parsed as JSON when they are JSON)");

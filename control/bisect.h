@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "control/ops.h"
+#include "control/server.h"
+#include "control/types.h"
 
 namespace agentenv::control {
 
@@ -75,11 +76,5 @@ struct BisectReply {
 // kNotFound refs, what forking reports.
 Result<BisectReply> Bisect(Server& server, const BisectRequest& r);
 
-template <> struct Op<BisectRequest> {
-  using Reply = BisectReply;
-  static constexpr std::string_view kName = "bisect";
-  static bool Locks(const BisectRequest&) { return false; }
-  static Result<BisectReply> Run(Server& s, const BisectRequest& r, const FrameSink&) { return Bisect(s, r); }
-};
 
 }  // namespace agentenv::control

@@ -1,4 +1,4 @@
-// Nodes to and from OCI registries (push, pull, init --from-image), and
+// Nodes from OCI registries (pull, init --from-image; push is control/push.h), and
 // export --oci as an operation: the archive/oci.h codec plus the
 // registry/ client, with errors explained for the repository's user.
 #pragma once
@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "control/archive.h"
 #include "control/client.h"
+#include "control/push.h"
 #include "registry/registry.h"
 
 namespace agentenv::control {
@@ -18,30 +19,6 @@ namespace agentenv::control {
 // archive::ExportOci on the client's repository; a full disk names the
 // output's filesystem. Errors: as archive::ExportOci.
 Result<archive::OciExportReply> ExportOci(Client& client, const archive::OciExportRequest& r);
-
-using TransferProgress = std::function<void(const registry::Progress&)>;
-
-struct PushRequest {
-  std::string ref;     // the node
-  std::string target;  // HOST[:PORT]/REPOSITORY[:TAG]
-  std::string layers = "path";
-  bool insecure = false;  // plain HTTP
-  std::string auth_file;  // empty: registry::Options' default search
-};
-struct PushReply {
-  std::string node, target, manifest;
-  uint64_t layers = 0, blobs_sent = 0, blobs_skipped = 0, bytes_sent = 0;
-  template <class V> void Fields(V& v) {
-    v("node", node); v("target", target); v("manifest", manifest); v("layers", layers);
-    v("blobs_sent", blobs_sent); v("blobs_skipped", blobs_skipped); v("bytes_sent", bytes_sent);
-  }
-};
-// Pushes node `ref` (layers as ExportOci) to a registry: the layers the
-// registry has (HEAD) are neither written again locally (their digests are
-// remembered) nor uploaded; the manifest is PUT last, so a failed push
-// leaves no tag. A scratch layout beside the live tree is removed after.
-// Errors: as ExportOci and registry::Push.
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress);
 
 struct PullRequest {
   std::string source;  // HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]

@@ -1,5 +1,5 @@
-// export --oci, push and pull: nodes to and from OCI image layouts and
-// registries (control/oci.h), push and pull through scratch layouts.
+// export --oci and pull: nodes to OCI image layouts and from registries
+// (control/oci.h), a pull through a scratch layout.
 #include <stdlib.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -40,35 +40,6 @@ Result<std::string> PullLayout(const PullRequest& r, const std::string& dir, con
 Result<archive::OciExportReply> ExportOci(Client& client, const archive::OciExportRequest& r) {
   AE_ASSIGN(Server* s, client.Local());
   return ExplainFullDisk(archive::ExportOci(s->repo(), r), r.dir, FullDiskAt::kOutput);
-}
-
-namespace {
-
-// The layout goes to a scratch directory beside the live tree: a full disk
-// there is the repository's (ExplainFullDisk in Push).
-Result<PushReply> PushNode(Client& client, const PushRequest& r, const TransferProgress& progress) {
-  AE_ASSIGN(registry::Reference ref, registry::ParseReference(r.target));
-  registry::Options opt = Options(r.insecure, r.auth_file, progress);
-  AE_ASSIGN(snap::ScratchDir scratch, snap::ScratchDir::Make(snap::layout::WorkParent(client.root()), "push"));
-  archive::OciExportRequest exp;
-  exp.ref = r.ref;
-  exp.dir = scratch.path() + "/layout";
-  exp.tag = "push";
-  exp.layers = r.layers;
-  registry::Options quiet = opt;
-  quiet.progress = nullptr;
-  exp.have_blob = [&](const std::string& digest) { return registry::HasBlob(ref, quiet, digest); };
-  AE_ASSIGN(Server* s, client.Local());
-  AE_ASSIGN(archive::OciExportReply layout, archive::ExportOci(s->repo(), exp));
-  AE_ASSIGN(registry::TransferStats st, registry::Push(exp.dir, layout.manifest, ref, opt));
-  return PushReply{layout.node, ref.String(), layout.manifest, layout.layers, st.blobs_sent, st.blobs_skipped,
-                   st.bytes_sent};
-}
-
-}  // namespace
-
-Result<PushReply> Push(Client& client, const PushRequest& r, const TransferProgress& progress) {
-  return ExplainFullDisk(PushNode(client, r, progress), client.root());
 }
 
 Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgress& progress) {

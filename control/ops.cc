@@ -1,8 +1,6 @@
 // The operation table: names, descriptions, schemas, and the JSON entry.
 #include "control/ops.h"
 
-#include "control/bisect.h"
-
 namespace agentenv::control {
 namespace {
 
@@ -200,6 +198,19 @@ std::vector<OpSpec> MakeOps() {
             {"leases_released", kInt}},
            {"dropped_objects", "bytes_freed"}),
        true},
+      {"push", {},
+       "Push a node to an OCI registry as an image (HOST[:PORT]/REPOSITORY[:TAG]); layers the registry already "
+       "has are not sent again. With a progressToken, progress reports each blob as it moves.",
+       Obj({{"ref", kRef},
+            {"target", {{"type", "string"}, {"description", "HOST[:PORT]/REPOSITORY[:TAG]"}}},
+            {"layers", {{"type", "string"}, {"enum", {"squash", "path", "full"}},
+                        {"description", "squash: one layer; path (default): the ancestor at the last depth multiple of 16, then one layer per node; full: one layer per node from the root"}}},
+            {"insecure", {{"type", "boolean"}, {"description", "Plain HTTP, no TLS verification"}}},
+            {"auth_file", {{"type", "string"}, {"description", "docker/podman config.json with credentials"}}}},
+           {"ref", "target"}),
+       Obj({{"node", kStr}, {"target", kStr}, {"manifest", kStr}, {"layers", kInt}, {"blobs_sent", kInt},
+            {"blobs_skipped", kInt}, {"bytes_sent", kInt}},
+           {"node", "target", "manifest", "layers", "blobs_sent", "blobs_skipped", "bytes_sent"})},
       {"import", {},
        "Record an unpacked tree (a directory beside the live tree) as a new child of HEAD; `agentenv import` "
        "unpacks the archive and sends this.",
@@ -283,19 +294,9 @@ struct Entry {
   std::string_view name;
   JsonFn fn;
 };
-constexpr Entry kEntries[] = {
-    {"snapshot", Dispatch<SnapshotRequest>}, {"rollback", Dispatch<RollbackRequest>},
-    {"log", Dispatch<LogRequest>},           {"diff", Dispatch<DiffRequest>},
-    {"show", Dispatch<ShowRequest>},         {"head", Dispatch<HeadRequest>},
-    {"digest", Dispatch<DigestRequest>},     {"bisect", Dispatch<BisectRequest>},
-    {"branches", Dispatch<BranchesRequest>}, {"tag", Dispatch<TagRequest>},
-    {"status", Dispatch<StatusRequest>},     {"retain", Dispatch<RetainRequest>},
-    {"gc", Dispatch<GcRequest>},             {"import", Dispatch<ImportRequest>},
-    {"exec", Dispatch<ExecRequest>},         {"spawn", Dispatch<SpawnRequest>},
-    {"ps", Dispatch<PsRequest>},             {"kill", Dispatch<KillRequest>},
-    {"fork", Dispatch<ForkRequest>},         {"workspaces", Dispatch<WorkspacesRequest>},
-    {"workspace_rm", Dispatch<WorkspaceRmRequest>}, {"tournament", Dispatch<TournamentRequest>},
-};
+#define AGENTENV_ENTRY(Req, Rep, name, call, locks) {name, Dispatch<Req>},
+constexpr Entry kEntries[] = {AGENTENV_OPS(AGENTENV_ENTRY)};
+#undef AGENTENV_ENTRY
 
 }  // namespace
 

@@ -9,7 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "control/bisect.h"
 #include "control/errors.h"
+#include "control/push.h"
 #include "control/server.h"
 #include "control/types.h"
 
@@ -33,41 +35,60 @@ const std::vector<OpSpec>& Ops();
 // The operation named `name` or one of its aliases; null if none.
 const OpSpec* FindOp(std::string_view name);
 
-// Op<Request>: how a typed request is run. kName is the socket's op name;
-// Locks says whether the request needs the repository lock (it then runs
-// where the lock is: at a daemon when one serves the root).
+// Every operation, declared once: X(Request, Reply, name, call, locks).
+// `call` runs the request `r` on the Server `s` (frames of a streaming op
+// go to `emit`); `locks` says whether it needs the repository lock (it then
+// runs where the lock is: at a daemon when one serves the root). The typed
+// entry points (Op<Req>), the JSON dispatch of CallJson and the checks of
+// tests/control_test.cc are generated from this list; Ops() adds each
+// one's description and schemas (that test fails when an op is in one and
+// not the other, or its schema and its request's fields differ).
+#define AGENTENV_OPS(X)                                                                  \
+  X(SnapshotRequest, SnapshotReply, "snapshot", s.Snapshot(r), true)                     \
+  X(RollbackRequest, RollbackReply, "rollback", s.Rollback(r), true)                     \
+  X(LogRequest, LogReply, "log", s.Log(r), false)                                        \
+  X(DiffRequest, DiffReply, "diff", s.Diff(r), r.to.empty())                             \
+  X(ShowRequest, ShowReply, "show", s.Show(r), false)                                    \
+  X(HeadRequest, HeadReply, "head", s.Head(r), false)                                    \
+  X(DigestRequest, DigestReply, "digest", s.Digest(r), false)                            \
+  X(BisectRequest, BisectReply, "bisect", Bisect(s, r), false)                           \
+  X(BranchesRequest, BranchesReply, "branches", s.Branches(r), false)                    \
+  X(TagRequest, TagReply, "tag", s.Tag(r), !r.name.empty())                              \
+  X(StatusRequest, StatusReply, "status", s.Status(r), true)                             \
+  X(RetainRequest, RetainReply, "retain", s.Retain(r), true)                             \
+  X(GcRequest, GcReply, "gc", s.Gc(r), true)                                             \
+  X(ImportRequest, ImportReply, "import", s.Import(r), true)                             \
+  X(PushRequest, PushReply, "push", Push(s, r, ProgressFrames(emit)), false)             \
+  X(ExecRequest, ExecReply, "exec", s.Exec(r, emit), true)                               \
+  X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)                                 \
+  X(PsRequest, PsReply, "ps", s.Ps(r), true)                                             \
+  X(KillRequest, KillReply, "kill", s.Kill(r), true)                                     \
+  X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
+  X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
+  X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
+  X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)
+
+// Op<Request>: how a typed request is run. kName is the socket's op name.
 template <class Req> struct Op;
-#define AGENTENV_OP(Req, Rep, name, method, locks)                                 \
-  template <> struct Op<Req> {                                                     \
-    using Reply = Rep;                                                             \
-    static constexpr std::string_view kName = name;                                \
-    static bool Locks([[maybe_unused]] const Req& r) { return locks; }             \
+#define AGENTENV_OP(Req, Rep, name, call, locks)                                                             \
+  template <> struct Op<Req> {                                                                               \
+    using Reply = Rep;                                                                                       \
+    static constexpr std::string_view kName = name;                                                          \
+    static bool Locks([[maybe_unused]] const Req& r) { return locks; }                                       \
     static Result<Rep> Run(Server& s, const Req& r, [[maybe_unused]] const FrameSink& emit) {               \
-      return ExplainFullDisk(method, s.repo().root());                                                       \
+      return ExplainFullDisk(call, s.repo().root());                                                         \
     }                                                                                                        \
   };
-AGENTENV_OP(SnapshotRequest, SnapshotReply, "snapshot", s.Snapshot(r), true)
-AGENTENV_OP(RollbackRequest, RollbackReply, "rollback", s.Rollback(r), true)
-AGENTENV_OP(LogRequest, LogReply, "log", s.Log(r), false)
-AGENTENV_OP(ShowRequest, ShowReply, "show", s.Show(r), false)
-AGENTENV_OP(DigestRequest, DigestReply, "digest", s.Digest(r), false)
-AGENTENV_OP(DiffRequest, DiffReply, "diff", s.Diff(r), r.to.empty())
-AGENTENV_OP(HeadRequest, HeadReply, "head", s.Head(r), false)
-AGENTENV_OP(BranchesRequest, BranchesReply, "branches", s.Branches(r), false)
-AGENTENV_OP(TagRequest, TagReply, "tag", s.Tag(r), !r.name.empty())
-AGENTENV_OP(StatusRequest, StatusReply, "status", s.Status(r), true)
-AGENTENV_OP(RetainRequest, RetainReply, "retain", s.Retain(r), true)
-AGENTENV_OP(GcRequest, GcReply, "gc", s.Gc(r), true)
-AGENTENV_OP(ImportRequest, ImportReply, "import", s.Import(r), true)
-AGENTENV_OP(ExecRequest, ExecReply, "exec", s.Exec(r, emit), true)
-AGENTENV_OP(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)
-AGENTENV_OP(PsRequest, PsReply, "ps", s.Ps(r), true)
-AGENTENV_OP(KillRequest, KillReply, "kill", s.Kill(r), true)
-AGENTENV_OP(ForkRequest, ForkReply, "fork", s.Fork(r), false)
-AGENTENV_OP(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)
-AGENTENV_OP(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)
-AGENTENV_OP(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)
+AGENTENV_OPS(AGENTENV_OP)
 #undef AGENTENV_OP
+
+// Calls f.template operator()<Req>() for every operation, in list order.
+template <class F>
+void ForEachOp(F&& f) {
+#define AGENTENV_VISIT(Req, Rep, name, call, locks) f.template operator()<Req>();
+  AGENTENV_OPS(AGENTENV_VISIT)
+#undef AGENTENV_VISIT
+}
 
 // Runs `op` (a name or alias) with JSON `args` on `server`: the socket's
 // and MCP's entry. Unknown ops, unknown argument keys and wrongly typed

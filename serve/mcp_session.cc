@@ -333,18 +333,25 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   uint64_t lines = 0;
   const auto start = Clock::now();
   auto last_progress = start - kProgressEvery;
-  auto progress = [&](const std::string& what) {
+  // exec: elapsed time and output lines; a transfer (push): each blob as it
+  // moves, and always when one finishes.
+  auto progress = [&](const std::string& detail, bool force) {
     if (token.is_null()) return;
     auto now = Clock::now();
-    if (now - last_progress < kProgressEvery) return;
+    if (!force && now - last_progress < kProgressEvery) return;
     last_progress = now;
     double secs = std::chrono::duration<double>(now - start).count();
-    char text[160];
-    std::snprintf(text, sizeof text, "%s: %.1f s, %llu output lines", what.c_str(), secs, (unsigned long long)lines);
+    char text[200];
+    if (detail.empty())
+      std::snprintf(text, sizeof text, "%s: %.1f s, %llu output lines", name.c_str(), secs, (unsigned long long)lines);
+    else
+      std::snprintf(text, sizeof text, "%s: %.1f s, %s", name.c_str(), secs, detail.c_str());
     out(Notification("notifications/progress", {{"progressToken", token}, {"progress", secs}, {"message", text}}));
   };
   control::FrameSink emit = [&](json frame) {
     if (call->cancelled) return false;
+    std::string detail;
+    bool force = false;
     if (frame.is_object()) {
       std::string kind = frame.value("frame", "");
       int stream = kind == "stdout" ? 0 : kind == "stderr" ? 1 : -1;
@@ -354,12 +361,19 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
         else if (auto d = Base64Decode(frame.value("data_b64", ""))) data = std::move(*d);
         for (char ch : data) lines += ch == '\n';
         collected[stream] += data;
+      } else if (kind == "progress") {
+        force = frame.value("finished", false);
+        detail = frame.value("what", "") + " " + std::to_string(frame.value("index", 0)) + "/" +
+                 std::to_string(frame.value("count", 0)) + " " + frame.value("digest", "").substr(0, 19) + ": " +
+                 (frame.value("skipped", false) ? std::string("already there")
+                                                : std::to_string(frame.value("done", 0ull)) + " of " +
+                                                      std::to_string(frame.value("total", 0ull)) + " bytes");
       }
     }
-    progress(name);
+    progress(detail, force);
     return true;
   };
-  progress(name);
+  progress("", false);
   Result<json> r = run_(name, args, emit);
   if (call->cancelled) return;  // MCP: no reply for a cancelled request
   if (!r) {
