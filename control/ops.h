@@ -67,6 +67,9 @@ AGENTENV_OP(ForkRequest, ForkReply, "fork", s.Fork(r), false)
 AGENTENV_OP(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)
 AGENTENV_OP(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)
 AGENTENV_OP(TournamentRequest, TournamentReply, "tournament", s.Tournament(r), true)
+AGENTENV_OP(MountRequest, MountReply, "mount", s.Mount(r), false)
+AGENTENV_OP(UmountRequest, UmountReply, "umount", s.Umount(r), false)
+AGENTENV_OP(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)
 #undef AGENTENV_OP
 
 // Runs `op` (a name or alias) with JSON `args` on `server`: the socket's

@@ -84,6 +84,11 @@ class Server {
   // unless !apply, rolls the live tree back to its node (unsaved changes
   // saved first). No winner: nothing applied, every node kept.
   Result<TournamentReply> Tournament(const TournamentRequest& r);
+  // Read-only views (control/mounts.h): mount a node's lower at a
+  // directory in this process's mount namespace, unmount it, list them.
+  Result<MountReply> Mount(const MountRequest& r);
+  Result<UmountReply> Umount(const UmountRequest& r);
+  Result<MountsReply> Mounts(const MountsRequest& r);
 
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.

@@ -94,6 +94,10 @@ Result<RunResult> Run(const EnvSpec& spec) {
   res.timed_out = pumped.timed_out;
   AE_ASSIGN(ExitStatus st, env.Wait());
   static_cast<ExitStatus&>(res) = st;
+  if (env.disk() >= 0) {
+    res.disk = std::make_shared<UniqueFd>(fcntl(env.disk(), F_DUPFD_CLOEXEC, 0));
+    if (!*res.disk) return FailErrno("disk quota: its tmpfs", errno);
+  }
   res.duration = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opt.start);
   return res;
 }

@@ -81,6 +81,9 @@ TEST_CASE("control: every input schema lists exactly its request's fields", "[co
   CHECK(SchemaKeys("workspaces") == KeysOf<control::WorkspacesRequest>());
   CHECK(SchemaKeys("workspace_rm") == KeysOf<control::WorkspaceRmRequest>());
   CHECK(SchemaKeys("tournament") == KeysOf<control::TournamentRequest>());
+  CHECK(SchemaKeys("mount") == KeysOf<control::MountRequest>());
+  CHECK(SchemaKeys("umount") == KeysOf<control::UmountRequest>());
+  CHECK(SchemaKeys("mounts") == KeysOf<control::MountsRequest>());
   // Aliases name the same operation.
   CHECK(control::FindOp("commit") == control::FindOp("snapshot"));
   CHECK(control::FindOp("checkout") == control::FindOp("rollback"));
