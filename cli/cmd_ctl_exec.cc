@@ -37,7 +37,7 @@ int CmdCtlExec(int argc, char** argv) {
   std::vector<std::string> cmd;
   std::string network = "allow", cwd, session, line;
   double timeout_s = 0, cpus = 0;
-  uint64_t output_cap = 0, memory = 0, pids = 0;
+  uint64_t output_cap = 0, memory = 0, pids = 0, disk = 0;
   bool no_snap = false;
   CLI::App app{"Run a command inside the environment through the running daemon: output is printed as it "
                "arrives, the tree is snapshotted afterwards (labelled with the command), and the command's "
@@ -49,6 +49,8 @@ int CmdCtlExec(int argc, char** argv) {
   app.add_option("--output-cap", output_cap, "Bytes of output kept per stream (default: all)");
   app.add_option("--memory", memory, "Memory limit in bytes (an error where it cannot be enforced)");
   app.add_option("--pids", pids, "Limit on processes/threads at once");
+  app.add_option("--disk", disk, "Bytes the command may write (500M, 2G): past it writes fail with ENOSPC inside")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--cpus", cpus, "CPU time per wall second (0.5 = half a core)");
   app.add_option("--session", session, "Keep cwd and exported variables across calls with this name");
   app.add_flag("--no-snap", no_snap, "Do not snapshot afterwards");
@@ -67,6 +69,7 @@ int CmdCtlExec(int argc, char** argv) {
   if (output_cap) args["output_cap"] = output_cap;
   if (memory) args["memory_bytes"] = memory;
   if (pids) args["pids"] = pids;
+  if (disk) args["disk_bytes"] = disk;
   if (cpus > 0) args["cpus"] = cpus;
   if (!session.empty()) args["session"] = session;
   std::string out, err;

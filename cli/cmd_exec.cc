@@ -18,6 +18,9 @@ int CmdExec(int argc, char** argv) {
   app.add_option("--timeout", req.timeout_s, "Kill the whole process tree after this many seconds");
   app.add_flag("--no-snap", no_snap, "Do not snapshot afterwards");
   app.add_option("--workspace,-w", req.workspace, "Run in this workspace (see fork) and snapshot it");
+  app.add_option("--disk", req.disk_bytes, "Bytes the command may write (500M, 2G; at least 1M): past it writes fail "
+                 "with ENOSPC inside; held in memory (tmpfs) until the command ends. Default: the workspace's, "
+                 "else the repository's (agentenv config disk)")->transform(CLI::AsSizeValue(false));
   app.add_option("command", req.argv, "Command and arguments (after --)")->required();
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   req.snapshot = !no_snap;

@@ -23,6 +23,8 @@ int CmdFork(int argc, char** argv) {
   AddGlobals(app, g);
   app.add_option("ref", req.ref, "Node to fork (default HEAD)");
   app.add_option("--name", req.name, "Workspace name (default ws-<node>-<n>)");
+  app.add_option("--disk", req.disk_bytes, "Bytes each command in it may write (500M, 2G): past it writes fail with "
+                 "ENOSPC inside (default: the repository's, agentenv config disk)")->transform(CLI::AsSizeValue(false));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   control::Client client(g.root);
   return Print(g, client.Call(req), [](const control::ForkReply& r) {
@@ -74,6 +76,8 @@ int CmdTournament(int argc, char** argv) {
   app.add_option("--network", req.network, "allow or deny (deny: loopback only)")->check(CLI::IsMember({"allow", "deny"}));
   app.add_option("--keep", req.keep, "Workspaces kept afterwards: winner (default) or all")->check(CLI::IsMember({"winner", "all"}));
   app.add_flag("--no-apply", no_apply, "Do not restore the live tree to the winner");
+  app.add_option("--disk", req.disk_bytes, "Bytes each candidate's and test's command may write (500M, 2G): past it "
+                 "writes fail with ENOSPC inside")->transform(CLI::AsSizeValue(false));
   app.add_option("candidates", req.candidates, "Candidate shell commands (after --)");
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   req.apply = !no_apply;

@@ -35,5 +35,8 @@ int CmdCat(int argc, char** argv);
 int CmdWorkspace(int argc, char** argv);
 int CmdTournament(int argc, char** argv);
 int CmdBisect(int argc, char** argv);
+int CmdMount(int argc, char** argv);
+int CmdConfig(int argc, char** argv);
+int CmdUmount(int argc, char** argv);
 
 }  // namespace agentenv::cli

@@ -1,5 +1,6 @@
 #include "control/client.h"
 
+#include "control/disk_quota.h"
 #include "control/errors.h"
 #include "control/ignore.h"
 #include "control/jobs.h"
@@ -62,6 +63,8 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
     AE_ASSIGN(in_ws, UseWorkspace(local->repo(), r.workspace));
     in_ws->Apply(&spec);
   }
+  AE_ASSIGN(uint64_t disk_bytes, DiskBytesFor(local->repo().root(), r.disk_bytes, in_ws ? in_ws->ws.disk_bytes : 0));
+  AE_ASSIGN(DiskLimit limit, DiskLimit::Plan(local->repo(), &spec, disk_bytes));
   spec.tied_to_caller = true;
   spec.argv = r.argv;
   spec.cwd = r.cwd;
@@ -69,7 +72,6 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   spec.stdio = r.capture ? runner::Stdio::kCapture : runner::Stdio::kInherit;
   AE_ASSIGN(spec.limits.timeout, RunTimeout(r.timeout_s, "--timeout"));
   Result<runner::RunResult> ran = runner::Run(spec);
-  if (in_ws) in_ws->lock.reset();  // the snapshot takes it again
   TerminalExecReply rep;
   if (!ran && ran.error().code == ErrorCode::kNotFound) {
     rep.exit_code = 127;  // as a shell says it; nothing ran, nothing to snapshot
@@ -78,6 +80,9 @@ Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecReque
   }
   if (!ran) return Unexpected<Error>(ran.error());
   const runner::RunResult& run = *ran;
+  if (auto kept = limit.Keep(run.disk ? run.disk->get() : -1); !kept)
+    return Wrap("the command ran but its changes could not all be kept", kept.error());
+  if (in_ws) in_ws->lock.reset();  // the snapshot takes it again
   rep.exit_code = run.exit_code;
   rep.signal = run.signal;
   rep.timed_out = run.timed_out;

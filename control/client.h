@@ -75,6 +75,7 @@ struct TerminalExecRequest {
   bool capture = false;   // collect stdout/stderr into the reply
   bool snapshot = true;
   std::string workspace;  // run in this workspace and snapshot it
+  uint64_t disk_bytes = 0;  // writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
 };
 struct TerminalExecReply {
   int exit_code = 0, signal = 0;

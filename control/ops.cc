@@ -47,6 +47,13 @@ const json kChange = Obj({{"op", {{"type", "string"}, {"enum", {"+", "-", "M"}}}
 const json kWorkspace = {{"type", "string"}, {"description", "A workspace (see fork): act on it instead of the live filesystem"}};
 const json kWorkspaceInfo = Obj({{"name", kStr}, {"base", kStr}, {"head", kStr}, {"lower", kStr}, {"created", kStr}, {"busy", kBool}},
                                 {"name", "base", "head"});
+const json kMountInfo = Obj({{"dir", kStr}, {"node", kStr}, {"lower", kStr}, {"created", kStr}, {"uid", kInt},
+                             {"pid", kInt}, {"mounted", kBool}},
+                            {"dir", "node", "mounted"});
+const json kDiskBytes = {{"type", "integer"},
+                         {"description", "Bytes the command may write (at least 1 MiB): past it writes fail with "
+                                         "'No space left on device' inside (held in memory meanwhile); default: "
+                                         "the workspace's, else the repository's"}};
 const json kProcess = Obj({{"pid", kInt}, {"ns_pid", kInt}, {"ppid", kInt}, {"cmdline", kStr}});
 
 json RunProps(bool is_exec) {
@@ -66,6 +73,7 @@ json RunProps(bool is_exec) {
     p["properties"]["session"] = {{"type", "string"}, {"description", "Session name: cwd and exported variables carry over between calls with the same name"}};
     p["properties"]["snapshot"] = {{"type", "boolean"}, {"description", "Snapshot afterwards (default true)"}};
     p["properties"]["workspace"] = kWorkspace;
+    p["properties"]["disk_bytes"] = kDiskBytes;
   }
   return p;
 }
@@ -195,7 +203,7 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"live_objects", kInt}, {"dropped_objects", kInt}, {"dropped_bytes", kInt}, {"bytes_freed", kInt},
             {"packs_rewritten", kInt}, {"counted", kBool}, {"objects_read", kInt}, {"lowers_removed", kInt},
             {"scratch_removed", kInt}, {"scratch_bytes", kInt}, {"stale_cache_rows", kInt},
-            {"leases_released", kInt}},
+            {"leases_released", kInt}, {"mounts_reclaimed", kInt}},
            {"dropped_objects", "bytes_freed"}),
        true},
       {"push", {},
@@ -243,7 +251,8 @@ std::vector<OpSpec> MakeOps() {
       {"fork", {},
        "Fork a node into a new isolated workspace (an overlay: instant once the node is materialized). Run commands "
        "in it with exec workspace=<name>, snapshot it with snapshot workspace=<name>; the live filesystem is untouched.",
-       Obj({{"ref", kRef}, {"name", {{"type", "string"}, {"description", "Workspace name (default ws-<node>-<n>)"}}}}),
+       Obj({{"ref", kRef}, {"name", {{"type", "string"}, {"description", "Workspace name (default ws-<node>-<n>)"}}},
+            {"disk_bytes", kDiskBytes}}),
        Obj({{"workspace", kWorkspaceInfo}, {"materialized", kStr}, {"duration_ms", kInt}}, {"workspace", "materialized"}),
        true},
       {"workspaces", {}, "List workspaces: name, the node each was forked from, its last node, whether a command runs in it.",
@@ -262,7 +271,8 @@ std::vector<OpSpec> MakeOps() {
             {"timeout_s", {{"type", "number"}, {"description", "Kill a command after this many seconds"}}},
             {"network", {{"type", "string"}, {"enum", {"allow", "deny"}}}},
             {"keep", {{"type", "string"}, {"enum", {"winner", "all"}}, {"description", "Workspaces kept afterwards"}}},
-            {"apply", {{"type", "boolean"}, {"description", "Restore the live filesystem to the winner (default true)"}}}},
+            {"apply", {{"type", "boolean"}, {"description", "Restore the live filesystem to the winner (default true)"}}},
+            {"disk_bytes", kDiskBytes}},
            {"test", "candidates"}),
        Obj({{"id", kStr}, {"base", kStr},
             {"candidates", ArrayOf(Obj({{"index", kInt}, {"candidate", kStr}, {"workspace", kStr},
@@ -275,6 +285,17 @@ std::vector<OpSpec> MakeOps() {
             {"cancelled", kBool}},
            {"id", "candidates", "winner", "applied"}),
        true, true},
+      {"mount", {},
+       "Show a node as a read-only directory at `dir` (an existing directory), without restoring anything: the "
+       "node's materialized tree bind-mounted read-only; it stays mounted until umount. Needs root "
+       "(CAP_SYS_ADMIN) where the server runs; read single files without it with cat/ls.",
+       Obj({{"ref", kRef}, {"dir", {{"type", "string"}, {"description", "Existing directory to mount the view at"}}}},
+           {"dir"}),
+       Obj({{"mount", kMountInfo}}, {"mount"}), true},
+      {"umount", {}, "Unmount a view that mount made at `dir` and release its hold on the materialized node.",
+       Obj({{"dir", kStr}}, {"dir"}), Obj({{"unmounted", kMountInfo}}, {"unmounted"}), true},
+      {"mounts", {}, "List the views mount made: directory, node, whether it is still mounted.",
+       Obj({}), Obj({{"mounts", ArrayOf(kMountInfo)}}, {"mounts"})},
       {"kill", {}, "Stop a job (job=<id> from ps) or every job (all=true): every process of its environment is killed at once.",
        Obj({{"job", kInt}, {"all", kBool}}), Obj({{"killed", ArrayOf(kInt)}}), true, true},
   };

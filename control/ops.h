@@ -66,7 +66,10 @@ const OpSpec* FindOp(std::string_view name);
   X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
   X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
   X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
-  X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)
+  X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)        \
+  X(MountRequest, MountReply, "mount", s.Mount(r), false)                                \
+  X(UmountRequest, UmountReply, "umount", s.Umount(r), false)                            \
+  X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)
 
 // Op<Request>: how a typed request is run. kName is the socket's op name.
 template <class Req> struct Op;

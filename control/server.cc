@@ -1,5 +1,6 @@
 // The history operations of control::Server.
 #include "control/server.h"
+#include "control/mounts.h"
 
 #include "common/textdiff.h"
 
@@ -387,10 +388,12 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
               res.counted,      res.objects_read};
   rep.stale_cache_rows = res.stale_cache_rows;
   // Lowers are a cache: removed unless a process leases them or a
-  // workspace's state names them (snap/lowers.h).
+  // workspace's state or a mounted view's record names them (snap/lowers.h,
+  // control/mounts.h); records of views no longer mounted go first.
+  AE_ASSIGN(rep.mounts_reclaimed, ReclaimStaleMounts(repo_->root()));
   AE_ASSIGN(snap::Repo::LowerSweep sweep, repo_->SweepLowers([&]() -> Result<std::set<std::string>> {
     AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
-    std::set<std::string> named;
+    AE_ASSIGN(std::set<std::string> named, MountedLowers(repo_->root()));
     for (const auto& ws : spaces) named.insert(std::filesystem::path(ws.lower).filename().string());
     return named;
   }));

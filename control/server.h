@@ -87,6 +87,11 @@ class Server {
   // cancelled or left) every candidate is killed, none is tested or
   // snapshotted, nothing is applied and the reply says `cancelled`.
   Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
+  // Read-only views (control/mounts.h): mount a node's lower at a
+  // directory in this process's mount namespace, unmount it, list them.
+  Result<MountReply> Mount(const MountRequest& r);
+  Result<UmountReply> Umount(const UmountRequest& r);
+  Result<MountsReply> Mounts(const MountsRequest& r);
 
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.

@@ -15,6 +15,7 @@
 
 #include "common/unique_fd.h"
 #include "common/text.h"
+#include "control/disk_quota.h"
 #include "control/frames.h"
 #include "control/jobs.h"
 #include "control/render.h"
@@ -96,6 +97,8 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
     AE_ASSIGN(in_ws, UseWorkspace(*repo_, r.workspace));
     in_ws->Apply(&run.spec);
   }
+  AE_ASSIGN(uint64_t disk_bytes, DiskBytesFor(repo_->root(), r.disk_bytes, in_ws ? in_ws->ws.disk_bytes : 0));
+  AE_ASSIGN(DiskLimit limit, DiskLimit::Plan(*repo_, &run.spec, disk_bytes));
   run.spec.tied_to_caller = true;  // this thread waits for it to the end
   Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // From the command's start to its snapshot: no other writer (nor the
@@ -108,6 +111,8 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, {in.get(), w[0].get(), w[1].get()}));
   w[0].reset();
   w[1].reset();
+  // The disk limit's tmpfs, kept open to carry the changes out of it.
+  UniqueFd disk(env.disk() >= 0 ? ::fcntl(env.disk(), F_DUPFD_CLOEXEC, 0) : -1);
   // Our own pidfd: a concurrent `kill` reaps the env and closes its pidfd.
   UniqueFd pidfd(::fcntl(env.pidfd(), F_DUPFD_CLOEXEC, 0));
   if (!pidfd) return FailErrno("pidfd", errno);  // ~Env kills the command
@@ -164,6 +169,12 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   if (!r.session.empty()) {
     AE_ASSIGN(SessionState s, LoadSession(run.session_dir));
     rep.session = SessionInfo{r.session, s.cwd, s.env};
+  }
+  if (auto kept = limit.Keep(disk.get()); !kept) {
+    Error e = kept.error();
+    e.message = "the command ran but its changes could not all be kept: " + e.message;
+    e.partial = true;
+    return Unexpected<Error>(std::move(e));
   }
   if (r.snapshot) {
     snap::SnapOptions so;

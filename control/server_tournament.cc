@@ -8,6 +8,7 @@
 #include "control/jobs.h"
 #include "control/render.h"
 #include "control/server.h"
+#include "control/disk_quota.h"
 #include "control/workspace.h"
 #include "snap/fsops.h"
 #include "store/worker_pool.h"
@@ -50,7 +51,8 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const Fra
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
   auto make = [&](size_t i, const store::ObjectId& base, const snap::LowerLease& lower) -> Result<void> {
-    AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id));
+    AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id,
+                                            r.disk_bytes));
     spaces.push_back(std::move(ws));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
     return {};
@@ -97,17 +99,25 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const Fra
     spec.stdio = runner::Stdio::kCapture;
     spec.limits.output_cap = 65536;
     spec.limits.timeout = timeout;
+    auto bytes = DiskBytesFor(repo_->root(), r.disk_bytes, ws.disk_bytes);
+    if (!bytes) return c.error = bytes.error().message, done();
+    auto limit = DiskLimit::Plan(*repo_, &spec, *bytes);
+    if (!limit) return c.error = limit.error().message, done();
+    // With a disk limit each command's writes are carried onto the upper.
+    auto keep = [&](const runner::RunResult& run) { return limit->Keep(run.disk ? run.disk->get() : -1); };
     spec.argv = {"/bin/sh", "-c", c.candidate};
     if (cancelled) return c.error = "cancelled", done();
     auto ran = runner::Run(spec, keep_going);
     if (!ran) return c.error = ran.error().message, done();
     if (cancelled) return c.error = "cancelled", done();
+    if (auto k = keep(*ran); !k) return c.error = k.error().message, done();
     c.exit_code = CodeOf(*ran);
     c.timed_out = ran->timed_out;
     spec.argv = {"/bin/sh", "-c", r.test};
     auto tested = runner::Run(spec, keep_going);
     if (!tested) return c.error = "test: " + tested.error().message, done();
     if (cancelled) return c.error = "cancelled", done();
+    if (auto k = keep(*tested); !k) return c.error = "test: " + k.error().message, done();
     c.test_exit_code = CodeOf(*tested);
     c.timed_out |= tested->timed_out;
     c.passed = c.test_exit_code == 0 && !c.timed_out;

@@ -1,6 +1,7 @@
 // The workspace operations of control::Server: fork, list, remove, and the
 // workspace forms of snapshot, diff and exec (control/workspace.h).
 #include "control/workspace.h"
+#include "control/mounts.h"
 
 #include <chrono>
 
@@ -11,6 +12,10 @@
 
 namespace agentenv::control {
 namespace {
+
+MountInfo Describe(const MountRecord& m) {
+  return {m.dir, m.node, m.lower, FormatTime(m.created_ns), m.uid, m.pid, m.mounted};
+}
 
 WorkspaceInfo Describe(const Workspace& ws) {
   return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), WorkspaceBusy(ws)};
@@ -38,7 +43,7 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
     }
     AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
     rep.materialized = lower.method();
-    return CreateWorkspace(*repo_, name, base, lower.dir());
+    return CreateWorkspace(*repo_, name, base, lower.dir(), "", r.disk_bytes);
   }));
   rep.workspace = Describe(ws);
   rep.duration_ms =
@@ -63,6 +68,25 @@ Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
   if (!ws) return Unexpected<Error>(ws.error());
   AE_TRY(RemoveWorkspace(*repo_, *ws));
   return WorkspaceRmReply{r.name};
+}
+
+Result<MountReply> Server::Mount(const MountRequest& r) {
+  if (r.dir.empty()) return Fail(ErrorCode::kInvalid, "mount: 'dir' is required");
+  AE_ASSIGN(store::ObjectId node, repo_->Resolve(r.ref));
+  AE_ASSIGN(MountRecord m, MountView(*repo_, node, r.dir));
+  return MountReply{Describe(m)};
+}
+
+Result<UmountReply> Server::Umount(const UmountRequest& r) {
+  AE_ASSIGN(MountRecord m, UnmountView(*repo_, r.dir));
+  return UmountReply{Describe(m)};
+}
+
+Result<MountsReply> Server::Mounts(const MountsRequest&) {
+  AE_ASSIGN(auto all, ListMounts(repo_->root()));
+  MountsReply rep;
+  for (const auto& m : all) rep.mounts.push_back(Describe(m));
+  return rep;
 }
 
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {

@@ -322,12 +322,13 @@ struct GcReply {
   uint64_t scratch_removed = 0, scratch_bytes = 0;
   uint64_t stale_cache_rows = 0;  // stat/entry cache rows of paths gone or changed since
   uint64_t leases_released = 0;   // node leases of workspaces gone (killed fork or workspace rm)
+  uint64_t mounts_reclaimed = 0;  // records of views no longer mounted (control/mounts.h)
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
     v("objects_read", objects_read); v("lowers_removed", lowers_removed);
     v("scratch_removed", scratch_removed); v("scratch_bytes", scratch_bytes); v("stale_cache_rows", stale_cache_rows);
-    v("leases_released", leases_released);
+    v("leases_released", leases_released); v("mounts_reclaimed", mounts_reclaimed);
   }
 };
 
@@ -359,10 +360,12 @@ struct RunRequest {
   std::string session;  // exec only
   bool snapshot = true;  // exec only
   std::string workspace;  // exec only: run in this workspace, snapshot it
+  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
   template <class V> void Fields(V& v) {
     v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
     v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
     v("cpus", cpus); v("session", session); v("snapshot", snapshot); v("workspace", workspace);
+    v("disk_bytes", disk_bytes);
   }
 };
 struct ExecRequest : RunRequest {};
@@ -468,7 +471,8 @@ struct WorkspaceInfo {
 struct ForkRequest {
   std::string ref = "HEAD";
   std::string name;  // empty: ws-<12 hex of the node>-<n>
-  template <class V> void Fields(V& v) { v("ref", ref); v("name", name); }
+  uint64_t disk_bytes = 0;  // each command's writes in it; 0: the repository's default
+  template <class V> void Fields(V& v) { v("ref", ref); v("name", name); v("disk_bytes", disk_bytes); }
 };
 struct ForkReply {
   WorkspaceInfo workspace;
@@ -494,6 +498,41 @@ struct WorkspaceRmReply {
   template <class V> void Fields(V& v) { v("removed", removed); }
 };
 
+// Read-only views (control/mounts.h).
+struct MountInfo {
+  std::string dir, node, lower, created;
+  int64_t uid = 0, pid = 0;
+  bool mounted = false;  // false: the record is stale (gc, umount and the next mount remove it)
+  template <class V> void Fields(V& v) {
+    v("dir", dir); v("node", node); v("lower", lower); v("created", created); v("uid", uid); v("pid", pid);
+    v("mounted", mounted);
+  }
+};
+struct MountRequest {
+  std::string ref = "HEAD";
+  std::string dir;
+  template <class V> void Fields(V& v) { v("ref", ref); v("dir", dir); }
+};
+struct MountReply {
+  MountInfo mount;
+  template <class V> void Fields(V& v) { v("mount", mount); }
+};
+struct UmountRequest {
+  std::string dir;
+  template <class V> void Fields(V& v) { v("dir", dir); }
+};
+struct UmountReply {
+  MountInfo unmounted;
+  template <class V> void Fields(V& v) { v("unmounted", unmounted); }
+};
+struct MountsRequest {
+  template <class V> void Fields(V&) {}
+};
+struct MountsReply {
+  std::vector<MountInfo> mounts;
+  template <class V> void Fields(V& v) { v("mounts", mounts); }
+};
+
 struct TournamentRequest {
   std::string base = "HEAD";
   std::string test;                     // shell line; exit 0 = pass
@@ -503,9 +542,10 @@ struct TournamentRequest {
   std::string network = "allow";
   std::string keep = "winner";          // workspaces kept afterwards: "winner" or "all"
   bool apply = true;                    // restore the live tree to the winner
+  uint64_t disk_bytes = 0;              // per command in a candidate's workspace; 0: the default
   template <class V> void Fields(V& v) {
     v("base", base); v("test", test); v("candidates", candidates); v("jobs", jobs); v("timeout_s", timeout_s);
-    v("network", network); v("keep", keep); v("apply", apply);
+    v("network", network); v("keep", keep); v("apply", apply); v("disk_bytes", disk_bytes);
   }
 };
 struct CandidateResult {

@@ -13,7 +13,8 @@
 // workspace (gc never removes a lower a workspace names).
 //
 // On disk, workspaces/<name>/:
-//   state   JSON {"base","head","lower","created_ns","tournament"}, replaced
+//   state   JSON {"base","head","lower","created_ns","tournament","lease",
+//           "disk_bytes"}, replaced
 //           atomically (temp file, fsync, rename, fsync of the directory)
 //   upper/  the changes (whiteouts: char 0:0; opaque dirs: user.overlay.opaque)
 //   work/   overlayfs' scratch
@@ -44,6 +45,9 @@ struct Workspace {
   // retain from dropping the node the workspace's snapshots descend from:
   // "ws/<name>-<suffix>", unique to this workspace.
   std::string lease;
+  // Its commands' writes are held to this many bytes (0: the repository's
+  // default, control/disk_quota.h).
+  uint64_t disk_bytes = 0;
 
   std::string upper() const { return dir + "/upper"; }
   runner::Overlay overlay() const { return {lower, dir + "/upper", dir + "/work"}; }
@@ -55,7 +59,8 @@ struct Workspace {
 // Errors: kInvalid (the name), kExists, kNotFound (base left history
 // meanwhile: retain dropped it), I/O.
 Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
-                                  const std::string& lower, const std::string& tournament = "");
+                                  const std::string& lower, const std::string& tournament = "",
+                                  uint64_t disk_bytes = 0);
 // Errors: kInvalid (the name), kNotFound "workspace 'x': no such workspace".
 Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name);
 // Writes the state file (head moved). Errors: I/O.

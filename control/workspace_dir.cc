@@ -25,9 +25,10 @@ namespace {
 struct State {
   std::string base, head, lower, tournament, lease;
   int64_t created_ns = 0;
+  uint64_t disk_bytes = 0;
   template <class V> void Fields(V& v) {
     v("base", base); v("head", head); v("lower", lower); v("created_ns", created_ns); v("tournament", tournament);
-    v("lease", lease);
+    v("lease", lease); v("disk_bytes", disk_bytes);
   }
 };
 
@@ -40,12 +41,13 @@ std::string DirOf(const std::string& root, const std::string& name) {
 }  // namespace
 
 Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
-                                  const std::string& lower, const std::string& tournament) {
+                                  const std::string& lower, const std::string& tournament, uint64_t disk_bytes) {
   AE_TRY(CheckName("workspace", name));
   const std::string& root = repo.root();
   std::string all = snap::layout::Workspaces(root);
   if (::mkdir(all.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(all, errno);
   Workspace ws{name, DirOf(root, name), base, base, lower, 0, tournament};
+  ws.disk_bytes = disk_bytes;
   if (::access(ws.dir.c_str(), F_OK) == 0)
     return Fail(ErrorCode::kExists, "workspace '" + name + "' exists (agentenv workspace rm " + name + ")");
   // What killed creations and removals left here goes first.
@@ -81,7 +83,7 @@ Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, con
   UniqueFd lock(::open((tmp + "/lock").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return FailErrno(tmp + "/lock", errno);
   ws.created_ns = snap::NowNs();
-  State s{base.Hex(), base.Hex(), lower, tournament, ws.lease, ws.created_ns};
+  State s{base.Hex(), base.Hex(), lower, tournament, ws.lease, ws.created_ns, disk_bytes};
   AE_TRY(WriteFileDurably(tmp, "state", ToJson(s).dump(), 0600));
   if (auto moved = scratch.MoveTo(ws.dir); !moved) {
     if (moved.error().code == ErrorCode::kExists)
@@ -111,11 +113,12 @@ Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name
   ws.created_ns = s->created_ns;
   ws.tournament = s->tournament;
   ws.lease = s->lease;
+  ws.disk_bytes = s->disk_bytes;
   return ws;
 }
 
 Result<void> SaveWorkspace(const Workspace& ws) {
-  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns};
+  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns, ws.disk_bytes};
   return WriteFileDurably(ws.dir, "state", ToJson(s).dump(), 0600);
 }
 

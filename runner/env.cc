@@ -7,11 +7,13 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "runner/env_state.h"
 #include "runner/setup.h"
@@ -87,6 +89,24 @@ struct InitArgs {
   }
 }
 
+// The directory fd init sent with SCM_RIGHTS (kSendDir), already queued.
+Result<UniqueFd> ReceiveFd(int sock) {
+  char data;
+  struct iovec iov {&data, 1};
+  alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return FailErrno("disk quota: receiving its tmpfs", errno);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (!c || c->cmsg_type != SCM_RIGHTS) return Fail("disk quota: the env sent no tmpfs");
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return UniqueFd(fd);
+}
+
 }  // namespace
 
 Env::Env(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -95,6 +115,7 @@ Env& Env::operator=(Env&&) noexcept = default;
 Env::~Env() = default;
 pid_t Env::pid() const { return s_->pid; }
 int Env::pidfd() const { return s_->pidfd.get(); }
+int Env::disk() const { return s_->disk.get(); }
 
 Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   if (spec.argv.empty()) return Fail(ErrorCode::kInvalid, "start: empty argv");
@@ -105,7 +126,15 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   }
   auto st = std::make_unique<State>();
   AE_ASSIGN(st->cgroups, CgroupSet::Create(spec.limits));
-  const std::vector<Step> plan = Plan(spec);
+  // With a disk quota, init sends the tmpfs it mounted over this socket.
+  UniqueFd disk_r, disk_w;
+  if (spec.overlay && spec.overlay->disk_bytes) {
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sp) != 0) return FailErrno("socketpair", errno);
+    disk_r.reset(sp[0]);
+    disk_w.reset(sp[1]);
+  }
+  const std::vector<Step> plan = Plan(spec, disk_w.get());
   st->rootless_apt = RootlessApt(spec);
   const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env, st->rootless_apt));
 
@@ -152,6 +181,10 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   (void)!write(sync_w.get(), "x", 1);
   sync_w.reset();
   if (auto ce = ReadReports(err_r.get(), nullptr)) return DescribeChildError(*ce, plan, spec.argv[0]);
+  if (disk_r) {
+    disk_w.reset();
+    AE_ASSIGN(st->disk, ReceiveFd(disk_r.get()));
+  }
   return Env(std::move(st));
 }
 

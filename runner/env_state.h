@@ -31,7 +31,8 @@ struct Env::State {
   struct stat pidns {};
   internal::CgroupSet cgroups;
   std::optional<ExitStatus> done;
-  bool rootless_apt = false;  // the env's /run holds kAptConfigPath: commands spawned later get APT_CONFIG too
+  bool rootless_apt = false;
+  UniqueFd disk;  // Overlay::disk_bytes: the tmpfs's root  // the env's /run holds kAptConfigPath: commands spawned later get APT_CONFIG too
 
   void Finish(int init_status) {
     int main_status = 0;

@@ -99,6 +99,10 @@ Result<RunResult> Run(const EnvSpec& spec, const std::function<bool()>& keep_goi
   res.stopped = pumped.stopped;
   AE_ASSIGN(ExitStatus st, env.Wait());
   static_cast<ExitStatus&>(res) = st;
+  if (env.disk() >= 0) {
+    res.disk = std::make_shared<UniqueFd>(fcntl(env.disk(), F_DUPFD_CLOEXEC, 0));
+    if (!*res.disk) return FailErrno("disk quota: its tmpfs", errno);
+  }
   res.duration = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - opt.start);
   return res;
 }

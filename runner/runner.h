@@ -55,10 +55,21 @@ struct Limits {
 // `userxattr` (kernel >= 5.11): whiteouts are character devices 0:0 and
 // opaque directories carry user.overlay.opaque. Paths must not contain
 // ',' or ':' (overlayfs option syntax).
+//
+// With disk_bytes, the env's writes are held to that many bytes: a tmpfs
+// of that size is mounted over `work` inside the env's mount namespace and
+// holds the overlay's upper and work directories, so a write past it fails
+// with ENOSPC inside and nothing reaches the host's disk. `upper` (may be
+// empty) then becomes a read-only layer between it and `lower`, and the
+// tmpfs upper starts with `upper`'s (else `lower`'s) root metadata. The
+// caller gets the tmpfs (Env::disk, RunResult::disk) and carries its
+// upper/ onto where the changes belong (snap::ApplyUpper) after the env
+// ends. The tmpfs costs memory, not disk, up to its size.
 struct Overlay {
   std::string lower;  // read-only, shared (a materialized node)
   std::string upper;  // this env's changes
   std::string work;   // overlayfs' scratch, on the upper's filesystem
+  uint64_t disk_bytes = 0;
 };
 
 struct EnvSpec {
@@ -96,7 +107,10 @@ struct ExitStatus {
 };
 
 struct RunResult : ExitStatus {
-  std::string out, err;  // captured (Stdio::kCapture) up to limits.output_cap
+  std::string out, err;
+  // With Overlay::disk_bytes: the tmpfs's root, holding upper/ (what the
+  // command changed); it outlives the env while this fd is open.
+  std::shared_ptr<UniqueFd> disk;  // captured (Stdio::kCapture) up to limits.output_cap
   bool out_truncated = false, err_truncated = false;
   bool timed_out = false;
   bool stopped = false;  // keep_going said stop: the tree was killed
@@ -166,6 +180,9 @@ class Env {
   ~Env();
 
   pid_t pid() const;   // the env's init, as the caller sees it
+  // With Overlay::disk_bytes, the tmpfs's root (see Overlay), else -1;
+  // valid while this object lives, also after the env ended.
+  int disk() const;
   int pidfd() const;   // readable once the env has ended (for poll loops)
   // Blocks until spec.argv ends; every other process of the env is gone
   // when it returns. Repeated calls return the same status.

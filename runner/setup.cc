@@ -43,14 +43,29 @@ void PlanBind(const std::string& r, const Bind& b, bool run_tmpfs, std::vector<S
 
 }  // namespace
 
-std::vector<Step> Plan(const EnvSpec& s) {
+std::vector<Step> Plan(const EnvSpec& s, int disk_socket) {
   const std::string r = s.root;
   std::vector<Step> p;
   // Nothing we mount may propagate back to the host.
   p.push_back({Op::kMakePrivate, "make / rprivate", "", "/", "", "", MS_REC | MS_PRIVATE});
   // pivot_root needs the new root to be a mount point: the tree bound onto
   // itself, or the workspace's overlay mounted there.
-  if (s.overlay) {
+  if (s.overlay && s.overlay->disk_bytes) {
+    // The upper on a tmpfs of the quota's size (see Overlay), over `work`.
+    const Overlay& o = *s.overlay;
+    const std::string disk = o.work, up = disk + "/upper", wk = disk + "/work";
+    p.push_back({Op::kMount, "mount the disk quota's tmpfs on " + disk, "tmpfs", disk, "tmpfs",
+                 "size=" + std::to_string(o.disk_bytes) + ",mode=0700", MS_NOSUID | MS_NODEV});
+    p.push_back({Op::kMkdir, "mkdir " + up, "", up});
+    p.push_back({Op::kMkdir, "mkdir " + wk, "", wk});
+    p.push_back({Op::kCopyDirMeta, "copy the root's metadata to " + up, o.upper.empty() ? o.lower : o.upper, up});
+    Step send{Op::kSendDir, "hand over the disk quota's tmpfs", "", disk};
+    send.fd = disk_socket;
+    p.push_back(send);
+    const std::string lowers = o.upper.empty() ? o.lower : o.upper + ":" + o.lower;
+    p.push_back({Op::kMount, "mount overlay " + r, "overlay", r, "overlay",
+                 "lowerdir=" + lowers + ",upperdir=" + up + ",workdir=" + wk + ",userxattr", 0});
+  } else if (s.overlay) {
     const Overlay& o = *s.overlay;
     p.push_back({Op::kMount, "mount overlay " + r, "overlay", r, "overlay",
                  "lowerdir=" + o.lower + ",upperdir=" + o.upper + ",workdir=" + o.work + ",userxattr", 0});
@@ -163,6 +178,37 @@ int Execute(const Step& st) {
       return sethostname(st.src.data(), st.src.size());
     case Op::kChdir:
       return chdir(st.dst.c_str());
+    case Op::kCopyDirMeta: {
+      // The merged root shows the upper's root: it must look like the tree's.
+      struct stat ref;
+      if (stat(st.src.c_str(), &ref) != 0) return -1;
+      (void)!chown(st.dst.c_str(), ref.st_uid, ref.st_gid);  // an unmapped owner stays ours
+      if (chmod(st.dst.c_str(), ref.st_mode & 07777) != 0) return -1;
+      struct timespec ts[2] = {ref.st_atim, ref.st_mtim};
+      return utimensat(AT_FDCWD, st.dst.c_str(), ts, 0);
+    }
+    case Op::kSendDir: {
+      int fd = open(st.dst.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return -1;
+      char data = 'd';
+      struct iovec iov {&data, 1};
+      alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+      struct msghdr msg {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = ctl;
+      msg.msg_controllen = sizeof ctl;
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+      int rc = sendmsg(st.fd, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+      int e = errno;
+      close(fd);
+      errno = e;
+      return rc;
+    }
   }
   return -1;
 }
@@ -175,7 +221,7 @@ bool InTree(const EnvSpec& spec, const std::string& path, bool dir) {
   // Before the overlay is mounted: the upper wins, else the lower (a
   // whiteout in the upper hides it, and is no directory or file here).
   struct stat st;
-  if (lstat((spec.overlay->upper + path).c_str(), &st) == 0)
+  if (!spec.overlay->upper.empty() && lstat((spec.overlay->upper + path).c_str(), &st) == 0)
     return !(S_ISCHR(st.st_mode) && st.st_rdev == 0) && has(spec.overlay->upper + path);
   return has(spec.overlay->lower + path);
 }

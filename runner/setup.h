@@ -15,7 +15,7 @@
 namespace agentenv::runner::internal {
 
 enum class Op { kMakePrivate, kBindRoot, kMount, kMkdir, kBind, kRemountRo, kSymlink, kWriteFile, kPivot,
-                kLoopbackUp, kHostname, kChdir };
+                kLoopbackUp, kHostname, kChdir, kCopyDirMeta, kSendDir };
 
 // Rootless, apt's sandbox cannot drop to its _apt user (only one id is
 // mapped, setgroups is denied): apt runs as the env's root instead, by
@@ -35,6 +35,7 @@ struct Step {
   unsigned long flags = 0;
   bool optional = false;  // skipped if it fails (e.g. a missing host device)
   MountPoint create = MountPoint::kMustExist;
+  int fd = -1;  // kSendDir: the socket the directory's fd is sent on
 };
 
 // Written by a failing child over a close-on-exec pipe. step >= 0 indexes
@@ -46,7 +47,9 @@ struct ChildError {
 inline constexpr int kStepExec = -1, kStepStdio = -2, kStepFork = -3, kStepCgroup = -4,
                      kStepSetns = -5, kStepChdir = -6, kStepTty = -7, kStepPid = -100;  // kStepPid: err = pid
 
-std::vector<Step> Plan(const EnvSpec& spec);
+// `disk_socket`: with Overlay::disk_bytes, where the tmpfs's root is sent
+// (SCM_RIGHTS) once it is mounted.
+std::vector<Step> Plan(const EnvSpec& spec, int disk_socket = -1);
 
 // Runs one step in the child; 0 or -1 with errno. Async-signal-safe.
 int Execute(const Step& step);

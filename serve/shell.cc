@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "common/unique_fd.h"
+#include "control/disk_quota.h"
 #include "control/ignore.h"
 #include "control/jobs.h"
 #include "serve/serving.h"
@@ -146,6 +147,13 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   if (!opt.workspace.empty()) {
     AE_ASSIGN(in_ws, control::UseWorkspace(r, opt.workspace));
     in_ws->Apply(&spec);
+    // A disk limit keeps the changes on a tmpfs until they are carried
+    // back; an interactive shell's would not survive a kill of it.
+    AE_ASSIGN(uint64_t disk, control::DiskBytesFor(r.root(), 0, in_ws->ws.disk_bytes));
+    if (disk)
+      return Fail(ErrorCode::kUnsupported, "shell --workspace " + opt.workspace + ": a disk limit of " +
+                                               std::to_string(disk) + " bytes applies to it, which shell does not "
+                                               "enforce; run commands with agentenv exec --workspace instead");
   }
   spec.tied_to_caller = true;
   const control::Workspace* ws = in_ws ? &in_ws->ws : nullptr;

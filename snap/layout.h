@@ -27,6 +27,7 @@ inline std::string Workspaces(const std::string& root) { return root + "/workspa
 inline std::string Restoring(const std::string& root) { return root + "/restoring"; }  // restore not finished
 inline std::string Initializing(const std::string& root) { return root + "/initializing"; }  // init not finished
 inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
+inline std::string Mounts(const std::string& root) { return root + "/mounts"; }       // records of mounted views
 
 // Where scratch directories (snap/scratch.h) live, and the prefixes of
 // their names: each exists only while its maker or remover holds its lock,
@@ -34,12 +35,13 @@ inline std::string OciLayers(const std::string& root) { return root + "/oci-laye
 //   lowers/.tmp-*      a lower being built (snap/lowers.h)
 //   workspaces/.new-*  a workspace being made (control/workspace.h)
 //   work/{import,push,pull}-*  an archive or image being unpacked or packed
+//   work/disk-*        the mount point of a live-tree exec's disk-limit tmpfs (control/disk_quota.h)
 //   .pull-*            init --from-image: the image, before the repository exists
 //   .rm-*              (everywhere) a directory being removed
 inline std::vector<std::pair<std::string, std::vector<std::string_view>>> ScratchPlaces(const std::string& root) {
   return {{Lowers(root), {".tmp-", ".rm-"}},
           {Workspaces(root), {".new-", ".rm-"}},
-          {WorkParent(root), {"import-", "push-", "pull-", ".rm-"}},
+          {WorkParent(root), {"import-", "push-", "pull-", "disk-", ".rm-"}},
           {root, {".pull-", ".rm-"}}};
 }
 

@@ -11,8 +11,10 @@
 //   in use        leased: each process using it holds a LowerLease (flock
 //                 LOCK_SH on the directory) for as long as it uses it — a
 //                 fork until its workspace's state is durable, an exec,
-//                 shell or tournament for its run; and each workspace
-//                 whose state names it holds it for its whole life;
+//                 shell or tournament for its run, a `mount -- CMD` for
+//                 CMD's; and each workspace whose state names it, and each
+//                 mounted view whose record does (control/mounts.h), holds
+//                 it for its whole life;
 //   unused        no lease of either kind;
 //   being removed lowers/.rm-<tree id>-XXXXXX, deleted by the one process
 //                 that renamed it, holding LOCK_EX (Repo::SweepLowers).

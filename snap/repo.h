@@ -342,7 +342,8 @@ class Repo {
   Result<LowerLease> LeaseLower(const store::ObjectId& node);
   // gc's part of the lifecycle: removes (renames away, then deletes) every
   // ready lower that no process leases and whose name `persistent` does
-  // not return (the tree ids workspaces' states name; called once, after
+  // not return (the tree ids workspaces' states and mounted views' records
+  // name; called once, after
   // every unleased lower is locked, so a fork cannot slip in between), and
   // every leftover of a killed build or removal. No repository lock.
   // Errors: I/O from `persistent` (nothing removed then).

@@ -1,0 +1,89 @@
+// Disk limits of commands (control/disk_quota.h).
+#include "control/disk_quota.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/write_all.h"
+#include "control/fields.h"
+#include "snap/fsops.h"
+#include "snap/layout.h"
+
+namespace agentenv::control {
+namespace {
+
+std::string ConfigPath(const std::string& root) { return root + "/config"; }
+
+// The smallest limit: overlayfs makes its work directories on the tmpfs.
+constexpr uint64_t kMinDiskBytes = 1 << 20;
+
+}  // namespace
+
+Result<RepoConfig> LoadConfig(const std::string& root) {
+  const std::string path = ConfigPath(root);
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return RepoConfig{};
+    return FailErrno(path, errno);
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  auto c = ReadReply<RepoConfig>("config", j);
+  if (!c) return Fail(ErrorCode::kCorrupt, path + ": " + c.error().message);
+  return *c;
+}
+
+Result<void> SaveConfig(const std::string& root, const RepoConfig& c) {
+  const std::string path = ConfigPath(root), tmp = path + ".tmp";
+  const std::string text = ToJson(c).dump() + "\n";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return FailErrno(tmp, errno);
+  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), tmp));
+  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return FailErrno(path, errno);
+  UniqueFd d(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d || ::fsync(d.get()) != 0) return FailErrno(root, errno);
+  return {};
+}
+
+Result<uint64_t> DiskBytesFor(const std::string& root, uint64_t requested, uint64_t workspace) {
+  if (requested) return requested;
+  if (workspace) return workspace;
+  AE_ASSIGN(RepoConfig c, LoadConfig(root));
+  return c.disk_bytes;
+}
+
+Result<DiskLimit> DiskLimit::Plan(snap::Repo& repo, runner::EnvSpec* spec, uint64_t bytes) {
+  DiskLimit d;
+  if (!bytes) return d;
+  if (bytes < kMinDiskBytes) return Fail(ErrorCode::kInvalid, "disk limit: " + std::to_string(bytes) + " bytes; at least 1M");
+  d.bytes_ = bytes;
+  if (spec->overlay) {
+    d.target_ = spec->overlay->upper;
+    d.mode_ = snap::UpperTarget::kUpper;
+    spec->overlay->disk_bytes = bytes;
+    return d;
+  }
+  // The live tree: an overlay over itself, mounted inside the env only.
+  AE_ASSIGN(snap::ScratchDir dir, snap::ScratchDir::Make(snap::layout::WorkParent(repo.root()), "disk"));
+  d.mount_point_.emplace(std::move(dir));
+  d.target_ = spec->root;
+  d.mode_ = snap::UpperTarget::kTree;
+  spec->overlay = runner::Overlay{spec->root, "", d.mount_point_->path(), bytes};
+  return d;
+}
+
+Result<void> DiskLimit::Keep(int disk_fd) const {
+  if (!bytes_) return {};
+  if (disk_fd < 0) return Fail("disk limit: the env's tmpfs is gone; the command's changes are lost");
+  AE_ASSIGN(UniqueFd upper, snap::OpenDirAt(disk_fd, "upper", "the disk limit's tmpfs"));
+  UniqueFd target(::open(target_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!target) return FailErrno(target_, errno);
+  return snap::ApplyUpper(upper.get(), target.get(), mode_, ::geteuid() == 0, target_);
+}
+
+}  // namespace agentenv::control
