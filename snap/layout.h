@@ -34,12 +34,13 @@ inline std::string OciLayers(const std::string& root) { return root + "/oci-laye
 //   lowers/.tmp-*      a lower being built (snap/lowers.h)
 //   workspaces/.new-*  a workspace being made (control/workspace.h)
 //   work/{import,push,pull}-*  an archive or image being unpacked or packed
+//   work/export-*      a tarball the web DVR made, until it is downloaded
 //   .pull-*            init --from-image: the image, before the repository exists
 //   .rm-*              (everywhere) a directory being removed
 inline std::vector<std::pair<std::string, std::vector<std::string_view>>> ScratchPlaces(const std::string& root) {
   return {{Lowers(root), {".tmp-", ".rm-"}},
           {Workspaces(root), {".new-", ".rm-"}},
-          {WorkParent(root), {"import-", "push-", "pull-", ".rm-"}},
+          {WorkParent(root), {"import-", "push-", "pull-", "export-", ".rm-"}},
           {root, {".pull-", ".rm-"}}};
 }
 
