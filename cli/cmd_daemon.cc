@@ -11,6 +11,7 @@
 #include "serve/http.h"
 #include "serve/serving.h"
 #include "snap/layout.h"
+#include "web/dvr_routes.h"
 
 namespace agentenv::cli {
 namespace {
@@ -38,6 +39,8 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   if (!repo) return ReportError(g, repo.error());
   control::Server server(std::move(*repo));
   serve::ServeOptions so;
+  std::unique_ptr<web::Dvr> dvr;  // outlives the listener its routes are on
+  std::string web_token;
   so.signals = {SIGINT, SIGTERM};
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
                                                                const control::FrameSink& emit) {
@@ -60,15 +63,27 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
       http.token = *token;
     }
     so.http = http;
+    // The web DVR's actions always need a token, also on loopback: the
+    // listener's, or <root>/http-token.
+    auto dvr_token = token_file.empty() ? serve::LoadOrCreateToken(snap::layout::HttpToken(g.root)) : http.token;
+    if (!dvr_token) return ReportError(g, dvr_token.error());
+    web_token = *dvr_token;
+    dvr = std::make_unique<web::Dvr>(server, web::DvrOptions{g.root, web_token});
+    so.http_routes.push_back(dvr->Routes());
   }
   auto serving = serve::Serving::Start(server, std::move(so));
   if (!serving) return ReportError(g, serving.error());
   control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
-  if (const serve::HttpServer* http = (*serving)->http())
+  if (const serve::HttpServer* http = (*serving)->http()) {
     control::Log("serving MCP at " + http->base_url() + "/mcp" +
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
+    // The token rides in the fragment, which a browser never sends: the
+    // page reads it and keeps it for the tab (sessionStorage).
+    control::Log("web DVR at " + http->base_url() + "/#token=" + web_token);
+  }
   int sig = (*serving)->WaitSignal();
   control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+  if (dvr) dvr->Stop();  // its event streams end: the listener need not wait for them
   (*serving)->Stop(true);  // the last changes still become a node
   return kExitOk;
 }
