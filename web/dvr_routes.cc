@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "control/browse.h"
@@ -121,21 +122,27 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     auto path = NodePath(Param(req, "path"));
     if (!path || path->empty()) return SendError(res, 400, "cat: path '" + Param(req, "path") + "': not a file inside a node");
     const std::string ref = Param(req, "ref", "HEAD");
-    auto ls = control::List(server_, ref, *path);  // a file's size, and a clear error for anything else
+    // The entry, from its directory's listing: its size, and a clear
+    // error for anything but a file.
+    const size_t slash = path->rfind('/');
+    const std::string name = slash == std::string::npos ? *path : path->substr(slash + 1);
+    auto ls = control::List(server_, ref, slash == std::string::npos ? "" : path->substr(0, slash));
     if (!ls) return SendError(res, ls.error());
-    const control::ListedEntry& e = ls->entries.at(0);
+    auto found = std::find_if(ls->entries.begin(), ls->entries.end(), [&](const auto& x) { return x.name == name; });
+    if (found == ls->entries.end()) return SendError(res, 404, *path + ": not in node " + ref);
+    const control::ListedEntry& e = *found;
     if (e.kind != "file" && e.kind != "hardlink")
       return SendError(res, 400, *path + ": a " + e.kind + ", not a file");
     const bool download = Param(req, "download") == "1";
     const int64_t max = download ? INT64_MAX : IntParam(req, "max", kViewMax).value_or(kViewMax);
-    std::string name = path->substr(path->rfind('/') == std::string::npos ? 0 : path->rfind('/') + 1);
-    for (char& c : name)
+    std::string file_name = name;
+    for (char& c : file_name)
       if (c == '"' || c == '\\' || uint8_t(c) < 0x20) c = '_';
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Content-Security-Policy", "default-src 'none'; sandbox");
     res.set_header("X-File-Size", std::to_string(e.size));
-    if (download) res.set_header("Content-Disposition", "attachment; filename=\"" + name + "\"");
+    if (download) res.set_header("Content-Disposition", "attachment; filename=\"" + file_name + "\"");
     // Streamed from the store: a large file is never held whole here.
     res.set_chunked_content_provider("application/octet-stream", [this, ref, p = *path, max](size_t, httplib::DataSink& sink) {
       int64_t left = max;

@@ -69,9 +69,17 @@ Result<HistoryChange> HistoryIndex::Poll() {
   {
     std::lock_guard lock(mu_);
     uint64_t fresh = 0;
-    for (const auto& n : log.nodes) fresh += n.node.seq > max_seq_;
-    if (fresh == log.nodes.size() && log.more && !items_.empty()) {
-      ch.dropped = true;  // more new nodes than a page: read them all below
+    std::set<std::string> page;
+    for (const auto& n : log.nodes) {
+      fresh += n.node.seq > max_seq_;
+      page.insert(n.node.id);
+    }
+    // A node the page should hold but does not was dropped (retention).
+    const uint64_t oldest = log.more && !log.nodes.empty() ? log.nodes.back().node.seq : 0;
+    bool gone = false;
+    for (const Item& it : items_) gone |= it.seq >= oldest && !page.count(it.id);
+    if ((fresh == log.nodes.size() && log.more && !items_.empty()) || gone) {
+      ch.dropped = true;  // more new nodes than a page, or some dropped: read them all below
     } else {
       for (auto it = log.nodes.rbegin(); it != log.nodes.rend(); ++it) {
         const auto& n = it->node;

@@ -18,6 +18,7 @@ function insert(root, change) {
   if (change.dir) {
     dir.dirs[name] ??= { dirs: {}, files: [], count: { '+': 0, '-': 0, 'M': 0 }, name };
     dir.dirs[name].self = change.op;
+    dir.dirs[name].count[change.op]++;
   } else {
     dir.files.push({ name, change });
   }

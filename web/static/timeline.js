@@ -149,7 +149,7 @@ export class Timeline {
       if (p[1] !== q[1]) g.lineTo(q[0] - 6, q[1] === p[1] ? p[1] : p[1] + Math.sign(q[1] - p[1]) * 2);
       g.lineTo(q[0], q[1]); g.stroke();
     }
-    let lastLabelX = -1e9;
+    let lastLabelX = -1e9, lastLabelY = -1;
     for (const n of nodes) {
       const [x, y] = pos.get(n.id);
       if (n.thinned) {  // nodes retention dropped before this one
@@ -166,10 +166,12 @@ export class Timeline {
         g.beginPath(); g.arc(x, y, r + 4, 0, 2 * Math.PI); g.stroke(); g.lineWidth = 1;
       }
       g.strokeStyle = '#9ca3af';
-      if (x - lastLabelX > 90) {
+      const label = (n.head ? 'HEAD ' : '') + (n.title || n.short).slice(0, 24) + ` (${n.changes})`;
+      if (x + r + 2 > lastLabelX + 6 || lastLabelY !== y) {  // labels never overlap on a lane
         g.fillStyle = '#111827';
-        g.fillText((n.head ? 'HEAD ' : '') + (n.title || n.short).slice(0, 18) + ` (${n.changes})`, x + r + 2, y - 4);
-        lastLabelX = x;
+        g.fillText(label, x + r + 2, y - 4);
+        lastLabelX = x + r + 2 + g.measureText(label).width;
+        lastLabelY = y;
       }
       this.hits.push({ x, y, r: r + 3, node: n });
     }
@@ -256,9 +258,9 @@ export class Timeline {
 export function listVisible(ol, d, timeline, open) {
   const items = (d.nodes || []).slice(-300).reverse().map(n => el('li', {},
     el('button', { type: 'button', class: (n.head ? 'head ' : '') + (timeline.picked.includes(n.id) ? 'picked' : ''),
-                   data: { node: n.id }, title: fmtTime(n.time_ns),
+                   data: { node: n.id }, title: fmtTime(n.time_ns) + '\n' + n.title,
                    onclick: ev => ev.shiftKey ? timeline.h.pick(n.id) : open(n.id) },
-       `${n.short} ${n.title.slice(0, 40)} (${n.changes})` + (n.tags ? ` ⚑${n.tags}` : ''))));
+       `${n.short} ${n.title.slice(0, 60)} (${n.changes})` + (n.tags ? ` ⚑${n.tags}` : ''))));
   if (d.buckets) items.unshift(el('li', { class: 'hint' }, `${d.in_range} nodes in ${d.buckets.length} buckets: zoom in to list them`));
   ol.replaceChildren(...items);
 }
