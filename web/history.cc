@@ -18,6 +18,12 @@ constexpr int kFullEvery = 50;
 
 }  // namespace
 
+void HistoryIndex::SortByTime(std::vector<Item>& items) {
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.seq < b.seq;
+  });
+}
+
 Result<std::string> HistoryIndex::ReadHead() {
   AE_ASSIGN(control::HeadReply h, control::Op<control::HeadRequest>::Run(server_, {}, {}));
   return h.node.id;
@@ -45,7 +51,9 @@ Result<void> HistoryIndex::Reload() {
   for (const auto& n : log.nodes)
     items.push_back({n.node.id, n.node.short_id, n.node.title, n.node.parent.value_or(""), "", n.node.seq,
                      n.node.changes, 0, n.node.time_ns, 0, n.node.damaged});
+  SortByTime(items);
   std::lock_guard lock(mu_);
+  loaded_ = true;
   items_ = std::move(items);
   head_ = head;
   tags_ = std::move(tags);
@@ -56,6 +64,10 @@ Result<void> HistoryIndex::Reload() {
 Result<HistoryChange> HistoryIndex::Poll() {
   std::lock_guard poll_lock(poll_mu_);
   HistoryChange ch;
+  if (!loaded_) {  // the first use reads everything: nothing to announce
+    AE_TRY(Reload());
+    return ch;
+  }
   if (++polls_ % kFullEvery == 0) {
     size_t before = size();
     AE_TRY(Reload());
@@ -78,7 +90,7 @@ Result<HistoryChange> HistoryIndex::Poll() {
     const uint64_t oldest = log.more && !log.nodes.empty() ? log.nodes.back().node.seq : 0;
     bool gone = false;
     for (const Item& it : items_) gone |= it.seq >= oldest && !page.count(it.id);
-    if ((fresh == log.nodes.size() && log.more && !items_.empty()) || gone) {
+    if ((fresh == log.nodes.size() && log.more) || gone) {
       ch.dropped = true;  // more new nodes than a page, or some dropped: read them all below
     } else {
       for (auto it = log.nodes.rbegin(); it != log.nodes.rend(); ++it) {
@@ -93,9 +105,7 @@ Result<HistoryChange> HistoryIndex::Poll() {
       head_ = head;
       tags_ = std::move(tags);
       if (!added_ids.empty() || ch.head_moved || ch.tags_changed) {
-        std::stable_sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
-          return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.seq < b.seq;
-        });
+        SortByTime(items_);
         Relayout();
       }
     }

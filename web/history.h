@@ -66,6 +66,7 @@ class HistoryIndex {
   // lowest lane free since its parent) and retention gaps. mu_ held.
   void Relayout();
   Result<void> Reload();  // Load, poll_mu_ held
+  static void SortByTime(std::vector<Item>& items);  // the timeline's order: time, then seq
   Result<std::string> ReadHead();
   Result<std::map<std::string, std::string>> ReadTags();  // node id -> "a, b"
 
@@ -79,6 +80,7 @@ class HistoryIndex {
   uint64_t max_seq_ = 0;
   int lanes_ = 1;
   int polls_ = 0;
+  bool loaded_ = false;  // guarded by mu_ (written under both)
 };
 
 }  // namespace agentenv::web
