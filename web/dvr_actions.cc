@@ -156,7 +156,7 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
     const std::string key = RandomId();
     if (key.empty()) return *err = Error{"getrandom failed"}, json();
     {
-      std::lock_guard lock(exports_mu_);
+      MutexLock lock(exports_mu_);
       for (auto it = exports_.begin(); it != exports_.end();)
         it = pending->made - it->second->made > kExportLifetime ? exports_.erase(it) : std::next(it);
       while (exports_.size() >= kMaxPendingExports) exports_.erase(exports_.begin());
@@ -174,7 +174,7 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
   svr.Get(R"(/api/export/([0-9a-f]{32}))", [this](const httplib::Request& req, httplib::Response& res) {
     std::shared_ptr<PendingExport> p;
     {
-      std::lock_guard lock(exports_mu_);
+      MutexLock lock(exports_mu_);
       auto it = exports_.find(req.matches[1].str());
       if (it != exports_.end() && std::chrono::steady_clock::now() - it->second->made <= kExportLifetime) p = it->second;
       if (it != exports_.end()) exports_.erase(it);

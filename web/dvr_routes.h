@@ -26,9 +26,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "control/server.h"
 #include "serve/http.h"
 #include "web/events.h"
@@ -72,8 +72,8 @@ class Dvr {
   DvrOptions opt_;
   HistoryIndex index_;
   EventHub events_;
-  std::mutex exports_mu_;  // guards exports_
-  std::map<std::string, std::shared_ptr<PendingExport>> exports_;
+  Mutex exports_mu_;
+  std::map<std::string, std::shared_ptr<PendingExport>> exports_ GUARDED_BY(exports_mu_);
 };
 
 }  // namespace agentenv::web

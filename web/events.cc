@@ -9,7 +9,7 @@
 namespace agentenv::web {
 
 std::vector<std::string> Listener::Take(int ms) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (q_.empty()) cv_.wait_for(lock, std::chrono::milliseconds(ms));
   std::vector<std::string> out(std::make_move_iterator(q_.begin()), std::make_move_iterator(q_.end()));
   q_.clear();
@@ -17,7 +17,7 @@ std::vector<std::string> Listener::Take(int ms) {
 }
 
 void Listener::Push(const std::string& event) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (q_.size() >= kMaxQueued) {
     q_.clear();  // too far behind: what it missed is replaced by one resync
     q_.push_back(EventHub::Sse("resync", json::object()));
@@ -28,7 +28,7 @@ void Listener::Push(const std::string& event) {
 }
 
 size_t Listener::queued() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return q_.size();
 }
 
@@ -39,7 +39,7 @@ std::string EventHub::Sse(const std::string& type, const json& data) {
 }
 
 std::shared_ptr<Listener> EventHub::Subscribe() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_ || listeners_.size() >= kMaxListeners) return nullptr;
   auto l = std::make_shared<Listener>();
   listeners_.push_back(l);
@@ -52,18 +52,18 @@ std::shared_ptr<Listener> EventHub::Subscribe() {
 }
 
 void EventHub::Unsubscribe(const std::shared_ptr<Listener>& l) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), l), listeners_.end());
 }
 
 size_t EventHub::listeners() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return listeners_.size();
 }
 
 void EventHub::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     cv_.notify_all();
   }
@@ -71,7 +71,7 @@ void EventHub::Stop() {
 }
 
 void EventHub::Publish(const std::string& event) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& l : listeners_) l->Push(event);
 }
 
@@ -79,10 +79,10 @@ void EventHub::Run() {
   std::string last_error;
   while (!stop_) {
     {
-      std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), [this] { return stop_.load(); });
+      MutexLock lock(mu_);
+      if (!stop_) cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
       // Idle while nobody listens: no page, no polling.
-      cv_.wait(lock, [this] { return stop_ || !listeners_.empty(); });
+      while (!stop_ && listeners_.empty()) cv_.wait(lock);
     }
     if (stop_) break;
     auto change = index_.Poll();

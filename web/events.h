@@ -7,14 +7,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "web/history.h"
 
 namespace agentenv::web {
@@ -32,9 +31,9 @@ class Listener {
   size_t queued();
 
  private:
-  std::mutex mu_;  // guards q_
-  std::condition_variable cv_;
-  std::deque<std::string> q_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::string> q_ GUARDED_BY(mu_);
 };
 
 class EventHub {
@@ -59,10 +58,10 @@ class EventHub {
 
   HistoryIndex& index_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;  // guards listeners_ and started_
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<Listener>> listeners_;
-  bool started_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::shared_ptr<Listener>> listeners_ GUARDED_BY(mu_);
+  bool started_ GUARDED_BY(mu_) = false;
   std::thread poller_;
 };
 

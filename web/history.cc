@@ -38,7 +38,7 @@ Result<std::map<std::string, std::string>> HistoryIndex::ReadTags() {
 }
 
 Result<void> HistoryIndex::Load() {
-  std::lock_guard lock(poll_mu_);
+  MutexLock lock(poll_mu_);
   return Reload();
 }
 
@@ -52,7 +52,7 @@ Result<void> HistoryIndex::Reload() {
     items.push_back({n.node.id, n.node.short_id, n.node.title, n.node.parent.value_or(""), "", n.node.seq,
                      n.node.changes, 0, n.node.time_ns, 0, n.node.damaged});
   SortByTime(items);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   loaded_ = true;
   items_ = std::move(items);
   head_ = head;
@@ -62,7 +62,7 @@ Result<void> HistoryIndex::Reload() {
 }
 
 Result<HistoryChange> HistoryIndex::Poll() {
-  std::lock_guard poll_lock(poll_mu_);
+  MutexLock poll_lock(poll_mu_);
   HistoryChange ch;
   if (!loaded_) {  // the first use reads everything: nothing to announce
     AE_TRY(Reload());
@@ -79,7 +79,7 @@ Result<HistoryChange> HistoryIndex::Poll() {
   AE_ASSIGN(auto tags, ReadTags());
   std::vector<std::string> added_ids;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     uint64_t fresh = 0;
     std::set<std::string> page;
     for (const auto& n : log.nodes) {
@@ -137,7 +137,8 @@ void HistoryIndex::Relayout() {
   }
   std::vector<size_t> by_seq(items_.size());
   for (size_t i = 0; i < by_seq.size(); ++i) by_seq[i] = i;
-  std::sort(by_seq.begin(), by_seq.end(), [&](size_t a, size_t b) { return items_[a].seq < items_[b].seq; });
+  const Item* items = items_.data();  // mu_ is held while the comparator runs
+  std::sort(by_seq.begin(), by_seq.end(), [items](size_t a, size_t b) { return items[a].seq < items[b].seq; });
   // Lane 0 is HEAD's ancestry; a node continues its parent's lane when it
   // is that lane's latest node, else takes the lowest lane whose latest
   // node is older than its parent (free since then), else a new one.
@@ -186,18 +187,18 @@ json HistoryIndex::ItemJson(const Item& it) const {
 }
 
 json HistoryIndex::NodeJson(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_id_.find(id);
   return it == by_id_.end() ? json() : ItemJson(items_[it->second]);
 }
 
 size_t HistoryIndex::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return items_.size();
 }
 
 json HistoryIndex::Timeline(const TimelineQuery& q) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   json out = {{"total", items_.size()}, {"lanes", lanes_}, {"head", head_}};
   if (auto h = by_id_.find(head_); h != by_id_.end()) out["head_node"] = ItemJson(items_[h->second]);
   json tags = json::array();

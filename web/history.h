@@ -7,13 +7,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "control/server.h"
 
@@ -61,26 +61,26 @@ class HistoryIndex {
     int lane = 0;
     bool damaged = false;
   };
-  json ItemJson(const Item& it) const;
+  json ItemJson(const Item& it) const REQUIRES(mu_);
   // Recomputes lanes (HEAD's ancestry is lane 0; a branch takes the
   // lowest lane free since its parent) and retention gaps. mu_ held.
-  void Relayout();
-  Result<void> Reload();  // Load, poll_mu_ held
+  void Relayout() REQUIRES(mu_);
+  Result<void> Reload() REQUIRES(poll_mu_);  // Load, poll_mu_ held
   static void SortByTime(std::vector<Item>& items);  // the timeline's order: time, then seq
   Result<std::string> ReadHead();
   Result<std::map<std::string, std::string>> ReadTags();  // node id -> "a, b"
 
   control::Server& server_;
-  std::mutex poll_mu_;  // one Load or Poll at a time; guards polls_
-  mutable std::mutex mu_;  // guards everything below
-  std::vector<Item> items_;  // by time, then seq
-  std::map<std::string, size_t> by_id_;
-  std::string head_;
-  std::map<std::string, std::string> tags_;
-  uint64_t max_seq_ = 0;
-  int lanes_ = 1;
-  int polls_ = 0;
-  bool loaded_ = false;  // guarded by mu_ (written under both)
+  Mutex poll_mu_;  // one Load or Poll at a time
+  int polls_ GUARDED_BY(poll_mu_) = 0;
+  bool loaded_ GUARDED_BY(poll_mu_) = false;
+  mutable Mutex mu_;
+  std::vector<Item> items_ GUARDED_BY(mu_);  // by time, then seq
+  std::map<std::string, size_t> by_id_ GUARDED_BY(mu_);
+  std::string head_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> tags_ GUARDED_BY(mu_);
+  uint64_t max_seq_ GUARDED_BY(mu_) = 0;
+  int lanes_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace agentenv::web
