@@ -28,7 +28,8 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   app.add_option("--quiet-ms", quiet_ms, "Snapshot after this long without changes (default 300)")->check(CLI::Range(10, 600000));
   app.add_option("--max-delay-ms", max_delay_ms, "...but never later than this after the first change (default 3000)")->check(CLI::Range(10, 3600000));
   app.add_flag("--no-capture", no_capture, "Serve the socket only; no automatic snapshots");
-  app.add_option("--listen", listen, "Also serve MCP over Streamable HTTP at http://HOST:PORT/mcp (PORT 0: any free port). "
+  app.add_option("--listen", listen, "Also serve MCP over Streamable HTTP at http://HOST:PORT/mcp and the web DVR (a browser UI "
+                                     "for the history) at http://HOST:PORT/ (PORT 0: any free port). "
                                      "A loopback HOST needs no token; any other requires one (see --token-file)");
   app.add_option("--token-file", token_file, "Require 'Authorization: Bearer <token>' with the token in this file, made "
                                              "(0600) when missing; default for a non-loopback --listen: <root>/http-token");
@@ -102,7 +103,9 @@ int CmdServe(int argc, char** argv) {
   return RunDaemon(argc, argv, "serve",
                    "The daemon (automatic capture, the control socket) plus MCP over Streamable HTTP with "
                    "--listen HOST:PORT, for an agent host on another machine: POST/GET http://HOST:PORT/mcp, "
-                   "Mcp-Session-Id, a bearer token for any non-loopback bind. One process serves them all");
+                   "Mcp-Session-Id, a bearer token for any non-loopback bind; and the web DVR, a browser UI for "
+                   "the history, at http://HOST:PORT/ (its URL with the action token is logged at start). One "
+                   "process serves them all");
 }
 
 int CmdCtl(int argc, char** argv) {
