@@ -66,9 +66,10 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
     so.http = http;
     // The web DVR's actions always need a token, also on loopback: the
     // listener's, or <root>/http-token.
+    // Without one (a root this process cannot write) the DVR only reads.
     auto dvr_token = token_file.empty() ? serve::LoadOrCreateToken(snap::layout::HttpToken(g.root)) : http.token;
-    if (!dvr_token) return ReportError(g, dvr_token.error());
-    web_token = *dvr_token;
+    if (dvr_token) web_token = *dvr_token;
+    else control::Log("web DVR: read-only, no action token: " + dvr_token.error().message);
     dvr = std::make_unique<web::Dvr>(server, web::DvrOptions{g.root, web_token});
     so.http_routes.push_back(dvr->Routes());
   }
@@ -80,7 +81,7 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
     // The token rides in the fragment, which a browser never sends: the
     // page reads it and keeps it for the tab (sessionStorage).
-    control::Log("web DVR at " + http->base_url() + "/#token=" + web_token);
+    control::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
   }
   int sig = (*serving)->WaitSignal();
   control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
