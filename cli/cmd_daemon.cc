@@ -11,6 +11,7 @@
 #include "serve/http.h"
 #include "serve/serving.h"
 #include "snap/layout.h"
+#include "web/dvr_routes.h"
 
 namespace agentenv::cli {
 namespace {
@@ -27,7 +28,8 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   app.add_option("--quiet-ms", quiet_ms, "Snapshot after this long without changes (default 300)")->check(CLI::Range(10, 600000));
   app.add_option("--max-delay-ms", max_delay_ms, "...but never later than this after the first change (default 3000)")->check(CLI::Range(10, 3600000));
   app.add_flag("--no-capture", no_capture, "Serve the socket only; no automatic snapshots");
-  app.add_option("--listen", listen, "Also serve MCP over Streamable HTTP at http://HOST:PORT/mcp (PORT 0: any free port). "
+  app.add_option("--listen", listen, "Also serve MCP over Streamable HTTP at http://HOST:PORT/mcp and the web DVR (a browser UI "
+                                     "for the history) at http://HOST:PORT/ (PORT 0: any free port). "
                                      "A loopback HOST needs no token; any other requires one (see --token-file)");
   app.add_option("--token-file", token_file, "Require 'Authorization: Bearer <token>' with the token in this file, made "
                                              "(0600) when missing; default for a non-loopback --listen: <root>/http-token");
@@ -38,6 +40,8 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   if (!repo) return ReportError(g, repo.error());
   control::Server server(std::move(*repo));
   serve::ServeOptions so;
+  std::unique_ptr<web::Dvr> dvr;  // outlives the listener its routes are on
+  std::string web_token;
   so.signals = {SIGINT, SIGTERM};
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
                                                                const control::FrameSink& emit) {
@@ -60,15 +64,28 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
       http.token = *token;
     }
     so.http = http;
+    // The web DVR's actions always need a token, also on loopback: the
+    // listener's, or <root>/http-token.
+    // Without one (a root this process cannot write) the DVR only reads.
+    auto dvr_token = token_file.empty() ? serve::LoadOrCreateToken(snap::layout::HttpToken(g.root)) : http.token;
+    if (dvr_token) web_token = *dvr_token;
+    else control::Log("web DVR: read-only, no action token: " + dvr_token.error().message);
+    dvr = std::make_unique<web::Dvr>(server, web::DvrOptions{g.root, web_token});
+    so.http_routes.push_back(dvr->Routes());
   }
   auto serving = serve::Serving::Start(server, std::move(so));
   if (!serving) return ReportError(g, serving.error());
   control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
-  if (const serve::HttpServer* http = (*serving)->http())
+  if (const serve::HttpServer* http = (*serving)->http()) {
     control::Log("serving MCP at " + http->base_url() + "/mcp" +
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
+    // The token rides in the fragment, which a browser never sends: the
+    // page reads it and keeps it for the tab (sessionStorage).
+    control::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
+  }
   int sig = (*serving)->WaitSignal();
   control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+  if (dvr) dvr->Stop();  // its event streams end: the listener need not wait for them
   (*serving)->Stop(true);  // the last changes still become a node
   return kExitOk;
 }
@@ -87,7 +104,9 @@ int CmdServe(int argc, char** argv) {
   return RunDaemon(argc, argv, "serve",
                    "The daemon (automatic capture, the control socket) plus MCP over Streamable HTTP with "
                    "--listen HOST:PORT, for an agent host on another machine: POST/GET http://HOST:PORT/mcp, "
-                   "Mcp-Session-Id, a bearer token for any non-loopback bind. One process serves them all");
+                   "Mcp-Session-Id, a bearer token for any non-loopback bind; and the web DVR, a browser UI for "
+                   "the history, at http://HOST:PORT/ (its URL with the action token is logged at start). One "
+                   "process serves them all");
 }
 
 int CmdCtl(int argc, char** argv) {

@@ -99,9 +99,8 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
   return rep;
 }
 
-Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
-  AE_ASSIGN(Server* s, client.Local());
-  snap::Repo& repo = s->repo();
+Result<ExportReply> ExportNode(Server& server, const ExportRequest& r, Progress* progress) {
+  snap::Repo& repo = server.repo();
   AE_ASSIGN(store::ObjectId id, repo.Resolve(r.ref));
   AE_ASSIGN(snap::Node node, snap::LoadNode(repo.store(), id));
   std::optional<store::ObjectId> base;
@@ -110,7 +109,7 @@ Result<ExportReply> ExportNode(Client& client, const ExportRequest& r) {
     AE_ASSIGN(snap::NodeRecord rec, repo.Record(b));
     base = rec.tree;
   }
-  AE_ASSIGN(archive::ExportStats st, archive::ExportTar(repo.store(), node, base, r.output, client.progress()));
+  AE_ASSIGN(archive::ExportStats st, archive::ExportTar(repo.store(), node, base, r.output, progress));
   return ExportReply{id.Hex(), r.output, st.entries, st.bytes, st.whiteouts, base.has_value(), std::move(st.warnings)};
 }
 
@@ -143,7 +142,12 @@ Result<InitReply> Init(const std::string& root, const InitRequest& r, Progress* 
 }
 
 Result<ExportReply> Export(Client& client, const ExportRequest& r) {
-  return ExplainFullDisk(ExportNode(client, r), r.output, FullDiskAt::kOutput);
+  AE_ASSIGN(Server* s, client.Local());
+  return ExplainFullDisk(ExportNode(*s, r, client.progress()), r.output, FullDiskAt::kOutput);
+}
+
+Result<ExportReply> Export(Server& server, const ExportRequest& r) {
+  return ExplainFullDisk(ExportNode(server, r, nullptr), r.output, FullDiskAt::kOutput);
 }
 
 Result<ImportArchiveReply> ImportArchive(Client& client, const ImportArchiveRequest& r) {

@@ -47,6 +47,8 @@ struct ExportReply {
 };
 // A reader: runs in this process. Errors: kNotFound (refs), I/O.
 Result<ExportReply> Export(Client& client, const ExportRequest& r);
+// Same, on a server of this process (a daemon's). Thread-safe.
+Result<ExportReply> Export(Server& server, const ExportRequest& r);
 
 struct ImportArchiveRequest {
   std::string archive;  // a tarball, or

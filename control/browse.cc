@@ -41,6 +41,11 @@ Result<Found> Lookup(snap::Repo& repo, const std::string& ref, const std::string
 
 Result<LsReply> List(Client& client, const std::string& ref, const std::string& path) {
   AE_ASSIGN(Server* s, client.Local());
+  return List(*s, ref, path);
+}
+
+Result<LsReply> List(Server& server, const std::string& ref, const std::string& path) {
+  Server* s = &server;
   AE_ASSIGN(Found f, Lookup(s->repo(), ref, path));
   LsReply rep{f.node.Hex(), path, {}};
   if (f.entry && f.entry->kind != snap::Kind::kDir) {

@@ -31,6 +31,8 @@ struct LsReply {
 
 // Errors: kNotFound (the ref, or "<path>: not in node <short>"), I/O.
 Result<LsReply> List(Client& client, const std::string& ref, const std::string& path);
+// Same, on a server of this process (a daemon's). Thread-safe.
+Result<LsReply> List(Server& server, const std::string& ref, const std::string& path);
 
 // Streams the content of the regular file at `path` in node `ref` to
 // `sink` (a hardlink's target's content). Errors: kNotFound, kInvalid

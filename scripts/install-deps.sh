@@ -21,6 +21,8 @@ packages=(
   iproute2 procps dpkg
   # tests: OCI images with tools we did not write, a real registry
   skopeo umoci docker-registry curl
+  # tests: the web DVR in a headless browser (tests/web; no browser is downloaded)
+  chromium
   # tests: clang's -Wthread-safety check (scripts/thread_safety.sh); libFuzzer (fuzz/run.sh)
   clang-14 libclang-rt-14-dev
   # benchmarks: the peers we compare with
@@ -69,4 +71,19 @@ if node -e '
 else
   echo "install-deps: npm ci in tests/mcp"
   (cd "$mcp_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# puppeteer-core for the web DVR's browser test (tests/web), as its
+# package-lock.json pins it; it drives Debian's chromium, never a
+# browser of its own (PUPPETEER_SKIP_DOWNLOAD).
+web_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/web" && pwd)"
+if node -e '
+  const lock = require(process.argv[1] + "/package-lock.json");
+  const want = lock.packages["node_modules/puppeteer-core"].version;
+  const have = require(process.argv[1] + "/node_modules/puppeteer-core/package.json").version;
+  if (want !== have) process.exit(1);' "$web_dir" 2>/dev/null; then
+  echo "install-deps: tests/web/node_modules up to date"
+else
+  echo "install-deps: npm ci in tests/web"
+  (cd "$web_dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -17,7 +17,7 @@ import json, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 db, clang, pattern, jobs = json.load(open(sys.argv[1])), sys.argv[2], re.compile(sys.argv[3]), int(sys.argv[4])
 # The project's own libraries: tests, benchmarks and fuzzers hold no shared state of theirs.
-dirs = ("common/", "store/", "fsck/", "snap/", "watch/", "runner/", "registry/", "archive/", "control/", "serve/", "cli/")
+dirs = ("common/", "store/", "fsck/", "snap/", "watch/", "runner/", "registry/", "archive/", "control/", "serve/", "web/", "cli/")
 units = []
 for e in db:
     f = e["file"]

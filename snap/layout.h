@@ -36,12 +36,13 @@ inline std::string Mounts(const std::string& root) { return root + "/mounts"; } 
 //   workspaces/.new-*  a workspace being made (control/workspace.h)
 //   work/{import,push,pull}-*  an archive or image being unpacked or packed
 //   work/disk-*        the mount point of a live-tree exec's disk-limit tmpfs (control/disk_quota.h)
+//   work/export-*      a tarball the web DVR made, until it is downloaded
 //   .pull-*            init --from-image: the image, before the repository exists
 //   .rm-*              (everywhere) a directory being removed
 inline std::vector<std::pair<std::string, std::vector<std::string_view>>> ScratchPlaces(const std::string& root) {
   return {{Lowers(root), {".tmp-", ".rm-"}},
           {Workspaces(root), {".new-", ".rm-"}},
-          {WorkParent(root), {"import-", "push-", "pull-", "disk-", ".rm-"}},
+          {WorkParent(root), {"import-", "push-", "pull-", "disk-", "export-", ".rm-"}},
           {root, {".pull-", ".rm-"}}};
 }
 

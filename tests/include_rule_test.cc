@@ -32,7 +32,8 @@ const std::map<std::string, std::set<std::string>>& Allowed() {
       {"archive", {"common", "store", "snap"}},
       {"control", {"common", "store", "fsck", "snap", "watch", "runner", "registry", "archive"}},
       {"serve", {"common", "store", "snap", "watch", "runner", "registry", "archive", "control"}},
-      {"cli", {"common", "store", "snap", "watch", "runner", "registry", "archive", "control", "serve"}},
+      {"web", {"common", "store", "snap", "control", "serve"}},
+      {"cli", {"common", "store", "snap", "watch", "runner", "registry", "archive", "control", "serve", "web"}},
   };
   return rule;
 }
