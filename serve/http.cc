@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/durable.h"
+#include "common/random.h"
 #include "common/unique_fd.h"
 
 namespace agentenv::serve {
@@ -36,14 +37,6 @@ bool LoopbackOrigin(const std::string& origin) {
   return false;
 }
 
-// Constant time: the comparison does not tell how much of a guess matched.
-bool SameSecret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(b[i]);
-  return diff == 0;
-}
-
 void Refuse(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   nlohmann::json body = {{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", -32001}, {"message", message}}}};
@@ -59,6 +52,15 @@ bool IsLoopbackHost(const std::string& given) {
   if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
   in6_addr a6{};
   return ::inet_pton(AF_INET6, host.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+bool BearerMatches(const std::string& authorization, const std::string& token) {
+  if (token.empty() || !authorization.starts_with("Bearer ")) return false;
+  std::string_view given = std::string_view(authorization).substr(7);
+  if (given.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < given.size(); ++i) diff |= uint8_t(given[i]) ^ uint8_t(token[i]);
+  return diff == 0;
 }
 
 Result<std::pair<std::string, int>> ParseListen(const std::string& spec) {
@@ -85,35 +87,11 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
     return token;
   }
   if (errno != ENOENT) return FailErrno(path, errno);
-  unsigned char raw[32];
-  if (::getrandom(raw, sizeof raw, 0) != ssize_t(sizeof raw)) return FailErrno("getrandom", errno);
-  std::string token;
-  for (unsigned char c : raw) {
-    static const char* hex = "0123456789abcdef";
-    token += hex[c >> 4];
-    token += hex[c & 15];
-  }
-  // Durable and never half-written: a temp file beside it, fsync, rename,
-  // fsync the directory. 0600 from the start.
-  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
-  if (dir.empty()) dir = ".";
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!out) return FailErrno(tmp, errno);
-  std::string line = token + "\n";
-  if (::write(out.get(), line.data(), line.size()) != ssize_t(line.size()) || ::fsync(out.get()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return FailErrno(tmp, e);
-  }
-  out.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return FailErrno(path, e);
-  }
-  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d) ::fsync(d.get());
+  AE_ASSIGN(std::string token, RandomHex(32));
+  // Durable and never half-written (common/durable.h), 0600 from the start.
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  AE_TRY(WriteFileDurably(dir, path.substr(slash + 1), token + "\n", 0600));
   return token;
 }
 
@@ -152,8 +130,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& opt, co
       }
     }
     if (!o.token.empty()) {
-      std::string auth = req.get_header_value("Authorization");
-      if (!auth.starts_with("Bearer ") || !SameSecret(auth.substr(7), o.token)) {
+      if (!BearerMatches(req.get_header_value("Authorization"), o.token)) {
         res.set_header("WWW-Authenticate", "Bearer");
         Refuse(res, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token is in the "
                          "file the server printed at start)");

@@ -59,6 +59,10 @@ class HttpServer {
 // Whether `host` (a name or an address, IPv6 with or without brackets)
 // is a loopback one: localhost, 127.0.0.0/8, ::1.
 bool IsLoopbackHost(const std::string& host);
+// Whether the Authorization header value `authorization` is "Bearer
+// <token>", compared in constant time (a wrong guess does not tell how
+// much of it matched). False for an empty token.
+bool BearerMatches(const std::string& authorization, const std::string& token);
 // Splits "HOST:PORT" ("[::1]:8080" for IPv6). Errors: kInvalid.
 Result<std::pair<std::string, int>> ParseListen(const std::string& spec);
 // The token in the file at `path`, or a new random one written there

@@ -1,12 +1,14 @@
 // MCP over Streamable HTTP (serve/mcp_http.h).
 #include "serve/mcp_http.h"
 
-#include <sys/random.h>
+#include <unistd.h>
 
 #include <httplib.h>
 
 #include <condition_variable>
 #include <deque>
+
+#include "common/random.h"
 
 namespace agentenv::serve {
 
@@ -46,19 +48,10 @@ struct Stream {
 };
 
 std::string NewSessionId() {
-  unsigned char raw[16];
-  if (::getrandom(raw, sizeof raw, 0) != ssize_t(sizeof raw)) {
-    // Unique within the process still; the id is no secret (the token is).
-    static std::atomic<uint64_t> n{0};
-    return "s" + std::to_string(++n) + "-" + std::to_string(::getpid());
-  }
-  std::string id;
-  for (unsigned char c : raw) {
-    static const char* hex = "0123456789abcdef";
-    id += hex[c >> 4];
-    id += hex[c & 15];
-  }
-  return id;
+  if (auto id = RandomHex(16)) return *id;
+  // Unique within the process still; the id is no secret (the token is).
+  static std::atomic<uint64_t> n{0};
+  return "s" + std::to_string(++n) + "-" + std::to_string(::getpid());
 }
 
 void JsonError(httplib::Response& res, int status, int code, const std::string& message) {

@@ -3,7 +3,6 @@
 // would change (paths and counts) and changes nothing. The real one runs
 // the same operation the CLI's verb does, on the daemon's server.
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,9 +10,11 @@
 
 #include <chrono>
 
+#include "common/random.h"
 #include "common/unique_fd.h"
 #include "control/archive.h"
 #include "control/capture.h"
+#include "serve/http.h"
 #include "snap/layout.h"
 #include "snap/scratch.h"
 #include "web/dvr_routes.h"
@@ -24,25 +25,6 @@ namespace {
 
 constexpr size_t kMaxPendingExports = 4;
 constexpr auto kExportLifetime = std::chrono::minutes(10);
-
-bool SameSecret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(b[i]);
-  return diff == 0;
-}
-
-std::string RandomId() {
-  unsigned char raw[16];
-  if (::getrandom(raw, sizeof raw, 0) != ssize_t(sizeof raw)) return "";
-  std::string id;
-  for (unsigned char c : raw) {
-    static const char* hex = "0123456789abcdef";
-    id += hex[c >> 4];
-    id += hex[c & 15];
-  }
-  return id;
-}
 
 }  // namespace
 
@@ -55,8 +37,7 @@ struct Dvr::PendingExport {
 };
 
 bool Dvr::Authorized(const httplib::Request& req, httplib::Response& res) const {
-  std::string auth = req.get_header_value("Authorization");
-  if (opt_.token.empty() || !auth.starts_with("Bearer ") || !SameSecret(auth.substr(7), opt_.token)) {
+  if (!serve::BearerMatches(req.get_header_value("Authorization"), opt_.token)) {
     res.set_header("WWW-Authenticate", "Bearer");
     SendError(res, 401, "this action needs the token: send 'Authorization: Bearer <token>' (the token is in " +
                             snap::layout::HttpToken(opt_.root) + "; the page asks for it once)");
@@ -153,8 +134,10 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
     if (::stat(pending->file.c_str(), &st) != 0) return *err = Error{pending->file + ": " + std::strerror(errno)}, json();
     pending->size = uint64_t(st.st_size);
     pending->made = std::chrono::steady_clock::now();
-    const std::string key = RandomId();
-    if (key.empty()) return *err = Error{"getrandom failed"}, json();
+    // No randomness: the export fails rather than hand out a guessable link.
+    auto random = RandomHex(16);
+    if (!random) return *err = random.error(), json();
+    const std::string key = *random;
     {
       MutexLock lock(exports_mu_);
       for (auto it = exports_.begin(); it != exports_.end();)

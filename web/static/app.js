@@ -33,7 +33,15 @@ async function openNode(ref) {
   const badges = [idx.head ? el('span', { class: 'badge head' }, 'HEAD') : null,
                   ...(idx.tags ? idx.tags.split(', ') : []).map(x => el('span', { class: 'badge tag' }, '⚑ ' + x))];
   const act = (label, fn, cls = '') => el('button', { type: 'button', class: cls, onclick: fn }, label);
-  const done = (what, rep) => { $('action-result').textContent = what + ': ' + JSON.stringify(rep); };
+  // One sentence per action, from its reply (the same reply the CLI prints).
+  const say = {
+    restored: r => `restored to ${r.node?.short ?? n.short}: ${r.files_written ?? 0} files written, ` +
+      `${r.created ?? 0} created, ${r.removed ?? 0} removed` + (r.saved ? `; unsaved changes kept as ${r.saved.slice(0, 12)}` : ''),
+    tagged: r => `tagged ${n.short}` + (r.name ? ` as ${r.name}` : ''),
+    forked: r => `forked ${n.short} into workspace ${r.workspace?.name ?? ''} (agentenv exec --workspace ${r.workspace?.name ?? ''} -- …)`,
+    exported: r => `exported ${n.short}: ${r.entries ?? '?'} entries, downloading`,
+  };
+  const done = (what, rep) => { $('action-result').textContent = (say[what] ?? (r => what + ': ' + JSON.stringify(r)))(rep); };
   const fail = e => { $('action-result').textContent = e.message; if (e.status === 401) setToken(''); };
   t.replaceChildren(
     el('h2', {}, ...badges, det.label || n.title || n.short),
