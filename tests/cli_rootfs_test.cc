@@ -151,7 +151,10 @@ void AptInstallsJq(const std::vector<std::string>& as, const fs::path& root) {
   CHECK(r.out.find("jq-1.6") != std::string::npos);
   CHECK(fs::exists(Work(root) / "usr/bin/jq"));
   json log = AgentenvJson(root, {"log", "-n", "1"});
-  CHECK(log["nodes"][0].value("title", "").find("exec: /bin/sh -c apt-get update") == 0);
+  // The label leads with the packages the command installed, then names it.
+  std::string title = log["nodes"][0].value("title", "");
+  CHECK(title.starts_with("apt +jq 1.6"));
+  CHECK(title.find("; exec: /bin/sh -c apt-get update") != std::string::npos);
 }
 
 }  // namespace
