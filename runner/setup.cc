@@ -117,6 +117,18 @@ std::vector<Step> Plan(const EnvSpec& s, int disk_socket) {
   return p;
 }
 
+int RemountReadOnly(const char* target) {
+  struct statvfs sv;
+  if (statvfs(target, &sv) != 0) return -1;
+  unsigned long keep = 0;
+  if (sv.f_flag & ST_NOSUID) keep |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) keep |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) keep |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
+  if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
+  return mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr);
+}
+
 int Execute(const Step& st) {
   switch (st.op) {
     case Op::kMakePrivate:
@@ -137,18 +149,8 @@ int Execute(const Step& st) {
       if (mkdir(st.dst.c_str(), 0755) != 0 && errno != EEXIST) return -1;
       return mount(st.src.c_str(), st.dst.c_str(), st.fstype.c_str(), st.flags,
                    st.data.empty() ? nullptr : st.data.c_str());
-    case Op::kRemountRo: {
-      // In a user namespace the locked flags of the original mount must be kept.
-      struct statvfs sv;
-      if (statvfs(st.dst.c_str(), &sv) != 0) return -1;
-      unsigned long keep = 0;
-      if (sv.f_flag & ST_NOSUID) keep |= MS_NOSUID;
-      if (sv.f_flag & ST_NODEV) keep |= MS_NODEV;
-      if (sv.f_flag & ST_NOEXEC) keep |= MS_NOEXEC;
-      if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
-      if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
-      return mount(nullptr, st.dst.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr);
-    }
+    case Op::kRemountRo:
+      return RemountReadOnly(st.dst.c_str());
     case Op::kSymlink:
       return symlink(st.src.c_str(), st.dst.c_str());
     case Op::kWriteFile: {

@@ -54,6 +54,12 @@ std::vector<Step> Plan(const EnvSpec& spec, int disk_socket = -1);
 // Runs one step in the child; 0 or -1 with errno. Async-signal-safe.
 int Execute(const Step& step);
 
+// Remounts the bind mount at `target` read-only, keeping the flags of the
+// original mount that a user namespace locks (nosuid, nodev, noexec,
+// atime): a remount that drops one fails with EPERM. Raw syscalls only
+// (safe in a cloned child). Returns mount(2)'s result, errno set.
+int RemountReadOnly(const char* target);
+
 // The environment of a command: allow-list of the caller's plus pass/set.
 // `rootless_apt`: also APT_CONFIG=kAptConfigPath (unless set_env names it).
 std::vector<std::string> BuildEnv(const std::vector<std::string>& pass_env,

@@ -7,33 +7,18 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "common/unique_fd.h"
+#include "runner/setup.h"
 
 extern char** environ;
 
 namespace agentenv::runner {
 namespace {
-
-// The flags a read-only remount must keep: in a user namespace the
-// original mount's nosuid/nodev/noexec/atime flags are locked, and a
-// remount that drops one fails with EPERM.
-int RemountReadOnly(const char* target) {
-  struct statvfs sv;
-  if (statvfs(target, &sv) != 0) return -1;
-  unsigned long keep = 0;
-  if (sv.f_flag & ST_NOSUID) keep |= MS_NOSUID;
-  if (sv.f_flag & ST_NODEV) keep |= MS_NODEV;
-  if (sv.f_flag & ST_NOEXEC) keep |= MS_NOEXEC;
-  if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
-  if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
-  return mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, nullptr);
-}
 
 int WriteProc(const char* path, const std::string& data) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -62,7 +47,7 @@ Result<void> MountReadOnly(const std::string& source, const std::string& target)
     if (errno == EPERM) return Fail(ErrorCode::kUnsupported, target + ": needs root (CAP_SYS_ADMIN)");
     return FailErrno(target, errno);
   }
-  if (RemountReadOnly(target.c_str()) != 0) {
+  if (internal::RemountReadOnly(target.c_str()) != 0) {
     int e = errno;
     umount2(target.c_str(), MNT_DETACH);  // never leave a writable view
     return FailErrno(target + ": remount read-only", e);
@@ -120,7 +105,7 @@ Result<ExitStatus> RunWithView(const std::string& source, const std::string& tar
     // Nothing mounted here may propagate back to the caller's namespace.
     if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) ChildFail(err_w.get(), kPrivate);
     if (mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) ChildFail(err_w.get(), kBind);
-    if (RemountReadOnly(target.c_str()) != 0) ChildFail(err_w.get(), kRemount);
+    if (internal::RemountReadOnly(target.c_str()) != 0) ChildFail(err_w.get(), kRemount);
     if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) != 0) ChildFail(err_w.get(), kKeep);
     execvpe(args[0], args.data(), envp.data());
     ChildFail(err_w.get(), kExec);
