@@ -4,6 +4,7 @@
 // repositories: control/ turns nodes into layouts and back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +39,8 @@ struct Options {
   std::string auth_file;
   int attempts = 4;       // per request, for transient failures (connection, 5xx, 429)
   int backoff_ms = 200;   // doubled after each failed attempt
+  // Waits out one backoff; empty: sleeps. Tests pass a clock of their own.
+  std::function<void(std::chrono::milliseconds)> wait;
   std::function<void(const Progress&)> progress;  // may be empty
 };
 

@@ -310,7 +310,8 @@ Result<Response> Session::Send(const Request& r) {
     } else {
       return resp;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    if (opt_.wait) opt_.wait(std::chrono::milliseconds(delay));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     delay *= 2;
   }
 }
@@ -335,8 +336,9 @@ Error Session::StatusError(const std::string& what, const Response& resp) const 
     return Error{what + ": not found at " + ref_.host + "/" + ref_.repository + " (404" +
                      (detail.empty() ? "" : " " + detail) + ")",
                  0, ErrorCode::kNotFound};
-  if (resp.status >= 500)
-    return Error{what + ": " + ref_.host + " answered " + status + " (a server error) " +
+  if (resp.status >= 500 || resp.status == 429)
+    return Error{what + ": " + ref_.host + " answered " + status +
+                     (resp.status == 429 ? " (too many requests) " : " (a server error) ") +
                      std::to_string(opt_.attempts) + " times" + (detail.empty() ? "" : ": " + detail),
                  0, ErrorCode::kIo};
   return Error{what + ": " + ref_.host + " answered " + status + (detail.empty() ? "" : ": " + detail), 0,

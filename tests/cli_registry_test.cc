@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli_testutil.h"
+#include "failing_server.h"
 #include "oci_testutil.h"
 #include "testutil.h"
 
@@ -180,69 +181,18 @@ TEST_CASE("cli registry: a registry that is down, credentials missing or wrong, 
   CheckNoScratch(root);
 }
 
-// A loopback HTTP server that answers every request with `status` and
-// counts them: a registry failing the same way every time.
-class FailingServer {
- public:
-  explicit FailingServer(int status) : status_(status) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd_ >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
-    REQUIRE(::listen(fd_, 16) == 0);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~FailingServer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(fd_);
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_; }
-
- private:
-  void Serve() {
-    for (;;) {
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) return;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, size_t(n));
-      }
-      ++requests_;
-      std::string body = R"({"errors":[{"code":"UNAVAILABLE","message":"try later"}]})";
-      std::string resp = "HTTP/1.1 " + std::to_string(status_) + " Failing\r\nContent-Type: application/json\r\n"
-                         "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      (void)!::write(c, resp.data(), resp.size());
-      ::close(c);
-    }
-  }
-  int status_, fd_ = -1, port_ = 0;
-  std::atomic<int> requests_{0};
-  std::thread thread_;
-};
-
 TEST_CASE("cli registry: a registry answering 503 is retried with backoff, then a clear error, nothing recorded",
           "[cli][oci][registry]") {
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
   FailingServer server(503);
-  auto t0 = std::chrono::steady_clock::now();
+  // The waits between attempts are timed by registry_test (an injected
+  // clock); here, what the command says and that nothing changed.
   CmdResult r = Agentenv(root, {"push", "HEAD", server.address() + "/x/y:t", "--insecure"});
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.Describe());
   CHECK(r.code == 1);
   CHECK(r.err.find("answered 503 (a server error) 4 times") != std::string::npos);
   CHECK(server.requests() == 4);  // the first HEAD, tried 4 times
-  CHECK(ms >= 200 + 400 + 800);   // backoff between the attempts
   std::string log_before = Agentenv(root, {"log"}).out;
   r = Agentenv(root, {"pull", server.address() + "/x/y:t", "--insecure"});
   CHECK(r.code == 1);
