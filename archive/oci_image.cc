@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,10 @@ Result<json> ReadJson(const std::string& path, uint64_t max) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return Fail(ErrorCode::kNotFound, path + ": missing; not an OCI image layout");
+    // A name the user gave that cannot be a layout's (a file on the way,
+    // a name too long): theirs to fix, not an I/O failure.
+    if (errno == ENOTDIR || errno == ENAMETOOLONG)
+      return Fail(ErrorCode::kNotFound, path + ": " + std::strerror(errno) + "; not an OCI image layout");
     return FailErrno(path, errno);
   }
   std::string text;
