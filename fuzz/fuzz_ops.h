@@ -1,9 +1,11 @@
 // The operation handler the socket and MCP targets serve: CallJson, the
 // daemon's own entry, for the operations that read history only (log,
 // show, a diff of two nodes, ...); every other operation (snapshot,
-// rollback, exec, import, gc, status, ...) has its arguments read exactly
-// as CallJson reads them (ReadRequest) and is then not run: a fuzzer must
-// neither run commands nor change the history that the next input sees.
+// rollback, exec, import, gc, status, push, mount, ...) has its arguments
+// read exactly as CallJson reads them (ReadRequest) and is then not run: a
+// fuzzer must neither run commands nor change the history that the next
+// input sees. An operation added to AGENTENV_OPS is of the second kind
+// until it is named here.
 #pragma once
 
 #include <string>
@@ -30,8 +32,8 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
   const OpSpec* spec = FindOp(op);
   if (!spec) return CallJson(server, op, args, emit);  // "unknown op": runs nothing
   const std::string& name = spec->name;
-  if (name == "log" || name == "show" || name == "head" || name == "branches" || name == "ps" ||
-      name == "workspaces")
+  if (name == "log" || name == "show" || name == "head" || name == "digest" || name == "branches" ||
+      name == "ps" || name == "workspaces" || name == "mounts")
     return CallJson(server, op, args, emit);
   // What reads the live tree (status, a diff against it) scans it: a few
   // ms each, for nothing an input decides but its arguments.
@@ -46,11 +48,6 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
     if (r.name.empty()) return CallJson(server, op, args, emit);  // a listing
     return Fail(ErrorCode::kUnsupported, "tag: not run by the fuzz target (it writes)");
   }
-  if (name == "snapshot") return ReadOnly<SnapshotRequest>(name, args);
-  if (name == "rollback") return ReadOnly<RollbackRequest>(name, args);
-  if (name == "retain") return ReadOnly<RetainRequest>(name, args);
-  if (name == "gc") return ReadOnly<GcRequest>(name, args);
-  if (name == "import") return ReadOnly<ImportRequest>(name, args);
   // A run's arguments are planned as exec and spawn plan them (PlanRun);
   // a session's directory would be made, so one with a session is not.
   if (name == "exec" || name == "spawn") {
@@ -66,11 +63,11 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
     if (run.session.empty()) AE_TRY(PlanRun(server.repo(), run, exec, /*collect=*/!emit));
     return Fail(ErrorCode::kUnsupported, name + ": not run by the fuzz target");
   }
-  if (name == "kill") return ReadOnly<KillRequest>(name, args);
-  if (name == "fork") return ReadOnly<ForkRequest>(name, args);
-  if (name == "workspace_rm") return ReadOnly<WorkspaceRmRequest>(name, args);
-  if (name == "tournament") return ReadOnly<TournamentRequest>(name, args);
-  Die("an operation the fuzz handler does not know: " + name + " (add it above)");
+#define AGENTENV_FUZZ_READ(Req, Rep, op_name, call, locks) \
+  if (name == op_name) return ReadOnly<Req>(name, args);
+  AGENTENV_OPS(AGENTENV_FUZZ_READ)
+#undef AGENTENV_FUZZ_READ
+  Die("an operation that is not in AGENTENV_OPS: " + name);
 }
 
 }  // namespace agentenv::fuzz

@@ -1,49 +1,43 @@
-// MCP (serve/mcp.cc): the input is what an MCP client writes to
-// `agentenv mcp`, one JSON-RPC message per line, served by ServeMcp as the
-// command serves it. Its tool calls go, as they do when a daemon serves
-// the root, over <root>/agentenv.sock to a SocketServer with CallJson
-// behind it (fuzz_ops.h: read-only operations run, the others only have
-// their arguments read). Every output line must be one JSON-RPC 2.0
-// response (id null only for an error about an unreadable message) or a
-// notification, at most one response per input line.
+// MCP (serve/mcp_session.cc): the input is what an MCP client writes to
+// `agentenv mcp`, one JSON-RPC message per line, each handed to an
+// McpSession as the stdio transport hands it (blank lines skipped). Its
+// tool calls run CallJson in this process (fuzz_ops.h: read-only
+// operations run, the others only have their arguments read), and its
+// resource reads read files of the small history. The daemon socket
+// between the two is the socket target's (a connection and a thread per
+// input cost 6 ms here, most of this target's time). Every output message
+// must be one JSON-RPC 2.0 response (id null only for an error about an
+// unreadable message) or a notification, at most one response per input
+// line.
 #include <cstdint>
 #include <memory>
-#include <sstream>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "control/ignore.h"
-#include "serve/mcp.h"
-#include "serve/socket.h"
+#include "serve/mcp_session.h"
 #include "fuzz/fuzz_env.h"
 #include "fuzz/fuzz_ops.h"
 #include "fuzz/fuzz_repo.h"
-#include "snap/layout.h"
 
 namespace {
 
 using namespace agentenv;
 using control::json;
 
-std::string root;
 std::unique_ptr<control::Server> server;
-std::unique_ptr<serve::SocketServer> socket_server;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   fuzz::ConfineWrites(*argc, *argv);
-  root = fuzz::WorkDir() + "/repo";
+  std::string root = fuzz::WorkDir() + "/repo";
   fuzz::MakeRepository(root);
   auto repo = control::OpenRepo(root);
   if (!repo) fuzz::Die(repo.error().message);
   server = std::make_unique<control::Server>(std::move(*repo));
-  auto s = serve::SocketServer::Listen(snap::layout::Socket(root), [](const std::string& op, const json& args,
-                                                                      const control::FrameSink& emit) {
-    return fuzz::GuardedCall(*server, op, args, emit);
-  });
-  if (!s) fuzz::Die(s.error().message);
-  socket_server = std::move(*s);
-  socket_server->Accept();
   return 0;
 }
 
@@ -52,14 +46,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // before it, and the corpus is mostly what comes after.
   std::string text = R"({"jsonrpc":"2.0","id":"fuzz-init","method":"initialize","params":{}})" "\n" +
                      std::string(reinterpret_cast<const char*>(data), size);
-  std::istringstream in(text);
-  std::ostringstream out;
-  serve::ServeMcp(root, in, out);
+  std::mutex mu;
+  std::vector<std::string> sent;  // what the transport would write, one message each
+  serve::Outbox send = [&](const json& j) {
+    if (j.is_null()) return;  // a request ended without a reply
+    std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::lock_guard lock(mu);
+    sent.push_back(std::move(line));
+  };
+  {
+    serve::McpSession session(
+        [](const std::string& op, const json& args, const control::FrameSink& emit) {
+          return fuzz::GuardedCall(*server, op, args, emit);
+        },
+        serve::CatFileReader(*server));
+    session.set_notifier(send);
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      size_t nl = rest.find('\n');
+      std::string_view line = rest.substr(0, nl);
+      rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      session.HandleText(line, send);
+    }
+    session.Drain();
+  }
   size_t lines = 1;
   for (char c : text) lines += c == '\n';
   size_t replies = 0;
-  std::istringstream got(out.str());
-  for (std::string line; std::getline(got, line);) {
+  for (const std::string& line : sent) {
     ++replies;
     // The tool list (some 20 KB, the same every time) is only framed:
     // parsing it on every input was most of this target's time.
