@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/durable.h"
 #include "common/write_all.h"
 #include "control/fields.h"
 #include "runner/view.h"
@@ -43,12 +44,6 @@ std::string RecordId(const std::string& dir) {
 bool Shows(const std::string& dir, const std::string& lower) {
   struct stat a, b;
   return ::stat(dir.c_str(), &a) == 0 && ::stat(lower.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-Result<void> SyncDir(const std::string& dir) {
-  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::fsync(d.get()) != 0) return FailErrno(dir, errno);
-  return {};
 }
 
 // Reads an open record; kCorrupt when it is empty or does not parse (a
@@ -91,7 +86,7 @@ Result<std::optional<std::pair<UniqueFd, MountRecord>>> LockRecord(const std::st
 
 Result<void> RemoveRecord(const std::string& mounts, const std::string& id) {
   if (::unlink((mounts + "/" + id).c_str()) != 0 && errno != ENOENT) return FailErrno(mounts + "/" + id, errno);
-  return SyncDir(mounts);
+  return FsyncDir(mounts);
 }
 
 }  // namespace
@@ -176,7 +171,7 @@ Result<MountRecord> MountView(snap::Repo& repo, const store::ObjectId& node, con
   auto made = [&]() -> Result<void> {
     AE_TRY(WriteAll(fd.get(), text.data(), text.size(), path));
     if (::fsync(fd.get()) != 0) return FailErrno(path, errno);
-    AE_TRY(SyncDir(mounts));
+    AE_TRY(FsyncDir(mounts));
     return runner::MountReadOnly(rec.lower, rec.dir);
   }();
   if (!made) {
