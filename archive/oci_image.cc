@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/platform.h"
+#include "common/read_all.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "archive/libarchive.h"
@@ -50,16 +51,8 @@ Result<json> ReadJson(const std::string& path, uint64_t max) {
       return Fail(ErrorCode::kNotFound, path + ": " + std::strerror(errno) + "; not an OCI image layout");
     return FailErrno(path, errno);
   }
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return FailErrno(path, errno);
-    if (n == 0) break;
-    text.append(buf, size_t(n));
-    if (text.size() > max) return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(max) + " bytes");
-  }
+  AE_ASSIGN(std::string text, ReadUpTo(fd.get(), path, max + 1));
+  if (text.size() > max) return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(max) + " bytes");
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Fail(ErrorCode::kInvalid, path + ": not a JSON object");
   return j;

@@ -6,6 +6,7 @@
 
 #include <cctype>
 
+#include "common/read_all.h"
 #include "common/unique_fd.h"
 #include "snap/layout.h"
 
@@ -36,16 +37,9 @@ Result<std::string> ReadSmall(const std::string& path) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return FailErrno(path, errno);
   if (!S_ISREG(st.st_mode)) return Fail(ErrorCode::kInvalid, path + ": not a regular file");
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return FailErrno(path, errno);
-    if (n == 0) break;
-    out.append(buf, size_t(n));
-    if (out.size() > (4u << 20)) return Fail(ErrorCode::kInvalid, path + ": larger than 4 MiB");
-  }
+  constexpr size_t kMax = 4u << 20;
+  AE_ASSIGN(std::string out, ReadUpTo(fd.get(), path, kMax + 1));
+  if (out.size() > kMax) return Fail(ErrorCode::kInvalid, path + ": larger than 4 MiB");
   return out;
 }
 

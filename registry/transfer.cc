@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "common/durable.h"
 #include "common/platform.h"
+#include "common/read_all.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
@@ -36,15 +38,7 @@ bool ValidDigest(const std::string& d) {
 Result<std::string> ReadFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return FailErrno(path, errno);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return FailErrno(path, errno);
-    if (n == 0) return out;
-    out.append(buf, size_t(n));
-  }
+  return ReadUpTo(fd.get(), path, std::numeric_limits<size_t>::max());
 }
 
 std::string MediaType(const std::string& content_type) {

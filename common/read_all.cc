@@ -1,0 +1,23 @@
+#include "common/read_all.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace agentenv {
+
+Result<std::string> ReadUpTo(int fd, std::string_view path, size_t limit) {
+  std::string out;
+  char buf[65536];
+  while (out.size() < limit) {
+    ssize_t n = ::read(fd, buf, std::min(sizeof buf, limit - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return FailErrno(path, errno);
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+}  // namespace agentenv
