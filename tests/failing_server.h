@@ -1,5 +1,5 @@
-// A loopback HTTP server that fails every request the same way: a registry
-// that is down (registry_test, cli_registry_test).
+// Loopback TCP helpers for tests: a free port, and a server that fails every
+// request the same way (a registry that is down).
 #pragma once
 
 #include <arpa/inet.h>
@@ -15,20 +15,33 @@
 
 namespace agentenv {
 
+// A TCP socket bound to a free port on 127.0.0.1 (*port), not listening.
+inline int BindLoopback(int* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A port on 127.0.0.1 nothing listens on right now.
+inline int FreePort() {
+  int port = 0;
+  ::close(BindLoopback(&port));
+  return port;
+}
+
 // A loopback HTTP server that answers every request with `status` and
 // counts them: a registry failing the same way every time.
 class FailingServer {
  public:
   explicit FailingServer(int status) : status_(status) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd_ >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
+    fd_ = BindLoopback(&port_);
     REQUIRE(::listen(fd_, 16) == 0);
     thread_ = std::thread([this] { Serve(); });
   }

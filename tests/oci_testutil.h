@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_testutil.h"
+#include "failing_server.h"
 #include "testutil.h"
 
 namespace agentenv::test {
@@ -59,20 +60,6 @@ inline std::vector<json> MakeLayout(const fs::path& dir, const std::vector<fs::p
   mdesc["annotations"] = {{"org.opencontainers.image.ref.name", tag}};
   WriteFile(dir / "index.json", json{{"schemaVersion", 2}, {"manifests", {mdesc}}}.dump());
   return descs;
-}
-
-// A port on 127.0.0.1 nothing listens on right now.
-inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 constexpr const char* kRegistryBin = "/usr/bin/docker-registry";

@@ -66,12 +66,7 @@ TEST_CASE("registry: a 503 or 429 is tried 4 times with doubling waits, then nam
 }
 
 TEST_CASE("registry: a refused connection is retried the same way and says what to check", "[registry]") {
-  int port;
-  {
-    FailingServer closed(503);  // a port that was just free, now closed
-    port = std::stoi(closed.address().substr(closed.address().rfind(':') + 1));
-  }
-  auto ref = ParseReference("127.0.0.1:" + std::to_string(port) + "/x/y:t");
+  auto ref = ParseReference("127.0.0.1:" + std::to_string(FreePort()) + "/x/y:t");
   REQUIRE(ref);
   std::vector<int64_t> waits;
   Options opt;
