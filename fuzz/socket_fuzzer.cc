@@ -4,13 +4,15 @@
 // run, the others only have their arguments read) on a small repository.
 // Every line must get exactly one reply (after the frames of a streaming
 // op; replies of different lines in any order), each a JSON object on its
-// own line, and the connection stays open.
+// own line, and the connection stays open: a `head` sent once every reply
+// is in must succeed.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -58,10 +60,20 @@ std::vector<std::string> Exchange(const std::string& out, size_t answers) {
   std::string in;
   size_t written = 0, replies = 0;
   char buf[65536];
+  int quiet_s = 0;  // since the last reply byte or the last byte sent
   while (replies < answers) {
     pollfd p{conn.get(), short(POLLIN | (written < out.size() ? POLLOUT : 0)), 0};
-    if (::poll(&p, 1, 60000) <= 0)
-      fuzz::Die(std::to_string(answers) + " requests, " + std::to_string(replies) + " replies after 60 s");
+    if (::poll(&p, 1, 10000) <= 0) {
+      // A loaded machine can hold every thread off the CPU for a while: a
+      // minute of silence is told (a stall), ten are a hang.
+      quiet_s += 10;
+      std::string state = std::to_string(answers) + " requests, " + std::to_string(replies) + " replies, " +
+                          std::to_string(written) + "/" + std::to_string(out.size()) + " bytes sent";
+      if (quiet_s >= 600) fuzz::Die(state + " after 600 s without a byte");
+      if (quiet_s % 60 == 0) std::fprintf(stderr, "socket fuzzer: stalled %d s: %s\n", quiet_s, state.c_str());
+      continue;
+    }
+    quiet_s = 0;
     if (p.revents & POLLOUT) {
       ssize_t n = ::send(conn.get(), out.data() + written, out.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) written += size_t(n);
@@ -109,16 +121,19 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string out(reinterpret_cast<const char*>(data), size);
-  // One more request, which must succeed. Requests run concurrently:
-  // replies come in any order, so it need not be the last.
+  out += "\n";  // ends the input's last line
+  Exchange(out, Requests(out));
+  // Then one more request, which must succeed: every reply is in, so
+  // every slot of the connection is free again (an input may send more
+  // than kMaxInFlight requests at once, and the extra ones are busy).
   std::string end = "fuzz-end-" + std::to_string(++sent);
-  out += "\n{\"id\":\"" + end + "\",\"op\":\"head\"}\n";
-  std::vector<std::string> lines = Exchange(out, Requests(out));
+  std::vector<std::string> lines = Exchange("{\"id\":\"" + end + "\",\"op\":\"head\"}\n", 1);
   bool answered = false;
   for (const std::string& line : lines) {
     auto j = json::parse(line, nullptr, false);
     answered |= j.value("id", json()) == json(end) && !j.contains("frame") && j.value("ok", false);
   }
-  FUZZ_CHECK(answered, "no successful reply to the head request sent last");
+  FUZZ_CHECK(answered, "no successful reply to the head request sent after the input's replies: " +
+                           (lines.empty() ? std::string() : lines.back()));
   return 0;
 }

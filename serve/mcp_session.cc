@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 #include <chrono>
+#include <system_error>
 #include <thread>
 
 #include "common/text.h"
@@ -180,13 +181,22 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
       return false;
     }
   }
-  std::thread([this, call, out, fn = std::move(fn)] {
-    fn(call);
-    if (call->cancelled) out(nullptr);
+  auto done = [this, call] {
     std::lock_guard lock(mu_);
     in_flight_.erase(call->id.dump());
     if (in_flight_.empty()) idle_.notify_all();
-  }).detach();
+  };
+  try {
+    threads_.Run([call, out, fn = std::move(fn), done] {
+      fn(call);
+      if (call->cancelled) out(nullptr);
+      done();
+    });
+  } catch (const std::system_error& e) {
+    done();
+    out(RpcError(id, -32000, std::string("server busy: cannot start a thread for the request: ") + e.what()));
+    return false;
+  }
   return true;
 }
 

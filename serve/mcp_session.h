@@ -5,9 +5,9 @@
 //
 // Concurrency: Handle returns at once. Cheap requests (initialize, ping,
 // tools/list, logging/setLevel) are answered before it returns; tool calls
-// and resource reads run on their own threads, at most max_in_flight at a
-// time per session (past that a request gets a JSON-RPC error at once), so
-// a ping is answered while an exec runs. Replies may come out of order;
+// and resource reads run on their own threads (RequestThreads: reused), at
+// most max_in_flight at a time per session (past that a request gets a
+// JSON-RPC error at once), so a ping is answered while an exec runs. Replies may come out of order;
 // the client matches them by id. Writers among the tools serialize where
 // they run (the repository's writer mutex or the daemon).
 #pragma once
@@ -25,6 +25,7 @@
 #include "common/result.h"
 #include "control/browse.h"
 #include "control/frames.h"
+#include "serve/request_threads.h"
 
 namespace agentenv::serve {
 
@@ -112,6 +113,9 @@ class McpSession {
   size_t log_level_ = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
   Outbox notify_;
   std::map<std::string, std::shared_ptr<Call>> in_flight_;  // by id.dump()
+  // Runs tool calls and resource reads; declared last, so it ends first,
+  // after Drain (nothing runs then).
+  RequestThreads threads_;
 };
 
 }  // namespace agentenv::serve

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <map>
+#include <system_error>
 
 namespace agentenv::serve {
 
@@ -106,6 +107,12 @@ struct SocketServer::Connection {
     std::lock_guard lock(write_mu);
     return SendAll(fd.get(), line);
   }
+  // Ends a request: its id leaves in_flight, and Serve may end once none runs.
+  void Done(bool has_id, const std::string& key) {
+    std::lock_guard lock(mu);
+    if (has_id) in_flight.erase(key);
+    if (--running == 0) idle.notify_all();
+  }
   // Whether the peer still listens (it has not hung up nor shut down its side).
   bool PeerThere() {
     pollfd p{fd.get(), POLLRDHUP, 0};
@@ -157,24 +164,32 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
     }
     ++conn->running;
   }
-  std::thread([this, conn, req = std::move(req), op, args = std::move(args), cancelled, has_id, key] {
+  nlohmann::json id = has_id ? req["id"] : nlohmann::json();
+  auto run = [this, conn, id, op, args = std::move(args), cancelled, has_id, key] {
     control::FrameSink emit = [&](nlohmann::json frame) {
       if (*cancelled) return false;
       if (frame.is_null()) return conn->PeerThere();
-      if (has_id) frame["id"] = req["id"];
+      if (has_id) frame["id"] = id;
       return conn->Send(frame);
     };
     Result<nlohmann::json> r = handler_(op, args, emit);
     nlohmann::json resp;
-    if (has_id) resp["id"] = req["id"];
+    if (has_id) resp["id"] = id;
     resp["ok"] = bool(r);
     if (r) resp["result"] = std::move(*r);
     else resp["error"] = control::ErrorJson(r.error());
+    // The slot is free before the reply goes out: a client that has read
+    // a reply may send its next request at once without meeting `busy`.
+    conn->Done(has_id, key);
     conn->Send(resp);
-    std::lock_guard lock(conn->mu);
-    if (has_id) conn->in_flight.erase(key);
-    if (--conn->running == 0) conn->idle.notify_all();
-  }).detach();
+  };
+  try {
+    requests_.Run(std::move(run));
+  } catch (const std::system_error& e) {
+    conn->Send(ErrorResponse(req, ErrorCode::kBusy, std::string("cannot start a thread for the request: ") + e.what() +
+                                                        "; retry when fewer requests run"));
+    conn->Done(has_id, key);
+  }
 }
 
 void SocketServer::Serve(UniqueFd client) {
@@ -213,7 +228,8 @@ void SocketServer::Serve(UniqueFd client) {
     }
   }
   // The requests already read still run to their responses (a client may
-  // shut down its side after sending).
+  // shut down its side after sending); a reply still being written holds
+  // the connection open through its task's reference.
   std::unique_lock lock(conn->mu);
   conn->idle.wait(lock, [&] { return conn->running == 0; });
 }

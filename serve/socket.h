@@ -29,6 +29,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/frames.h"
+#include "serve/request_threads.h"
 
 namespace agentenv::serve {
 
@@ -43,7 +44,8 @@ using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op
 inline constexpr size_t kMaxInFlight = 16;
 
 // Serves the socket until Stop() or destruction: one reader thread per
-// client and one thread per request in flight, many clients at once. A malformed line gets an error response and the
+// client and one thread per request in flight (RequestThreads: reused),
+// many clients at once. A malformed line gets an error response and the
 // connection stays open; a line over control::kMaxRequestBytes gets an error
 // response and the connection is closed.
 class SocketServer {
@@ -74,6 +76,9 @@ class SocketServer {
   std::condition_variable idle_;
   size_t clients_ = 0;
   std::atomic<bool> stopping_{false};
+  // Runs the requests of every connection; declared last, so it ends
+  // first, after Stop (nothing runs then).
+  RequestThreads requests_;
 };
 
 }  // namespace agentenv::serve

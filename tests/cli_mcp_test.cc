@@ -199,6 +199,19 @@ TEST_CASE("cli socket: one connection's read is answered while its exec runs, to
   }
   CHECK(busy);
   CHECK(finished == 16);
+
+  // A slot is free once its reply can be read: a client that keeps 16 in
+  // flight, sending the next as each reply comes, never meets busy.
+  for (int i = 0; i < 16; ++i) REQUIRE(c.Send(json{{"id", 1000 + i}, {"op", "head"}}.dump()));
+  int sent = 16, answered = 0, busy_after_reply = 0;
+  while (answered < 400) {
+    json msg = c.Receive(30000);
+    REQUIRE(msg.is_object());
+    ++answered;
+    if (!msg.value("ok", false)) ++busy_after_reply;
+    if (sent < 400) REQUIRE(c.Send(json{{"id", 1000 + sent++}, {"op", "head"}}.dump()));
+  }
+  CHECK(busy_after_reply == 0);
 }
 
 TEST_CASE("cli socket: cancel kills the exec's command and its changes become a node labelled cancelled", "[cli][socket][exec]") {
