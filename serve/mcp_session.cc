@@ -120,7 +120,7 @@ bool McpSession::initialized() const {
 
 size_t McpSession::in_flight() const {
   std::lock_guard lock(mu_);
-  return in_flight_.size();
+  return running_;
 }
 
 void McpSession::set_notifier(Outbox notify) {
@@ -145,7 +145,7 @@ void McpSession::CancelAll() {
 
 void McpSession::Drain() {
   std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return in_flight_.empty(); });
+  idle_.wait(lock, [&] { return running_ == 0; });
 }
 
 void McpSession::Log(size_t level, const std::string& text, const Outbox& out) {
@@ -165,35 +165,53 @@ void McpSession::HandleText(std::string_view text, const Outbox& out) {
   Handle(msg, out);
 }
 
-bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std::shared_ptr<Call>)> fn) {
+bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std::shared_ptr<Call>, const Outbox&)> fn) {
   auto call = std::make_shared<Call>();
   call->id = id;
+  const std::string key = id.dump();
+  enum { kTaken, kFull, kIdUsed } slot;
   {
     std::lock_guard lock(mu_);
-    if (in_flight_.size() >= opt_.max_in_flight) {
-      out(RpcError(id, -32000, "server busy: " + std::to_string(opt_.max_in_flight) +
-                                   " requests of this session are already running (the limit); wait for a reply "
-                                   "before sending more"));
-      return false;
-    }
-    if (!in_flight_.emplace(id.dump(), call).second) {
-      out(RpcError(id, -32600, "invalid request: id " + id.dump() + " is already used by a request in flight"));
-      return false;
-    }
+    slot = in_flight_.size() >= opt_.max_in_flight ? kFull : !in_flight_.emplace(key, call).second ? kIdUsed : kTaken;
+    if (slot == kTaken) ++running_;
   }
-  auto done = [this, call] {
+  // Answered without mu_ held: an Outbox may hand the session its next message.
+  if (slot == kFull) {
+    out(RpcError(id, -32000, "server busy: " + std::to_string(opt_.max_in_flight) +
+                                 " requests of this session are already running (the limit); wait for a reply "
+                                 "before sending more"));
+    return false;
+  }
+  if (slot == kIdUsed) {
+    out(RpcError(id, -32600, "invalid request: id " + key + " is already used by a request in flight"));
+    return false;
+  }
+  // Frees the request's slot and id, once: the id may already name a new
+  // request of the client's.
+  auto release = [this, call, key] {
     std::lock_guard lock(mu_);
-    in_flight_.erase(call->id.dump());
-    if (in_flight_.empty()) idle_.notify_all();
+    auto it = in_flight_.find(key);
+    if (it != in_flight_.end() && it->second == call) in_flight_.erase(it);
+  };
+  // The reply (a message that is no notification) frees the slot before
+  // it goes out: a client that has read it may send the next at once.
+  Outbox reply_out = [out, release](const json& msg) {
+    if (msg.is_object() && !msg.contains("method")) release();
+    out(msg);
+  };
+  auto finish = [this, release] {
+    release();
+    std::lock_guard lock(mu_);
+    if (--running_ == 0) idle_.notify_all();
   };
   try {
-    threads_.Run([call, out, fn = std::move(fn), done] {
-      fn(call);
-      if (call->cancelled) out(nullptr);
-      done();
+    threads_.Run([call, reply_out, fn = std::move(fn), finish] {
+      fn(call, reply_out);
+      if (call->cancelled) reply_out(nullptr);
+      finish();
     });
   } catch (const std::system_error& e) {
-    done();
+    finish();
     out(RpcError(id, -32000, std::string("server busy: cannot start a thread for the request: ") + e.what()));
     return false;
   }
@@ -291,11 +309,11 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
       out(RpcError(id, -32602, "invalid params: unknown tool '" + params["name"].get<std::string>() + "' (see tools/list)"));
       return;
     }
-    Spawn(id, out, [this, params, out](std::shared_ptr<Call> c) { CallTool(c, params, out); });
+    Spawn(id, out, [this, params](std::shared_ptr<Call> c, const Outbox& o) { CallTool(c, params, o); });
   } else if (method == "resources/list") {
-    Spawn(id, out, [this, out](std::shared_ptr<Call> c) {
+    Spawn(id, out, [this](std::shared_ptr<Call> c, const Outbox& o) {
       json r = ListResources();
-      if (!c->cancelled) out(Reply(c->id, std::move(r)));
+      if (!c->cancelled) o(Reply(c->id, std::move(r)));
     });
   } else if (method == "resources/templates/list") {
     out(Reply(id, {{"resourceTemplates",
@@ -308,7 +326,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
                                   {"description", "One node's details (as the show tool returns them)"},
                                   {"mimeType", "application/json"}}})}}));
   } else if (method == "resources/read") {
-    Spawn(id, out, [this, params, out](std::shared_ptr<Call> c) { ReadResource(c, params, out); });
+    Spawn(id, out, [this, params](std::shared_ptr<Call> c, const Outbox& o) { ReadResource(c, params, o); });
   } else {
     out(RpcError(id, -32601, "method not found: " + method));
   }

@@ -96,9 +96,11 @@ class McpSession {
   void CallTool(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
   void ReadResource(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
   nlohmann::json ListResources();
-  // Registers `id` and runs fn on its own thread; false (and an error sent)
-  // past the limit or for an id already in flight.
-  bool Spawn(const nlohmann::json& id, const Outbox& out, std::function<void(std::shared_ptr<Call>)> fn);
+  // Registers `id` and runs fn on its own thread with the Outbox its
+  // messages go to (the reply frees the id's slot before it goes out);
+  // false (and an error sent) past the limit or for an id already in flight.
+  bool Spawn(const nlohmann::json& id, const Outbox& out,
+             std::function<void(std::shared_ptr<Call>, const Outbox&)> fn);
   void Log(size_t level, const std::string& text, const Outbox& out);
 
   ToolRunner run_;
@@ -112,7 +114,8 @@ class McpSession {
   bool listed_resources_ = false;
   size_t log_level_ = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
   Outbox notify_;
-  std::map<std::string, std::shared_ptr<Call>> in_flight_;  // by id.dump()
+  std::map<std::string, std::shared_ptr<Call>> in_flight_;  // by id.dump(), until the reply
+  size_t running_ = 0;  // requests not finished (their reply may be going out)
   // Runs tool calls and resource reads; declared last, so it ends first,
   // after Drain (nothing runs then).
   RequestThreads threads_;

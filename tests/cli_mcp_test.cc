@@ -157,6 +157,27 @@ TEST_CASE("cli mcp: a ping and a read are answered while an exec runs", "[cli][m
   CHECK(MsSince(t0) > 2000);  // the exec really was running all along
 }
 
+TEST_CASE("cli mcp: a slot is free once its reply is read: 16 kept in flight never meet busy", "[cli][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  InitializedMcp m(root);
+  for (int i = 0; i < 16; ++i) m.Send("tools/call", {{"name", "log"}, {"arguments", {{"limit", 1}}}});
+  int sent = 16, answered = 0, busy = 0;
+  for (std::string line; answered < 300 && m.child().ReadLine(&line, 30000);) {
+    json r = json::parse(line, nullptr, false);
+    REQUIRE(r.is_object());
+    if (!r.contains("id")) continue;  // a notification
+    ++answered;
+    if (r.contains("error")) ++busy;
+    if (sent < 300) {
+      m.Send("tools/call", {{"name", "log"}, {"arguments", {{"limit", 1}}}});
+      ++sent;
+    }
+  }
+  CHECK(answered == 300);
+  CHECK(busy == 0);
+}
+
 TEST_CASE("cli socket: one connection's read is answered while its exec runs, too many at once is busy", "[cli][socket][exec]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
