@@ -186,9 +186,9 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
   try {
     requests_.Run(std::move(run));
   } catch (const std::system_error& e) {
+    conn->Done(has_id, key);  // first, as for a reply: the id is free once the client reads this
     conn->Send(ErrorResponse(req, ErrorCode::kBusy, std::string("cannot start a thread for the request: ") + e.what() +
                                                         "; retry when fewer requests run"));
-    conn->Done(has_id, key);
   }
 }
 
