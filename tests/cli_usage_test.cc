@@ -328,21 +328,26 @@ TEST_CASE("cli usage: a slow command shows progress on a terminal, -q and --json
   for (size_t i = 0; i < big.size(); i += 4096) big[i] = char('a' + (i / 4096) % 26);
   WriteOwned(Work(root) / "big", big);
   REQUIRE(Run(root, {"snap"}).code == 0);
-  // stderr on a terminal (script's pty), stdout into a reader that
-  // waits 1.5 s: the export is slow for a known reason.
-  auto on_tty = [&](const std::string& flags) {
+  // stderr on a terminal (script's pty), stdout into a reader that waits:
+  // the export is slow for a known reason. The reader waits until the
+  // progress line is in script's log (or `tenths` of a second pass), so the
+  // test asks for a line, not for a machine fast enough to draw one in time.
+  auto on_tty = [&](const std::string& flags, int tenths) {
+    fs::path log = tmp / ("tty" + flags + ".log");
+    std::string wait = "i=0; while [ $i -lt " + std::to_string(tenths) + " ] && ! grep -q 'exporting: ' " +
+                       log.string() + " 2>/dev/null; do sleep 0.1; i=$((i+1)); done";
     std::string cmd = std::string(AGENTENV_BIN) + " export HEAD -o - --root " + root.string() + " " + flags +
-                      " | (sleep 1.5; cat >/dev/null)";
-    CmdResult r = RunCmd(AsNobody({"/usr/bin/script", "-qec", cmd, "/dev/null"}));
+                      " | (" + wait + "; cat >/dev/null)";
+    CmdResult r = RunCmd(AsNobody({"/usr/bin/script", "-qfec", cmd, log.string()}));
     INFO(r.Describe());
     CHECK(r.code == 0);
     return r.out;
   };
-  std::string shown = on_tty("");
+  std::string shown = on_tty("", 300);
   CHECK(shown.find("exporting: ") != std::string::npos);
   CHECK(shown.find(" files, ") != std::string::npos);
   CHECK(shown.find("\r\033[K") != std::string::npos);  // the line is cleared at the end
-  CHECK(on_tty("-q").find("exporting") == std::string::npos);
+  CHECK(on_tty("-q", 15).find("exporting") == std::string::npos);  // 1.5 s is three lines' time
   // -q: nothing on success, but data commands still print their data.
   WriteOwned(Work(root) / "etc/motd", "hi\n");
   CmdResult quiet = Run(root, {"snap", "-q"});
