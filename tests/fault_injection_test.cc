@@ -23,8 +23,8 @@
 #include "tests/cli_testutil.h"
 #include "tests/testutil.h"
 
-#ifndef AGENTENV_FAULT_LIB
-#error "AGENTENV_FAULT_LIB must name the fault-injection library"
+#ifndef AGENTENV_FAULT_PRELOAD
+#error "AGENTENV_FAULT_PRELOAD must name the fault-injection library (after a sanitizer runtime)"
 #endif
 
 namespace agentenv::test {
@@ -108,7 +108,7 @@ Run RunWithFault(const Scenario& s, long at, const std::string& mode, bool ignor
   fs::create_directories(stash);
   fs::remove(report, ec);
   std::vector<std::string> argv = {"/usr/bin/env",
-                                   "LD_PRELOAD=" AGENTENV_FAULT_LIB,
+                                   "LD_PRELOAD=" AGENTENV_FAULT_PRELOAD,
                                    "AGENTENV_URING=off",
                                    "AGENTENV_FAULT_ROOT=" + Repo(s).string(),
                                    "AGENTENV_FAULT_STASH=" + stash.string(),

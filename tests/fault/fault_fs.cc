@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -114,8 +115,13 @@ struct State {
   std::map<InodeKey, InodeUndo> inodes;  // GUARDED_BY(mu)
   std::vector<NameOp> names;             // GUARDED_BY(mu)
   std::map<InodeKey, int> dir_fds;       // O_PATH fds of directories named by `names`
-  bool active = false;
 };
+
+// Set once Init has read the environment. Constant-initialized and read
+// before S(): a sanitizer runtime preloaded ahead of us calls mkdir while it
+// sets itself up, before any allocation may happen, and that call (like every
+// call before Init) must go straight to libc.
+std::atomic<bool> active{false};
 
 State& S() {
   static State* s = new State;  // never destroyed: calls may come during exit
@@ -181,8 +187,10 @@ void SplitPath(const std::string& path, std::string* dir, std::string* leaf) {
   *leaf = path.substr(slash + 1);
 }
 
-bool TrackedFd(int fd) { return S().active && Under(FdPath(fd)); }
-bool TrackedPath(int dirfd, const char* name) { return S().active && Under(AtPath(dirfd, name)); }
+bool TrackedFd(int fd) { return active.load(std::memory_order_acquire) && Under(FdPath(fd)); }
+bool TrackedPath(int dirfd, const char* name) {
+  return active.load(std::memory_order_acquire) && Under(AtPath(dirfd, name));
+}
 
 void Report(const std::string& extra) {
   State& s = S();
@@ -455,12 +463,12 @@ __attribute__((constructor)) void Init() {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
-  s.active = s.stash_fd >= 0;
+  active.store(s.stash_fd >= 0, std::memory_order_release);
 }
 
 __attribute__((destructor)) void Fini() {
+  if (!active.load(std::memory_order_acquire)) return;
   State& s = S();
-  if (!s.active) return;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.fault_at == 0 || s.calls < s.fault_at) Report("");
 }
@@ -620,12 +628,14 @@ int fsync(int fd) { return SyncTracked(fd, "fsync", real_fsync); }
 int fdatasync(int fd) { return SyncTracked(fd, "fdatasync", real_fdatasync); }
 void sync() {
   real_sync();
+  if (!active.load(std::memory_order_acquire)) return;
   Guard g;
   S().inodes.clear();
   S().names.clear();
 }
 int syncfs(int fd) {
   int r = real_syncfs(fd);
+  if (!active.load(std::memory_order_acquire)) return r;
   Guard g;
   if (r == 0) S().inodes.clear(), S().names.clear();
   return r;

@@ -135,7 +135,12 @@ try {
   const total = await page.$eval('#summary', e => e.textContent);
   console.log(`soak: ${soakS} s, ${n} writes; ${total}; serve RSS ${rss0} KiB -> ${rss1} KiB (max ${rssMax} KiB)`);
   check(await page.$('#live.on') !== null, 'the page is still live after the soak');
-  check(rssMax - rss0 < 64 * 1024, `serve's RSS grew by less than 64 MiB during live captures (${rssMax - rss0} KiB)`);
+  // Under ASan the allocator's quarantine and stack depot hold memory by
+  // design; there LeakSanitizer checks the server's leaks at exit instead.
+  if (process.env.AGENTENV_SANITIZER === 'address')
+    console.log(`not checked under ASan: serve's RSS grew by less than 64 MiB (${rssMax - rss0} KiB)`);
+  else
+    check(rssMax - rss0 < 64 * 1024, `serve's RSS grew by less than 64 MiB during live captures (${rssMax - rss0} KiB)`);
   stalled.destroy();
   if (shots) {
     await page.click('[data-span="60"]');
