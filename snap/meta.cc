@@ -259,6 +259,29 @@ Result<std::vector<std::pair<std::string, store::ObjectId>>> RefsIn(MDB_txn* txn
   return out;
 }
 
+// Walks the seq table from where `rc` (the positioning get's result) left c,
+// by `step`, appending up to `limit` node records; rows whose node retention
+// dropped are skipped. Closes c. Errors: kCorrupt on a bad record.
+Result<void> CollectNodes(MDB_txn* txn, MDB_dbi nodes, const std::string& dir, MDB_cursor* c, int rc,
+                          MDB_cursor_op step, size_t limit, std::vector<NodeRecord>& out) {
+  MDB_val k, v;
+  if (rc == 0) rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+  Result<void> err;
+  for (; rc == 0 && out.size() < limit; rc = mdb_cursor_get(c, &k, &v, step)) {
+    store::ObjectId id = IdOf(v);
+    MDB_val nk = Val(id), nv;
+    if (mdb_get(txn, nodes, &nk, &nv) != 0) continue;  // dropped by retention
+    auto r = DecodeRecord(id, Span(nv));
+    if (!r) {
+      err = Fail(ErrorCode::kCorrupt, dir + ": bad node record " + id.Hex());
+      break;
+    }
+    out.push_back(std::move(*r));
+  }
+  mdb_cursor_close(c);
+  return err;
+}
+
 }  // namespace
 
 Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
@@ -283,20 +306,7 @@ Result<std::vector<NodeRecord>> MetaDb::Recent(size_t limit, uint64_t before) co
     rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
     rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
   }
-  Result<void> err;
-  for (; rc == 0 && out.size() < limit; rc = mdb_cursor_get(c, &k, &v, MDB_PREV)) {
-    store::ObjectId id = IdOf(v);
-    MDB_val nk = Val(id), nv;
-    if (mdb_get(t.txn, nodes_, &nk, &nv) != 0) continue;  // dropped by retention
-    auto r = DecodeRecord(id, Span(nv));
-    if (!r) {
-      err = Fail(ErrorCode::kCorrupt, dir_ + ": bad node record " + id.Hex());
-      break;
-    }
-    out.push_back(std::move(*r));
-  }
-  mdb_cursor_close(c);
-  AE_TRY(err);
+  AE_TRY(CollectNodes(t.txn, nodes_, dir_, c, rc, MDB_PREV, limit, out));
   return out;
 }
 
@@ -357,22 +367,11 @@ Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
   MDB_cursor* c;
   MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
   MDB_val k, v;
-  Result<void> err;
-  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-    store::ObjectId id = IdOf(v);
-    MDB_val nk = Val(id), nv;
-    if (mdb_get(t.txn, nodes_, &nk, &nv) != 0) continue;
-    auto r = DecodeRecord(id, Span(nv));
-    if (!r) {
-      err = Fail(ErrorCode::kCorrupt, dir_ + ": bad node record " + id.Hex());
-      break;
-    }
-    out.push_back(std::move(*r));
-  }
-  mdb_cursor_close(c);
-  AE_TRY(err);
+  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+  AE_TRY(CollectNodes(t.txn, nodes_, dir_, c, rc, MDB_NEXT, SIZE_MAX, out));
   return out;
 }
+
 
 MetaDb::StatReader::~StatReader() {
   for (MDB_cursor* c : {stat_.cursor, entries_.cursor})
