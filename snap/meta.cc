@@ -372,7 +372,6 @@ Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
   return out;
 }
 
-
 MetaDb::StatReader::~StatReader() {
   for (MDB_cursor* c : {stat_.cursor, entries_.cursor})
     if (c) mdb_cursor_close(c);
