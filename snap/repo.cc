@@ -389,7 +389,7 @@ Result<Repo::Scanned> Repo::ScanForeign(const std::string& dir, EarlyWriter* ear
 Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::ObjectId& base) {
   UniqueFd fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return FailErrno(upper, errno);
-  AE_ASSIGN(NodeRecord rec, Record(base));
+  AE_ASSIGN(Node lower, LoadNode(*store_, base));
   Scanned sc;
   AE_ASSIGN(sc.batch, store_->BeginBatch());
   ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, NowNs()};
@@ -397,7 +397,7 @@ Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::O
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
   ctx.overlay_upper = true;
-  AE_ASSIGN(sc.out, ScanUpper(ctx, fd.get(), rec.tree));
+  AE_ASSIGN(sc.out, ScanUpper(ctx, fd.get(), lower.tree, lower.links));
   return sc;
 }
 

@@ -113,7 +113,11 @@ Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::strin
     case Kind::kSymlink:
       if (::symlinkat(e.target.c_str(), fd, e.name.c_str()) != 0) return FailErrno(rel, errno);
       return SetMeta(fd, e, rel);
-    case Kind::kHardlink: return {};  // joined by Link() once every file exists
+    case Kind::kHardlink: {  // joined by Link() once every file exists
+      std::lock_guard lock(links_mu_);
+      walked_links_.emplace_back(rel, e.target);
+      return {};
+    }
     case Kind::kChar:
     case Kind::kBlock:
     case Kind::kFifo:
@@ -357,7 +361,11 @@ Result<RestoreStats> RestoreTree(const store::Store& s, int root_fd, const store
     if ((st.st_mode & 0700) != 0700 && ::fchmod(root_fd, st.st_mode | 0700) != 0) return FailErrno(".", errno);
   }
   AE_TRY(r.Apply(root_fd, "", from, to));
-  for (const auto& link : to_links) AE_TRY(r.Link(root_fd, to, to_root, link));
+  std::vector<std::pair<std::string, std::string>> links = r.TakeWalkedLinks();
+  links.insert(links.end(), to_links.begin(), to_links.end());
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  for (const auto& link : links) AE_TRY(r.Link(root_fd, to, to_root, link));
   AE_TRY(r.SetRootMeta(root_fd, to_root));
   r.ReportOwners();
   AE_TRY(r.FinishSink());

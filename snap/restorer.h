@@ -69,6 +69,13 @@ class Restorer {
   Result<void> SetRootMeta(int root_fd, const Meta& m);
   // Adds the warning about owners that could not be restored, if any.
   void ReportOwners();
+  // The kHardlink entries the walk created: (path, first path). A node's
+  // list of pairs is the restore's to-do list, and these are joined too,
+  // so a list that lacks a pair its tree has cannot lose a name.
+  std::vector<std::pair<std::string, std::string>> TakeWalkedLinks() {
+    std::lock_guard lock(links_mu_);
+    return std::move(walked_links_);
+  }
   // Waits for the stat cache batch being handed to opt_.stat_sink, if
   // any; then the first error of opt_.stat_sink, if any.
   const Result<void>& FinishSink();
@@ -183,6 +190,8 @@ class Restorer {
   // stats.meta_updated, stats.warnings, unowned_, first_unowned_ while
   // SetMeta runs on several threads (Flush).
   std::mutex meta_mu_;
+  std::mutex links_mu_;  // guards walked_links_
+  std::vector<std::pair<std::string, std::string>> walked_links_;
   uint64_t unowned_ = 0;           // GUARDED_BY(meta_mu_) during Flush
   std::string first_unowned_;      // GUARDED_BY(meta_mu_) during Flush
   std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it

@@ -133,9 +133,11 @@ Result<std::optional<ScanOutput>> ScanPaths(
 // subtree; any other upper entry replaces the lower one (a copied-up file
 // is hashed again and is a change only if its content or metadata
 // differ). The root's metadata is the upper root's. Hardlinks of the upper
-// are recorded as separate files. Set ctx.overlay_upper. Errors: I/O,
-// path first.
-Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree);
+// are recorded as separate files; the base's hardlink groups (`base_links`,
+// of the node the lower is) keep the paths the upper left alone, as the
+// overlay shows them. Set ctx.overlay_upper. Errors: I/O, path first.
+Result<ScanOutput> ScanUpper(const ScanContext& ctx, int upper_fd, const store::ObjectId& base_tree,
+                             std::span<const std::pair<std::string, std::string>> base_links);
 
 // Metadata of what `name` in `dirfd` is (not following symlinks): mode
 // bits, owner, mtime and xattrs. Errors: I/O, path first.
