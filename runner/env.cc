@@ -35,6 +35,7 @@ struct InitArgs {
   const std::vector<Step>& plan;
   const ExecArgs& exec;
   const std::vector<unsigned>& kept;  // sorted
+  const std::vector<unsigned>& setup;  // sorted: what init needs until its command runs
   StdioFds stdio;
   int sync_r, sync_w, err_w, status_w;
 };
@@ -42,6 +43,11 @@ struct InitArgs {
 // init: pid 1 of the new pid namespace. Raw syscalls only.
 [[noreturn]] void InitMain(const InitArgs& a) {
   ResetProcessState();
+  // The clone copied every descriptor the parent had open, also other
+  // threads' (another workspace's lock, a lower gc holds for removal): kept
+  // until the setup below ends, they made those look taken to everyone
+  // else. Only what the setup needs stays.
+  CloseAllBut(a.setup);
   // Before the sync read: a caller that died before this line has closed
   // its end of the sync pipe, and the read below sees EOF.
   if (a.spec.tied_to_caller) prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -72,12 +78,7 @@ struct InitArgs {
   // (another env's output pipes): EOF of each env follows its own
   // processes alone.
   // The held descriptors (leases, locks) stay too, until init exits.
-  unsigned from = 3;
-  for (unsigned keep : a.kept) {
-    if (keep > from) syscall(SYS_close_range, from, keep - 1, 0U);
-    from = keep + 1;
-  }
-  syscall(SYS_close_range, from, ~0U, 0U);
+  CloseAllBut(a.kept);
   for (;;) {
     int status;
     pid_t w = wait(&status);
@@ -150,11 +151,15 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   for (int fd : spec.held_fds)
     if (fd > 2) kept.push_back(unsigned(fd));
   std::sort(kept.begin(), kept.end());
+  std::vector<unsigned> setup = kept;
+  for (int fd : {sync_r.get(), sync_w.get(), err_w.get(), stdio.in, stdio.out, stdio.err, disk_w.get()})
+    if (fd > 2) setup.push_back(unsigned(fd));
+  std::sort(setup.begin(), setup.end());
   st->status_r.reset(p[0]);
 
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC;
   if (spec.network == Network::kDeny) flags |= CLONE_NEWNET;
-  InitArgs args{spec, plan, a, kept, stdio, sync_r.get(), sync_w.get(), err_w.get(), status_w.get()};
+  InitArgs args{spec, plan, a, kept, setup, stdio, sync_r.get(), sync_w.get(), err_w.get(), status_w.get()};
   pid_t pid = CloneChild(flags, [](void* p) -> int { InitMain(*static_cast<const InitArgs*>(p)); }, &args);
   if (pid < 0) return FailErrno("clone (user/mount/pid namespaces)", errno);
   st->pid = pid;

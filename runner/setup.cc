@@ -298,6 +298,15 @@ void ResetProcessState() {
   syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // supervisor fds never leak in
 }
 
+void CloseAllBut(const std::vector<unsigned>& keep) {
+  unsigned from = 3;
+  for (unsigned k : keep) {
+    if (k > from) syscall(SYS_close_range, from, k - 1, 0U);
+    if (k >= from) from = k + 1;
+  }
+  syscall(SYS_close_range, from, ~0U, 0U);
+}
+
 void ChildFail(int fd, int step) {
   ChildError ce{step, errno};
   (void)!write(fd, &ce, sizeof ce);
@@ -337,7 +346,7 @@ Unexpected<Error> DescribeChildError(const ChildError& ce, const std::vector<Ste
   }
   Unexpected<Error> e = FailErrno(what, ce.err);
   // The command itself is missing: a shell would say 127 (not found).
-  if (ce.step == kStepExec && (ce.err == ENOENT || ce.err == ENOTDIR)) e.error().code = ErrorCode::kNotFound;
+  if (ce.step == kStepExec && (ce.err == ENOENT || ce.err == ENOTDIR)) e.error().code = ErrorCode::kNoProgram;
   return e;
 }
 

@@ -99,6 +99,9 @@ pid_t CloneChild(int flags, int (*fn)(void*), void* arg);
 // every inherited fd >= 3 close-on-exec. Async-signal-safe.
 void ResetProcessState();
 
+// In a cloned child: closes every descriptor from 3 up but those in `keep`
+// (sorted). Async-signal-safe.
+void CloseAllBut(const std::vector<unsigned>& keep);
 // In a child: reports {step, errno} on fd and exits 127. Async-signal-safe.
 [[noreturn]] void ChildFail(int fd, int step);
 // In a child: installs the non-negative fds as 0/1/2, or ChildFail(kStepStdio).

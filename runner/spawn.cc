@@ -10,6 +10,7 @@
 // For the same reason the helper is never killed on purpose: Process::Kill
 // sends it SIGTERM, it SIGKILLs the command, reaps it and exits with its
 // status. PR_SET_PDEATHSIG covers a helper killed by anyone else.
+#include <algorithm>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -73,12 +74,16 @@ struct HelperArgs {
   char* const* envp;
   StdioFds stdio;
   int report;
+  const std::vector<unsigned>& keep;  // sorted: every descriptor above
 };
 
 // The helper's half of Spawn, in the cloned child. Raw syscalls only.
 [[noreturn]] void RunHelper(const HelperArgs& h) {
-  const auto& [procs, ns, cwd, argv, envp, stdio, report] = h;
+  const auto& [procs, ns, cwd, argv, envp, stdio, report, keep] = h;
   ResetProcessState();
+  // The helper lives as long as its command: the descriptors the clone
+  // copied from our parent's other threads (locks, leases) go at once.
+  CloseAllBut(keep);
   for (auto [kind, fd] : ns) if (setns(fd, kind) != 0) ChildFail(report, kStepSetns);
   // Lands in the env's pid namespace. A raw clone, not fork(): fork's
   // atfork handlers would take malloc's lock, which another thread of
@@ -134,7 +139,13 @@ Result<Process> Env::Spawn(const Command& cmd, StdioFds stdio) {
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
   UniqueFd report_r(p[0]), report_w(p[1]);
   auto st = std::make_unique<Process::State>();
-  HelperArgs args{procs, ns, cmd.cwd.c_str(), a.argv_p.data(), a.env_p.data(), stdio, report_w.get()};
+  std::vector<unsigned> keep;
+  for (int fd : procs) keep.push_back(unsigned(fd));
+  for (const auto& [kind, fd] : ns) keep.push_back(unsigned(fd));
+  for (int fd : {stdio.in, stdio.out, stdio.err, report_w.get()})
+    if (fd > 2) keep.push_back(unsigned(fd));
+  std::sort(keep.begin(), keep.end());
+  HelperArgs args{procs, ns, cmd.cwd.c_str(), a.argv_p.data(), a.env_p.data(), stdio, report_w.get(), keep};
   st->helper = CloneChild(0, [](void* p) -> int { RunHelper(*static_cast<const HelperArgs*>(p)); }, &args);
   if (st->helper < 0) return FailErrno("clone", errno);
   report_w.reset();

@@ -121,7 +121,7 @@ Result<ExitStatus> RunWithView(const std::string& source, const std::string& tar
   while (w < 0 && errno == EINTR);
   if (w < 0) return FailErrno("waitpid", errno);
   if (n == ssize_t(sizeof msg)) {
-    if (msg[0] == kExec && msg[1] == ENOENT) return Fail(ErrorCode::kNotFound, "exec " + argv[0] + ": No such file or directory");
+    if (msg[0] == kExec && msg[1] == ENOENT) return Fail(ErrorCode::kNoProgram, "exec " + argv[0] + ": No such file or directory");
     const std::string what = msg[0] >= 0 && msg[0] < kSteps ? kStepNames[msg[0]] : "setup";
     return Fail(what + (msg[0] == kBind || msg[0] == kRemount ? " " + target : "") + ": " + std::strerror(msg[1]));
   }

@@ -174,8 +174,17 @@ Result<Repo::LowerSweep> Repo::SweepLowers(const std::function<Result<std::set<s
   }
   if (unused.empty()) return out;
   AE_ASSIGN(std::set<std::string> named, persistent());
+  // Every doomed lower leaves its name first and the others are unlocked,
+  // then the deleting starts: a fork waiting for one of them (a lease
+  // waits out our lock) is not held up while others are deleted.
+  std::vector<DirLock> doomed;
   for (DirLock& lock : unused) {
     if (named.count(lock.path().substr(lowers.size() + 1))) continue;
+    AE_ASSIGN(DirLock aside, RenameAside(std::move(lock)));
+    doomed.push_back(std::move(aside));
+  }
+  unused.clear();
+  for (DirLock& lock : doomed) {
     AE_TRY(Retire(std::move(lock)));
     ++out.removed;
   }

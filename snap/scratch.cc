@@ -135,21 +135,23 @@ bool IsRetiredName(std::string_view entry, std::string_view name) {
   return entry[kRm.size() + name.size()] == '-';
 }
 
-Result<void> Retire(DirLock lock) {
+Result<DirLock> RenameAside(DirLock lock) {
   std::filesystem::path p(lock.path());
   std::string parent = p.parent_path().string(), name = p.filename().string();
-  std::string gone = lock.path();
-  if (name.rfind(".rm-", 0) != 0) {
-    for (int attempt = 0;; ++attempt) {
-      std::string target = parent + "/.rm-" + name.substr(0, 200) + "-" + RandomSuffix();
-      if (RenameNoReplace(lock.path(), target) == 0) {
-        gone = target;
-        break;
-      }
-      if (errno != EEXIST || attempt == 8) return FailErrno(lock.path(), errno);
+  if (name.rfind(".rm-", 0) == 0) return lock;
+  for (int attempt = 0;; ++attempt) {
+    std::string target = parent + "/.rm-" + name.substr(0, 200) + "-" + RandomSuffix();
+    if (RenameNoReplace(lock.path(), target) == 0) {
+      lock.path_ = target;
+      return lock;
     }
+    if (errno != EEXIST || attempt == 8) return FailErrno(lock.path(), errno);
   }
-  return RemoveTree(gone);  // the lock is held until this returns
+}
+
+Result<void> Retire(DirLock lock) {
+  AE_ASSIGN(DirLock aside, RenameAside(std::move(lock)));
+  return RemoveTree(aside.path());  // the lock is held until this returns
 }
 
 Leftovers ReclaimLeftovers(const std::string& parent, const std::vector<std::string_view>& prefixes, bool remove) {

@@ -64,6 +64,7 @@ class DirLock {
   int fd() const { return fd_.get(); }
 
  private:
+  friend Result<DirLock> RenameAside(DirLock lock);
   std::string path_;
   UniqueFd fd_;
 };
@@ -73,6 +74,11 @@ class DirLock {
 // only the `.rm-` name. Errors: I/O (the rename; a failed delete leaves the
 // `.rm-` directory for the next reclaimer and is reported).
 Result<void> Retire(DirLock lock);
+// Retire's first half: the rename, which is all that others see; the lock
+// (now on the `.rm-` name) goes back to the caller, whose Retire of it
+// deletes. Removing many: rename them all, then delete, so no name stays
+// locked while others are deleted. Errors: I/O.
+Result<DirLock> RenameAside(DirLock lock);
 
 // The `.rm-` names that Retire gave directories once called `name`.
 bool IsRetiredName(std::string_view entry, std::string_view name);

@@ -314,3 +314,31 @@ TEST_CASE("runner env: held descriptors live as long as the env and a tied env d
     return w && w->has_value();
   }));
 }
+
+// A process's other descriptors (another thread's lock on a workspace or a
+// lower) must not live on in what the runner clones: a spawned command's
+// helper lives as long as the command, and a lock copied into it made that
+// workspace "busy" for everyone else.
+TEST_CASE("runner env: a spawned command's helper holds none of its parent's other descriptors") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  auto env = Env::Start(Spec(root, "sleep 987"));
+  REQUIRE(env);
+  const std::string lock_path = (td / "lock").string();
+  int held = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(held >= 0);
+  REQUIRE(::flock(held, LOCK_EX) == 0);  // taken before the spawn: the clone copies it
+  auto p = env->Spawn({{"sleep", "988"}});
+  REQUIRE(p);
+  REQUIRE(Eventually([&] { return CountProcesses({"sleep", "988"}) == 1; }));
+  ::close(held);  // our copy goes: the lock is free unless the helper kept one
+  int other = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(other >= 0);
+  CHECK(::flock(other, LOCK_EX | LOCK_NB) == 0);
+  ::close(other);
+  p->Kill();
+  CHECK(p->Wait());
+  kill(env->pid(), SIGKILL);
+  CHECK(env->Wait());
+}
