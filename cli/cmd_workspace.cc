@@ -52,7 +52,10 @@ int CmdWorkspace(int argc, char** argv) {
   control::Client client(g.root);
   if (rm->parsed())
     return Print(g, client.Call(control::WorkspaceRmRequest{name}),
-                 [](const control::WorkspaceRmReply& r) { return "removed workspace " + r.removed; });
+                 [](const control::WorkspaceRmReply& r) {
+                   return r.existed ? "removed workspace " + r.removed
+                                    : "workspace " + r.removed + ": already gone, nothing to remove";
+                 });
   g.data = true;  // a listing: -q keeps it
   return Print(g, client.Call(control::WorkspacesRequest{}), [](const control::WorkspacesReply& r) {
     std::string text;

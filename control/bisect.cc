@@ -26,6 +26,7 @@ struct Trial {
   BisectTry result;
   std::optional<snap::LowerLease> lower;
   std::optional<Workspace> ws;
+  UniqueFd lock;  // the workspace's, from its creation to its removal
   std::string error;  // could not test (fork, run), or an aborting exit
 };
 
@@ -37,7 +38,7 @@ void Prepare(snap::Repo& repo, const store::ObjectId& node, uint64_t index, cons
   t->result.index = index;
   auto lower = repo.LeaseLower(node);
   if (!lower) return void(t->error = lower.error().message);
-  auto ws = CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir());
+  auto ws = CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir(), "", 0, &t->lock, "bisect");
   if (!ws) return void(t->error = ws.error().message);
   t->lower = std::move(*lower);
   t->ws = std::move(*ws);
@@ -47,12 +48,10 @@ void Prepare(snap::Repo& repo, const store::ObjectId& node, uint64_t index, cons
 void RunTest(const std::string& test, std::chrono::milliseconds timeout, runner::Network network, Trial* t) {
   if (!t->ws) return;
   const auto began = Clock::now();
-  auto lock = LockWorkspace(*t->ws);
-  if (!lock) return void(t->error = lock.error().message);
   runner::EnvSpec spec;
   spec.root = t->ws->mount_point();
   spec.overlay = t->ws->overlay();
-  spec.held_fds = {lock->get(), t->lower->fd()};
+  spec.held_fds = {t->lock.get(), t->lower->fd()};
   spec.tied_to_caller = true;
   spec.network = network;
   spec.stdio = runner::Stdio::kCapture;
@@ -126,7 +125,7 @@ Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
       workers.emplace_back([&, j] { RunTest(r.test, timeout, network, &trials[j]); });
     for (auto& w : workers) w.join();
     for (Trial& t : trials)
-      if (t.ws) (void)RemoveWorkspace(repo, *t.ws);
+      if (t.ws) (void)RemoveWorkspace(repo, *t.ws, std::move(t.lock));
     BisectRound round;
     for (const Trial& t : trials) {
       if (!t.error.empty())

@@ -50,10 +50,16 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const Fra
   rep.id = TournamentId();
   const size_t n = r.candidates.size();
   std::vector<Workspace> spaces;
+  // Each candidate's workspace is locked from its creation to the end of
+  // the tournament (a candidate waiting for its turn is not "left by a
+  // killed tournament" to the next one's sweep).
+  std::vector<UniqueFd> locks;
   auto make = [&](size_t i, const store::ObjectId& base, const snap::LowerLease& lower) -> Result<void> {
+    UniqueFd lock;
     AE_ASSIGN(Workspace ws, CreateWorkspace(*repo_, rep.id + "-" + std::to_string(i + 1), base, lower.dir(), rep.id,
-                                            r.disk_bytes));
+                                            r.disk_bytes, &lock, "tournament " + rep.id));
     spaces.push_back(std::move(ws));
+    locks.push_back(std::move(lock));
     rep.candidates.push_back({i, r.candidates[i], spaces.back().name});
     return {};
   };
@@ -88,12 +94,10 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const Fra
       finished[i] = Clock::now();
       c.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(finished[i] - began).count();
     };
-    auto lock = LockWorkspace(ws);
-    if (!lock) return c.error = lock.error().message, done();
     runner::EnvSpec spec;
     spec.root = ws.mount_point();
     spec.overlay = ws.overlay();
-    spec.held_fds = {lock->get(), lower->fd()};  // a candidate outliving a killed tournament keeps both
+    spec.held_fds = {locks[i].get(), lower->fd()};  // a candidate outliving a killed tournament keeps both
     spec.tied_to_caller = true;
     spec.network = network;
     spec.stdio = runner::Stdio::kCapture;
@@ -158,7 +162,7 @@ Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const Fra
     if (r.keep == "all" || (rep.winner && *rep.winner == i)) {
       ws.tournament.clear();
       (void)SaveWorkspace(ws);
-    } else if (RemoveWorkspace(*repo_, ws)) {
+    } else if (RemoveWorkspace(*repo_, ws, std::move(locks[i]))) {
       rep.candidates[i].workspace.clear();
     }
   }

@@ -61,9 +61,10 @@ Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
 Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
   auto ws = LoadWorkspace(repo_->root(), r.name);
   if (!ws && ws.error().code == ErrorCode::kNotFound) {
-    // A removal killed after its rename: finishing it is the removal.
+    // A removal killed after its rename: finishing it is the removal. One
+    // killed after it finished left nothing: the workspace is gone, as asked.
     AE_ASSIGN(bool finished, FinishRemoval(*repo_, r.name));
-    if (finished) return WorkspaceRmReply{r.name};
+    return WorkspaceRmReply{r.name, finished};
   }
   if (!ws) return Unexpected<Error>(ws.error());
   AE_TRY(RemoveWorkspace(*repo_, *ws));
@@ -92,7 +93,7 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
   AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
+  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws, "snapshot"));
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;

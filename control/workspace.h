@@ -56,20 +56,26 @@ struct Workspace {
 
 // Creates workspaces/<name> over `lower` for node `base`, with its lease
 // on `base` taken while it is being made (under its scratch name, locked).
+// With `held`, the workspace's lock (for `holder`, see LockWorkspace) is
+// taken before it gets its name and handed to the caller there: nobody
+// sees the workspace free until the caller lets go (a tournament's
+// candidates waiting for their turn).
 // Errors: kInvalid (the name), kExists, kNotFound (base left history
 // meanwhile: retain dropped it), I/O.
 Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
                                   const std::string& lower, const std::string& tournament = "",
-                                  uint64_t disk_bytes = 0);
+                                  uint64_t disk_bytes = 0, UniqueFd* held = nullptr, std::string_view holder = {});
 // Errors: kInvalid (the name), kNotFound "workspace 'x': no such workspace".
 Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name);
 // Writes the state file (head moved). Errors: I/O.
 Result<void> SaveWorkspace(const Workspace& ws);
 // Every workspace, by name.
 Result<std::vector<Workspace>> ListWorkspaces(const std::string& root);
-// The workspace's lock, held until the fd closes. Errors: kBusy when
-// another command holds it.
-Result<UniqueFd> LockWorkspace(const Workspace& ws);
+// The workspace's lock, held until the fd closes (an OFD lock, inherited
+// with the fd); `holder` says what holds it ("exec: make test"), quoted to
+// whoever finds it busy. Errors: kBusy naming the holder, kNotFound (the
+// workspace was removed meanwhile), I/O.
+Result<UniqueFd> LockWorkspace(const Workspace& ws, std::string_view holder);
 // A workspace opened for a command (exec, shell, a tournament's
 // candidate): its lock held, and its lower leased and checked — built again
 // when it is missing or unmarked (its state is a lease, so only damage or
@@ -90,13 +96,14 @@ struct WorkspaceInUse {
 };
 // Errors: as LoadWorkspace, kBusy (another command runs in it), what
 // Repo::LeaseLower reports.
-Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name);
+Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name, std::string_view holder);
 
-// Whether a command holds the lock now.
+// Whether a command holds the lock now; tests it without taking it.
 bool WorkspaceBusy(const Workspace& ws);
-// Removes the workspace (its lock must be free): renamed aside, then
-// deleted, then its node lease released. Errors: kBusy, I/O.
-Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws);
+// Removes the workspace: renamed aside, then deleted, then its node lease
+// released. Its lock is `held` (the caller's) or taken here. Errors:
+// kBusy, I/O.
+Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws, UniqueFd held = {});
 // Finishes the removal of workspace `name` that a killed removal left
 // renamed aside (and the leases no workspace holds any more); false when
 // there is none. Errors: kInvalid (the name), kBusy (a removal of it is

@@ -38,10 +38,40 @@ std::string DirOf(const std::string& root, const std::string& name) {
   return snap::layout::Workspaces(root) + "/" + name;
 }
 
+// The workspace lock is an OFD lock (fcntl F_OFD_SETLK) on the whole
+// `lock` file. Like a flock it belongs to the open file, so an env that
+// holds the descriptor keeps it however its caller ends; unlike a flock it
+// can be tested without being taken (F_OFD_GETLK), so a look at whether a
+// workspace is busy (`workspace ls`, a tournament's sweep) never makes a
+// command that wants it see busy. Its holder writes what it is into the
+// file, which the busy error quotes.
+struct flock WholeFile(short type) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  return fl;
+}
+
+Result<void> TakeLock(int fd, const std::string& path, const std::string& name, std::string_view holder) {
+  struct flock fl = WholeFile(F_WRLCK);
+  if (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (errno != EAGAIN && errno != EACCES) return FailErrno(path, errno);
+    char buf[256];
+    ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    std::string who = n > 0 ? std::string(buf, size_t(n)) : "another command";
+    return Fail(ErrorCode::kBusy, "workspace '" + name + "' is busy: " + who + " uses it; retry when it ends");
+  }
+  std::string text = std::string(holder) + " (pid " + std::to_string(::getpid()) + ")";
+  if (::pwrite(fd, text.data(), text.size(), 0) != ssize_t(text.size()) || ::ftruncate(fd, off_t(text.size())) != 0)
+    return FailErrno(path, errno);
+  return {};
+}
+
 }  // namespace
 
 Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, const store::ObjectId& base,
-                                  const std::string& lower, const std::string& tournament, uint64_t disk_bytes) {
+                                  const std::string& lower, const std::string& tournament, uint64_t disk_bytes,
+                                  UniqueFd* held, std::string_view holder) {
   AE_TRY(CheckName("workspace", name));
   const std::string& root = repo.root();
   std::string all = snap::layout::Workspaces(root);
@@ -80,8 +110,10 @@ Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, con
     struct timespec ts[2] = {st.st_atim, st.st_mtim};
     ::utimensat(AT_FDCWD, (tmp + "/upper").c_str(), ts, 0);
   }
-  UniqueFd lock(::open((tmp + "/lock").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  UniqueFd lock(::open((tmp + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return FailErrno(tmp + "/lock", errno);
+  // Locked before it has its name: nobody sees it free in between.
+  if (held) AE_TRY(TakeLock(lock.get(), tmp + "/lock", name, holder));
   ws.created_ns = snap::NowNs();
   State s{base.Hex(), base.Hex(), lower, tournament, ws.lease, ws.created_ns, disk_bytes};
   AE_TRY(WriteFileDurably(tmp, "state", ToJson(s).dump(), 0600));
@@ -92,6 +124,7 @@ Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, con
   }
   made = true;
   AE_TRY(FsyncDir(all));
+  if (held) *held = std::move(lock);
   return ws;
 }
 
@@ -139,21 +172,19 @@ Result<std::vector<Workspace>> ListWorkspaces(const std::string& root) {
   return out;
 }
 
-Result<UniqueFd> LockWorkspace(const Workspace& ws) {
+Result<UniqueFd> LockWorkspace(const Workspace& ws, std::string_view holder) {
   std::string path = ws.dir + "/lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd && errno == ENOENT) return Fail(ErrorCode::kNotFound, "workspace '" + ws.name + "': no such workspace (removed meanwhile)");
   if (!fd) return FailErrno(path, errno);
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return Fail(ErrorCode::kBusy, "workspace '" + ws.name + "' is busy: a command runs in it");
-    return FailErrno(path, errno);
-  }
+  AE_TRY(TakeLock(fd.get(), path, ws.name, holder));
   return fd;
 }
 
-Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name) {
+Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name, std::string_view holder) {
   WorkspaceInUse u;
   AE_ASSIGN(u.ws, LoadWorkspace(repo.root(), name));
-  AE_ASSIGN(u.lock, LockWorkspace(u.ws));
+  AE_ASSIGN(u.lock, LockWorkspace(u.ws, holder));
   AE_ASSIGN(u.lower, repo.LeaseLower(u.ws.base));
   bool changed = false;
   if (u.lower.dir() != u.ws.lower) {  // the root was given another way, or an older layout
@@ -169,10 +200,17 @@ Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name) {
   return u;
 }
 
-bool WorkspaceBusy(const Workspace& ws) { return !LockWorkspace(ws); }
+bool WorkspaceBusy(const Workspace& ws) {
+  UniqueFd fd(::open((ws.dir + "/lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct flock fl = WholeFile(F_WRLCK);
+  return fd && ::fcntl(fd.get(), F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
 
-Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws) {
-  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws));
+Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws, UniqueFd held) {
+  UniqueFd lock = std::move(held);
+  if (!lock) {
+    AE_ASSIGN(lock, LockWorkspace(ws, "workspace rm"));
+  }
   // Renamed aside first (snap::Retire): a kill mid-removal leaves a `.rm-`
   // directory, which the retried `workspace rm`, gc and the next fork
   // finish, never a half workspace under its name. The lease goes last: a

@@ -145,7 +145,7 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   // its own.
   std::optional<control::WorkspaceInUse> in_ws;
   if (!opt.workspace.empty()) {
-    AE_ASSIGN(in_ws, control::UseWorkspace(r, opt.workspace));
+    AE_ASSIGN(in_ws, control::UseWorkspace(r, opt.workspace, "shell"));
     in_ws->Apply(&spec);
     // A disk limit keeps the changes on a tmpfs until they are carried
     // back; an interactive shell's would not survive a kill of it.

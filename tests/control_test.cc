@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <set>
+#include <atomic>
 #include <thread>
 
 #include "control/archive.h"
@@ -15,6 +16,7 @@
 #include "control/frames.h"
 #include "control/ignore.h"
 #include "control/ops.h"
+#include "control/workspace.h"
 #include "snap_testutil.h"
 
 namespace agentenv::test {
@@ -246,4 +248,47 @@ TEST_CASE("control: base64 matches RFC 4648's vectors and refuses what is not ba
 }
 
 }  // namespace
+}  // namespace agentenv::test
+
+namespace agentenv::test {
+
+// Looking at whether a workspace is busy (workspace ls, a tournament's
+// sweep of killed tournaments' workspaces) tests its lock without taking
+// it: a command that wants the workspace meanwhile never meets "busy".
+TEST_CASE("control: a look at a workspace's lock never makes it busy for a command", "[control][workspace]") {
+  Repo repo;
+  control::Client client(repo.root);
+  control::ForkRequest fork;
+  fork.ref = "HEAD";
+  fork.name = "w";
+  REQUIRE(client.Call(fork));
+  auto ws = control::LoadWorkspace(repo.root, "w");
+  REQUIRE(ws);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> looks{0};
+  std::thread looker([&] {
+    while (!stop) {
+      (void)control::WorkspaceBusy(*ws);
+      ++looks;
+    }
+  });
+  int busy = 0;
+  for (int i = 0; i < 3000; ++i) {
+    auto lock = control::LockWorkspace(*ws, "test");
+    if (!lock) ++busy;
+  }
+  stop = true;
+  looker.join();
+  CHECK(looks > 100);
+  CHECK(busy == 0);
+  // Held, it is busy to a look and to a command, which is told who holds it.
+  auto held = control::LockWorkspace(*ws, "exec: make test");
+  REQUIRE(held);
+  CHECK(control::WorkspaceBusy(*ws));
+  auto second = control::LockWorkspace(*ws, "another");
+  REQUIRE_FALSE(second);
+  CHECK(second.error().code == ErrorCode::kBusy);
+  CHECK(second.error().message.find("exec: make test (pid ") != std::string::npos);
+}
+
 }  // namespace agentenv::test
