@@ -16,8 +16,34 @@ int ExitFor(ErrorCode c) {
     case ErrorCode::kExists: return kExitExists;
     case ErrorCode::kIo:
     case ErrorCode::kUnsupported: return kExitFailed;
+    case ErrorCode::kNoProgram: return kExitNoProgram;
   }
   return kExitFailed;
+}
+
+std::vector<char*> GlobalsAfterName(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  size_t at = 1;
+  std::vector<char*> globals;
+  while (at < args.size()) {
+    std::string_view a = args[at];
+    if (a == "--json" || a == "-q" || a == "--quiet") {
+      globals.push_back(args[at++]);
+    } else if (a == "--root" && at + 1 < args.size()) {
+      globals.push_back(args[at++]);
+      globals.push_back(args[at++]);
+    } else if (a.rfind("--root=", 0) == 0) {
+      globals.push_back(args[at++]);
+    } else {
+      break;
+    }
+  }
+  if (globals.empty()) return args;
+  if (at == args.size()) return {};
+  std::vector<char*> moved = {args[0], args[at]};
+  moved.insert(moved.end(), globals.begin(), globals.end());
+  moved.insert(moved.end(), args.begin() + at + 1, args.end());
+  return moved;
 }
 
 void AddGlobals(CLI::App& app, Globals& g) {

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "control/fields.h"
@@ -30,6 +31,7 @@ enum Exit : int {
   kExitCorrupt = 4,   // fsck found damage
   kExitBusy = 5,      // another process holds the repository lock
   kExitExists = 6,    // refused to overwrite (e.g. init on a repo)
+  kExitNoProgram = 127,  // the command to run does not exist, as a shell says
 };
 int ExitFor(ErrorCode c);
 
@@ -48,6 +50,13 @@ struct Command {
   std::string_view help;
   CommandFn fn;
 };
+
+// Global options given before a command's name move behind it (the README
+// promises them before or after it): argv[0] is what came before, then
+// the options, then the name; returns argv with the name right after
+// argv[0] and the options after the name. Empty when options end the line
+// without a name.
+std::vector<char*> GlobalsAfterName(int argc, char** argv);
 
 // Adds --root and --json to a command's parser.
 void AddGlobals(CLI::App& app, Globals& g);

@@ -44,10 +44,10 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   std::string web_token;
   so.signals = {SIGINT, SIGTERM};
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
-                                                               const control::FrameSink& emit) {
+                                                               const control::CallContext& call) {
                           const control::OpSpec* spec = control::FindOp(op);
                           control::Log("client: " + (spec ? spec->name : op));
-                          return control::CallJson(server, op, args, emit);
+                          return control::CallJson(server, op, args, call);
                         }});
   if (!no_capture) so.capture = control::CaptureOptions{quiet_ms, max_delay_ms};
   if (!listen.empty()) {
@@ -110,6 +110,13 @@ int CmdServe(int argc, char** argv) {
 }
 
 int CmdCtl(int argc, char** argv) {
+  // `ctl --root R exec ...`: the options go behind the op too, so that exec
+  // is seen and its own parser gets them.
+  std::vector<char*> lifted = GlobalsAfterName(argc, argv);
+  if (!lifted.empty()) {
+    argc = int(lifted.size());
+    argv = lifted.data();
+  }
   // exec streams its output and takes its command after "--".
   if (argc >= 2 && std::string_view(argv[1]) == "exec") return CmdCtlExec(argc - 1, argv + 1);
   Globals g;

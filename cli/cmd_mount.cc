@@ -49,13 +49,7 @@ int CmdMount(int argc, char** argv) {
     auto node = s.repo().Resolve(req.ref.empty() ? "HEAD" : req.ref);
     if (!node) return ReportError(g, node.error());
     auto ran = control::RunInView(s.repo(), *node, req.dir, command);
-    if (!ran) {
-      if (ran.error().code == ErrorCode::kNotFound && ran.error().message.rfind("exec ", 0) == 0) {
-        std::fprintf(stderr, "agentenv: %s\n", ran.error().message.c_str());
-        return 127;
-      }
-      return ReportError(g, ran.error());
-    }
+    if (!ran) return ReportError(g, ran.error());
     return ran->signal ? 128 + ran->signal : ran->exit_code;
   }
   if (req.ref.empty()) {

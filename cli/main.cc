@@ -68,36 +68,14 @@ int main(int argc, char** argv) {
     Usage(stderr);
     return kExitUsage;
   }
-  // `agentenv --root R --json log` as well as `agentenv log --root R --json`:
-  // global flags before the verb move behind it.
-  std::vector<char*> args(argv, argv + argc);
-  size_t at = 1;
-  std::vector<char*> globals;
-  while (at < args.size()) {
-    std::string_view a = args[at];
-    if (a == "--json" || a == "-q" || a == "--quiet") {
-      globals.push_back(args[at++]);
-    } else if (a == "--root" && at + 1 < args.size()) {
-      globals.push_back(args[at++]);
-      globals.push_back(args[at++]);
-    } else if (a.rfind("--root=", 0) == 0) {
-      globals.push_back(args[at++]);
-    } else {
-      break;
-    }
+  // `agentenv --root R --json log` as well as `agentenv log --root R --json`.
+  std::vector<char*> args = GlobalsAfterName(argc, argv);
+  if (args.empty()) {
+    Usage(stderr);
+    return kExitUsage;
   }
-  if (!globals.empty()) {
-    if (at == args.size()) {
-      Usage(stderr);
-      return kExitUsage;
-    }
-    std::vector<char*> moved = {args[0], args[at]};
-    moved.insert(moved.end(), globals.begin(), globals.end());
-    moved.insert(moved.end(), args.begin() + at + 1, args.end());
-    args = moved;
-    argc = int(args.size());
-    argv = args.data();
-  }
+  argc = int(args.size());
+  argv = args.data();
   std::string_view verb = argv[1];
   if (verb == "--version" || verb == "version") {
     std::printf("agentenv %s\n", agentenv::control::kVersion);

@@ -22,6 +22,7 @@ enum class ErrorCode {
   kBusy,         // another process holds what we need
   kCorrupt,      // stored data fails verification
   kUnsupported,  // this machine or filesystem cannot do what was asked
+  kNoProgram,    // the program to run does not exist (nothing ran: a shell's 127)
 };
 
 struct Error {

@@ -27,22 +27,23 @@ class Client {
   const std::string& root() const { return root_; }
 
   // Runs `req` where it must run (see above). Frames of a streaming request
-  // go to `emit`. Errors: the operation's own; I/O or kCorrupt when a
-  // daemon answered but the exchange failed.
+  // go to `call.emit`; its descriptors go along to the daemon. Errors: the
+  // operation's own; I/O or kCorrupt when a daemon answered but the
+  // exchange failed.
   template <class Req>
-  Result<typename Op<Req>::Reply> Call(const Req& req, const FrameSink& emit = {}) {
+  Result<typename Op<Req>::Reply> Call(const Req& req, const CallContext& call = {}) {
     using Reply = typename Op<Req>::Reply;
     if (Op<Req>::Locks(req)) {
-      AE_ASSIGN(std::optional<json> resp, AskDaemon(Op<Req>::kName, ToJson(req), emit));
+      AE_ASSIGN(std::optional<json> resp, AskDaemon(Op<Req>::kName, ToJson(req), call));
       if (resp) return ReadReply<Reply>(Op<Req>::kName, *resp);
     }
     AE_ASSIGN(Server* s, Local());
-    return Op<Req>::Run(*s, req, emit);
+    return Op<Req>::Run(*s, req, call);
   }
 
   // Any operation by name with JSON arguments (MCP): at the daemon when one
   // answers, else here. Errors as for CallJson.
-  Result<json> CallJson(std::string_view op, const json& args, const FrameSink& emit = {});
+  Result<json> CallJson(std::string_view op, const json& args, const CallContext& call = {});
 
   // The repository opened in this process (on first use; thread-safe: a
   // concurrent first use opens it once). Errors: as OpenRepo.
@@ -55,7 +56,7 @@ class Client {
   // The result of `op` at the daemon serving `root`; nullopt when none
   // listens there (no socket, a dead daemon's socket, a path too long to
   // bind). Errors: the daemon's error reply; I/O after a daemon answered.
-  Result<std::optional<json>> AskDaemon(std::string_view op, const json& args, const FrameSink& emit = {});
+  Result<std::optional<json>> AskDaemon(std::string_view op, const json& args, const CallContext& call = {});
 
  private:
   std::string root_;
@@ -63,34 +64,5 @@ class Client {
   std::unique_ptr<Server> local_;
   Progress* progress_ = nullptr;
 };
-
-// `agentenv exec`: one command on this process's terminal (stdio inherited,
-// or captured for --json), then a snapshot through Call (at the daemon
-// when one serves the root), labelled with the command.
-struct TerminalExecRequest {
-  std::vector<std::string> argv;
-  std::string cwd = "/";
-  std::string network = "allow";
-  double timeout_s = 0;
-  bool capture = false;   // collect stdout/stderr into the reply
-  bool snapshot = true;
-  std::string workspace;  // run in this workspace and snapshot it
-  uint64_t disk_bytes = 0;  // writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
-};
-struct TerminalExecReply {
-  int exit_code = 0, signal = 0;
-  bool timed_out = false;
-  std::optional<std::string> stdout_text, stderr_text;
-  std::optional<std::string> node;  // the snapshot's id; none when nothing changed
-  std::string label;
-  std::string error;  // the command could not be started (exit_code 127: not found)
-  template <class V> void Fields(V& v) {
-    v("exit_code", exit_code); v("signal", signal); v("timed_out", timed_out);
-    v("stdout", stdout_text, kOmitEmpty); v("stderr", stderr_text, kOmitEmpty); v("node", node);
-    v("error", error, kOmitEmpty);
-  }
-};
-// Errors: the runner's start-up, the snapshot's (the command ran then).
-Result<TerminalExecReply> ExecOnTerminal(Client& client, const TerminalExecRequest& r);
 
 }  // namespace agentenv::control

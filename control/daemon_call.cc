@@ -40,14 +40,41 @@ bool SendAll(int fd, const std::string& s) {
   return true;
 }
 
+bool SendWithFds(int fd, const std::string& s, std::span<const int> fds) {
+  if (fds.empty()) return SendAll(fd, s);
+  if (fds.size() > kMaxPassedFds || s.empty()) {
+    errno = EINVAL;
+    return false;
+  }
+  // The descriptors ride on the first byte; the rest of the line follows.
+  struct iovec iov {const_cast<char*>(s.data()), 1};
+  alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t n;
+  do n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == 1 && SendAll(fd, s.substr(1));
+}
+
 Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args) {
   return CallDaemonStream(path, op, args, [](const nlohmann::json&) { return true; });
 }
 
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<bool(const nlohmann::json&)>& on_frame) {
+                                        const std::function<bool(const nlohmann::json&)>& on_frame,
+                                        std::span<const int> fds) {
   AE_ASSIGN(UniqueFd fd, ConnectSocket(path));
-  if (!SendAll(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n")) return FailErrno(path, errno);
+  if (!SendWithFds(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n", fds))
+    return FailErrno(path, errno);
   std::string buf;
   char chunk[65536];
   bool cancelled = false;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <span>
 #include <string>
 
 #include "common/result.h"
@@ -29,6 +30,13 @@ Result<UniqueFd> ConnectSocket(const std::string& path);
 // Writes all of `s` (no SIGPIPE); false when the peer is gone.
 bool SendAll(int fd, const std::string& s);
 
+// The most descriptors one request may carry (exec's stdin, stdout, stderr).
+inline constexpr size_t kMaxPassedFds = 3;
+// Like SendAll, with `fds` (at most kMaxPassedFds) passed along with the
+// first byte of `s` (SCM_RIGHTS): the socket gives them to the request
+// whose line that byte starts. False with errno on failure.
+bool SendWithFds(int fd, const std::string& s, std::span<const int> fds);
+
 // Sends one request to the daemon at `path` and returns its response
 // object. Errors: kNotFound when no daemon listens there, I/O.
 Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op, const nlohmann::json& args);
@@ -37,8 +45,10 @@ Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op
 // exec's output as it is produced), and a null frame every 250 ms while
 // none comes. When on_frame answers false the request is cancelled at the
 // daemon (the socket's `cancel` op: an exec's command is killed) and its
-// response is still awaited and returned. Errors as for CallDaemon.
+// response is still awaited and returned. `fds` go with the request (exec:
+// the command's stdin, stdout and stderr). Errors as for CallDaemon.
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
-                                        const std::function<bool(const nlohmann::json&)>& on_frame);
+                                        const std::function<bool(const nlohmann::json&)>& on_frame,
+                                        std::span<const int> fds = {});
 
 }  // namespace agentenv::control

@@ -6,7 +6,8 @@ namespace agentenv::control {
 namespace {
 
 constexpr ErrorCode kCodes[] = {ErrorCode::kIo,     ErrorCode::kInvalid, ErrorCode::kNotFound,   ErrorCode::kExists,
-                                ErrorCode::kBusy,   ErrorCode::kCorrupt, ErrorCode::kUnsupported};
+                                ErrorCode::kBusy,   ErrorCode::kCorrupt, ErrorCode::kUnsupported,
+                                ErrorCode::kNoProgram};
 
 }  // namespace
 
@@ -19,6 +20,7 @@ std::string_view ErrorCodeName(ErrorCode c) {
     case ErrorCode::kBusy: return "busy";
     case ErrorCode::kCorrupt: return "corrupt";
     case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kNoProgram: return "no_program";
   }
   return "io";
 }

@@ -5,7 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <functional>
+#include <optional>
+#include <type_traits>
+#include <utility>
 
 namespace agentenv::control {
 
@@ -14,5 +18,21 @@ namespace agentenv::control {
 // command). A null frame is a probe: nothing is sent, the answer is whether
 // anybody still listens.
 using FrameSink = std::function<bool(nlohmann::json frame)>;
+
+// What comes with a request besides its JSON arguments.
+struct CallContext {
+  CallContext() = default;
+  // A sink alone (any callable a FrameSink takes) is the common call.
+  template <class F>
+    requires(!std::is_same_v<std::decay_t<F>, CallContext> && std::is_constructible_v<FrameSink, F>)
+  CallContext(F&& sink) : emit(std::forward<F>(sink)) {}  // NOLINT(google-explicit-constructor)
+
+  FrameSink emit;
+  // exec only: the command's stdin, stdout and stderr are these descriptors
+  // of the caller (its terminal: `agentenv exec`, passed over the socket
+  // with SCM_RIGHTS, or its own in process), not pipes: its output goes
+  // there, never into frames or the reply. Valid for the whole call.
+  std::optional<std::array<int, 3>> stdio;
+};
 
 }  // namespace agentenv::control

@@ -257,8 +257,9 @@ std::vector<OpSpec> MakeOps() {
        true},
       {"workspaces", {}, "List workspaces: name, the node each was forked from, its last node, whether a command runs in it.",
        Obj({}), Obj({{"workspaces", ArrayOf(kWorkspaceInfo)}}, {"workspaces"})},
-      {"workspace_rm", {}, "Remove a workspace and its changes (its snapshots stay in history).",
-       Obj({{"name", kStr}}, {"name"}), Obj({{"removed", kStr}}, {"removed"}), true, true},
+      {"workspace_rm", {}, "Remove a workspace and its changes (its snapshots stay in history). Succeeds when it is "
+       "already gone (existed=false).",
+       Obj({{"name", kStr}}, {"name"}), Obj({{"removed", kStr}, {"existed", kBool}}, {"removed"}), true, true},
       {"tournament", {},
        "Try several candidate commands in parallel, each in its own workspace forked from `base`, run `test` after "
        "each, and keep the first candidate whose test exits 0: its node is applied to the live filesystem (unless "
@@ -301,13 +302,13 @@ std::vector<OpSpec> MakeOps() {
   };
 }
 
-using JsonFn = Result<json> (*)(Server&, std::string_view, const json&, const FrameSink&);
+using JsonFn = Result<json> (*)(Server&, std::string_view, const json&, const CallContext&);
 
 // Parses a typed request, runs it, writes the reply.
 template <class Req>
-Result<json> Dispatch(Server& s, std::string_view name, const json& args, const FrameSink& emit) {
+Result<json> Dispatch(Server& s, std::string_view name, const json& args, const CallContext& call) {
   AE_ASSIGN(Req req, ReadRequest<Req>(name, args));
-  AE_ASSIGN(auto rep, Op<Req>::Run(s, req, emit));
+  AE_ASSIGN(auto rep, Op<Req>::Run(s, req, call));
   return ToJson(rep);
 }
 
@@ -340,11 +341,13 @@ const OpSpec* FindOp(std::string_view name) {
   return nullptr;
 }
 
-Result<json> CallJson(Server& server, std::string_view op, const json& args, const FrameSink& emit) {
+Result<json> CallJson(Server& server, std::string_view op, const json& args, const CallContext& call) {
   const OpSpec* spec = FindOp(op);
   if (spec) {
+    if (call.stdio && spec->name != "exec")
+      return Fail(ErrorCode::kInvalid, spec->name + ": only exec takes the caller's standard streams");
     for (const Entry& e : kEntries)
-      if (e.name == spec->name) return e.fn(server, spec->name, args, emit);
+      if (e.name == spec->name) return e.fn(server, spec->name, args, call);
   }
   std::string known;
   for (const auto& o : Ops()) known += (known.empty() ? "" : ", ") + o.name;

@@ -59,7 +59,7 @@ const OpSpec* FindOp(std::string_view name);
   X(GcRequest, GcReply, "gc", s.Gc(r), true)                                             \
   X(ImportRequest, ImportReply, "import", s.Import(r), true)                             \
   X(PushRequest, PushReply, "push", Push(s, r, ProgressFrames(emit)), false)             \
-  X(ExecRequest, ExecReply, "exec", s.Exec(r, emit), true)                               \
+  X(ExecRequest, ExecReply, "exec", s.Exec(r, ctx), true)                                \
   X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)                                 \
   X(PsRequest, PsReply, "ps", s.Ps(r), true)                                             \
   X(KillRequest, KillReply, "kill", s.Kill(r), true)                                     \
@@ -78,7 +78,8 @@ template <class Req> struct Op;
     using Reply = Rep;                                                                                       \
     static constexpr std::string_view kName = name;                                                          \
     static bool Locks([[maybe_unused]] const Req& r) { return locks; }                                       \
-    static Result<Rep> Run(Server& s, const Req& r, [[maybe_unused]] const FrameSink& emit) {               \
+    static Result<Rep> Run(Server& s, const Req& r, [[maybe_unused]] const CallContext& ctx) {              \
+      [[maybe_unused]] const FrameSink& emit = ctx.emit;                                                     \
       return ExplainFullDisk(call, s.repo().root());                                                         \
     }                                                                                                        \
   };
@@ -96,8 +97,8 @@ void ForEachOp(F&& f) {
 // Runs `op` (a name or alias) with JSON `args` on `server`: the socket's
 // and MCP's entry. Unknown ops, unknown argument keys and wrongly typed
 // values are kInvalid errors naming them. Frames of a streaming op (exec)
-// go to `emit`; without one its output is collected into the result.
+// go to `call.emit`; without one its output is collected into the result.
 // Thread-safe.
-Result<json> CallJson(Server& server, std::string_view op, const json& args, const FrameSink& emit);
+Result<json> CallJson(Server& server, std::string_view op, const json& args, const CallContext& call);
 
 }  // namespace agentenv::control

@@ -66,7 +66,7 @@ class Server {
   // (see README "Control socket"), or collects it into the reply when
   // `emit` is null. An error with `partial` set: the command ran but its
   // snapshot failed.
-  Result<ExecReply> Exec(const ExecRequest& r, const FrameSink& emit);
+  Result<ExecReply> Exec(const ExecRequest& r, const CallContext& call);
   Result<SpawnReply> Spawn(const SpawnRequest& r);
   Result<PsReply> Ps(const PsRequest& r);
   Result<KillReply> Kill(const KillRequest& r);

@@ -75,26 +75,36 @@ struct Output {
 
 }  // namespace
 
-Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
-  AE_ASSIGN(PlannedRun run, PlanRun(*repo_, r, true, !emit));
+Result<ExecReply> Server::Exec(const ExecRequest& r, const CallContext& call) {
+  const FrameSink& emit = call.emit;
+  // The caller's own streams (its terminal): no pipes, no frames.
+  const bool passed = call.stdio.has_value();
+  AE_ASSIGN(PlannedRun run, PlanRun(*repo_, r, true, !emit && !passed));
   Output outs[2] = {{"stdout"}, {"stderr"}};
   std::vector<UniqueFd> pipes;
   UniqueFd w[2];
-  for (int i = 0; i < 2; ++i) {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
-    pipes.emplace_back(p[0]);
-    outs[i].cap = run.spec.limits.output_cap;
-    w[i].reset(p[1]);
+  UniqueFd in;
+  runner::StdioFds stdio;
+  if (passed) {
+    stdio = {(*call.stdio)[0], (*call.stdio)[1], (*call.stdio)[2]};
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
+      pipes.emplace_back(p[0]);
+      outs[i].cap = run.spec.limits.output_cap;
+      w[i].reset(p[1]);
+    }
+    in.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!in) return FailErrno("/dev/null", errno);
+    stdio = {in.get(), w[0].get(), w[1].get()};
   }
-  UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!in) return FailErrno("/dev/null", errno);
 
   // In a workspace: its overlay as the root, its lock and its lower's
   // lease held to the end.
   std::optional<WorkspaceInUse> in_ws;
   if (!r.workspace.empty()) {
-    AE_ASSIGN(in_ws, UseWorkspace(*repo_, r.workspace));
+    AE_ASSIGN(in_ws, UseWorkspace(*repo_, r.workspace, "exec: " + run.line.substr(0, 160)));
     in_ws->Apply(&run.spec);
   }
   AE_ASSIGN(uint64_t disk_bytes, DiskBytesFor(repo_->root(), r.disk_bytes, in_ws ? in_ws->ws.disk_bytes : 0));
@@ -108,7 +118,7 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   if (!ws) writer.lock();
   runner::PumpOptions opt;
   opt.timeout = run.spec.limits.timeout;
-  AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, {in.get(), w[0].get(), w[1].get()}));
+  AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, stdio));
   w[0].reset();
   w[1].reset();
   // The disk limit's tmpfs, kept open to carry the changes out of it.
@@ -158,7 +168,7 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const FrameSink& emit) {
   rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - opt.start).count();
   rep.job = id;
   rep.command = run.line;
-  if (!emit) {
+  if (!emit && !passed) {
     rep.stdout_text = outs[0].kept;
     rep.stderr_text = outs[1].kept;
   }

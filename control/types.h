@@ -495,7 +495,10 @@ struct WorkspaceRmRequest {
 };
 struct WorkspaceRmReply {
   std::string removed;
-  template <class V> void Fields(V& v) { v("removed", removed); }
+  // False when there was nothing left to remove (already gone: a removal
+  // killed after it finished, or never made); the request still succeeds.
+  bool existed = true;
+  template <class V> void Fields(V& v) { v("removed", removed); v("existed", existed); }
 };
 
 // Read-only views (control/mounts.h).

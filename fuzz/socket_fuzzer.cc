@@ -109,8 +109,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   server = std::make_unique<control::Server>(std::move(*repo));
   socket_path = snap::layout::Socket(root);
   auto s = serve::SocketServer::Listen(socket_path, [](const std::string& op, const json& args,
-                                                       const control::FrameSink& emit) {
-    return fuzz::GuardedCall(*server, op, args, emit);
+                                                       const control::CallContext& call) {
+    return fuzz::GuardedCall(*server, op, args, call.emit);
   });
   if (!s) fuzz::Die(s.error().message);
   socket_server = std::move(*s);

@@ -126,13 +126,49 @@ nlohmann::json ErrorResponse(const nlohmann::json& req, ErrorCode code, const st
   if (req.is_object() && req.contains("id")) resp["id"] = req["id"];
   return resp;
 }
+
+// One recv that also takes the descriptors passed with what it reads
+// (SCM_RIGHTS, close-on-exec). A stream socket never returns bytes of two
+// sends that carry descriptors in one read, so the descriptors belong to
+// the first byte returned. More than control::kMaxPassedFds are closed and
+// reported as *truncated.
+ssize_t RecvWithFds(int fd, char* buf, size_t size, std::vector<UniqueFd>* fds, bool* truncated) {
+  struct iovec iov {buf, size};
+  alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * control::kMaxPassedFds)];
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return n;
+  *truncated = msg.msg_flags & MSG_CTRUNC;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+      fds->emplace_back(passed);
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
-void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req) {
+void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req,
+                            std::vector<UniqueFd> fds) {
   const bool has_id = req.contains("id");
   const std::string key = has_id ? req["id"].dump() : "";
   const std::string op = req["op"].get<std::string>();
   nlohmann::json args = req.value("args", nlohmann::json::object());
+  // Descriptors come only as exec's stdin, stdout and stderr.
+  if (!fds.empty() && fds.size() != 3) {
+    conn->Send(ErrorResponse(req, ErrorCode::kInvalid, "a request passes no descriptors or exactly 3 (exec's stdin, "
+                                                         "stdout and stderr), not " + std::to_string(fds.size())));
+    return;
+  }
   if (op == "cancel") {  // socket-only: it acts on this connection's requests
     if (!args.is_object() || !args.contains("id")) {
       conn->Send(ErrorResponse(req, ErrorCode::kInvalid, "cancel needs args.id, the id of a request in flight on this connection"));
@@ -165,14 +201,19 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
     ++conn->running;
   }
   nlohmann::json id = has_id ? req["id"] : nlohmann::json();
-  auto run = [this, conn, id, op, args = std::move(args), cancelled, has_id, key] {
-    control::FrameSink emit = [&](nlohmann::json frame) {
+  auto passed = std::make_shared<std::vector<UniqueFd>>(std::move(fds));
+  auto run = [this, conn, id, op, args = std::move(args), cancelled, has_id, key, passed] {
+    control::CallContext call([&](nlohmann::json frame) {
       if (*cancelled) return false;
       if (frame.is_null()) return conn->PeerThere();
       if (has_id) frame["id"] = id;
       return conn->Send(frame);
-    };
-    Result<nlohmann::json> r = handler_(op, args, emit);
+    });
+    if (!passed->empty()) call.stdio = std::array<int, 3>{(*passed)[0].get(), (*passed)[1].get(), (*passed)[2].get()};
+    Result<nlohmann::json> r = handler_(op, args, call);
+    // The caller's terminal is ours no longer: it sees end of file once
+    // its command's processes are gone, not when this thread is reused.
+    passed->clear();
     nlohmann::json resp;
     if (has_id) resp["id"] = id;
     resp["ok"] = bool(r);
@@ -197,13 +238,25 @@ void SocketServer::Serve(UniqueFd client) {
   conn->fd = std::move(client);
   std::string buf;
   char chunk[65536];
+  // Descriptors passed with a read, by the stream offset of its first byte
+  // (buf[0] is at offset `consumed`): they belong to the line that holds it.
+  std::vector<std::pair<uint64_t, std::vector<UniqueFd>>> passed;
+  uint64_t consumed = 0;
   for (;;) {
     pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
     if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
     if (p[1].revents) break;
-    ssize_t n = ::recv(conn->fd.get(), chunk, sizeof chunk, 0);
+    std::vector<UniqueFd> fds;
+    bool truncated = false;
+    ssize_t n = RecvWithFds(conn->fd.get(), chunk, sizeof chunk, &fds, &truncated);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    if (truncated) {
+      conn->Send(ErrorResponse(nlohmann::json(), ErrorCode::kInvalid, "more than 3 descriptors passed at once: the "
+                                                                      "connection is closed"));
+      break;
+    }
+    if (!fds.empty()) passed.emplace_back(consumed + buf.size(), std::move(fds));
     size_t scanned = buf.size();  // no newline before here
     buf.append(chunk, n);
     size_t nl;
@@ -211,6 +264,13 @@ void SocketServer::Serve(UniqueFd client) {
       scanned = 0;
       std::string line = buf.substr(0, nl);
       buf.erase(0, nl + 1);
+      const uint64_t start = consumed;
+      consumed += nl + 1;
+      std::vector<UniqueFd> with;  // this line's; those of earlier bytes are closed
+      while (!passed.empty() && passed.front().first < consumed) {
+        if (passed.front().first == start) with = std::move(passed.front().second);
+        passed.erase(passed.begin());
+      }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       auto req = nlohmann::json::parse(line, nullptr, false);
       if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
@@ -218,7 +278,7 @@ void SocketServer::Serve(UniqueFd client) {
                                  "expected one JSON object per line: {\"op\":\"log\",\"args\":{}}"));
         continue;
       }
-      Dispatch(conn, std::move(req));
+      Dispatch(conn, std::move(req), std::move(with));
     }
     if (buf.size() > control::kMaxRequestBytes) {
       conn->Send(ErrorResponse(nlohmann::json(), ErrorCode::kInvalid,

@@ -34,11 +34,12 @@
 namespace agentenv::serve {
 
 // Handles one request that may stream frames before its result. Frames
-// sent to `emit` get the request's "id" and go to the client ahead of the
-// response; a null frame sends nothing and only checks that the client is
-// still connected.
+// sent to `call.emit` get the request's "id" and go to the client ahead of
+// the response; a null frame sends nothing and only checks that the client
+// is still connected. `call.stdio` holds the descriptors the request
+// passed (SCM_RIGHTS: exec's stdin, stdout, stderr), valid until it returns.
 using StreamHandler = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
-                                                           const control::FrameSink& emit)>;
+                                                           const control::CallContext& call)>;
 
 // Requests of one connection running at once.
 inline constexpr size_t kMaxInFlight = 16;
@@ -64,7 +65,7 @@ class SocketServer {
   void AcceptLoop();
   struct Connection;
   void Serve(UniqueFd client);
-  void Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req);
+  void Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::json req, std::vector<UniqueFd> fds);
 
   std::string path_;
   StreamHandler handler_;

@@ -111,14 +111,14 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
 
   ServeOptions so;
   so.signals = {SIGINT, SIGTERM};
-  so.sockets.push_back({agent_sock, [&server](const std::string& op, const json& args, const control::FrameSink& emit) {
-                          return control::CallJson(server, op, args, emit);  // in place: the agent keeps running
+  so.sockets.push_back({agent_sock, [&server](const std::string& op, const json& args, const control::CallContext& call) {
+                          return control::CallJson(server, op, args, call);  // in place: the agent keeps running
                         }});
-  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const control::FrameSink& emit) {
+  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const control::CallContext& call) {
                           const control::OpSpec* spec = control::FindOp(op);
                           if (spec && spec->name == "rollback") return sup.OperatorRollback(args);
                           if (spec && spec->name == "ps") return sup.Ps(args);
-                          return control::CallJson(server, op, args, emit);
+                          return control::CallJson(server, op, args, call);
                         }});
   so.capture = opt.capture;
   AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));

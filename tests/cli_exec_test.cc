@@ -372,3 +372,68 @@ TEST_CASE("cli mcp exec: output collected and capped, a session carries cwd and 
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+// `agentenv exec` under a running daemon runs at the daemon (its terminal
+// passed along), so its writer lock holds from the command's start to its
+// node: the capture cannot split the command's changes.
+TEST_CASE("cli exec: under a daemon one command is one node, and the command still uses this terminal", "[cli][exec][daemon]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);  // capture after 100 ms of quiet
+  std::string before = json::parse(Run(root, {"head", "--json"}).out)["node"]["id"];
+  // stdin reaches the command, its output reaches our stdout and stderr.
+  CmdResult r = RunCmd(AsNobody({AGENTENV_BIN, "exec", "--root", root.string(), "--", "/bin/sh", "-c",
+                                 "echo a > /etc/a; read line; echo got $line; echo err >&2; sleep 1.5; "
+                                 "echo b > /etc/b; exit 3"}),
+                       "hello\n");
+  INFO(r.Describe() << "\ndaemon log:\n" << d.Log());
+  CHECK(r.code == 3);
+  CHECK(r.out == "got hello\n");
+  CHECK(r.err.find("err\n") != std::string::npos);
+  CHECK(r.err.find("agentenv: node ") != std::string::npos);
+  json log = json::parse(Run(root, {"log", "--json"}).out);
+  REQUIRE(log["nodes"].size() >= 2);
+  const json& node = log["nodes"][0];
+  CHECK(node["title"].get<std::string>().rfind("exec: /bin/sh -c echo a", 0) == 0);
+  CHECK(node["parent"] == before);  // no automatic node took etc/a in between
+  json diff = json::parse(Run(root, {"diff", before, node["id"].get<std::string>(), "--json"}).out);
+  std::set<std::string> paths;
+  for (const auto& c : diff["changes"]) paths.insert(c.value("path", ""));
+  CHECK(paths.count("etc/a"));
+  CHECK(paths.count("etc/b"));
+  // ps at the daemon saw it as an exec job while it ran; now none is left.
+  CHECK(Request(root, "ps", json::object())["result"]["jobs"].empty());
+  // A command that does not exist: 127, nothing recorded.
+  CmdResult missing = Run(root, {"exec", "--", "/no/such/program"});
+  CHECK(missing.code == 127);
+  CHECK(missing.err.find("/no/such/program") != std::string::npos);
+  CHECK(json::parse(Run(root, {"log", "--json"}).out)["nodes"][0]["id"] == node["id"]);
+}
+
+// The README promises global options before or after the command, also for
+// ctl and ctl exec.
+TEST_CASE("cli ctl: global options before ctl or before its op reach ctl exec", "[cli][exec][daemon]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root);
+  const std::string r = root.string();
+  for (std::vector<std::string> argv : std::vector<std::vector<std::string>>{
+           {"--root", r, "ctl", "exec", "-c", "echo x"},
+           {"--root", r, "-q", "ctl", "exec", "-c", "echo x"},
+           {"ctl", "--root", r, "exec", "-c", "echo x"},
+           {"--root=" + r, "ctl", "exec", "--no-snap", "--", "echo", "x"}}) {
+    argv.insert(argv.begin(), AGENTENV_BIN);
+    CmdResult c = RunCmd(AsNobody(argv));
+    INFO(c.Describe());
+    CHECK(c.code == 0);
+    CHECK(c.out == "x\n");
+  }
+  CmdResult j = RunCmd(AsNobody({AGENTENV_BIN, "--json", "--root", r, "ctl", "exec", "--", "echo", "x"}));
+  INFO(j.Describe());
+  REQUIRE(j.code == 0);
+  CHECK(json::parse(j.out)["stdout"] == "x\n");
+}
+
+}  // namespace agentenv::test

@@ -27,7 +27,8 @@ inline void SendError(httplib::Response& res, int status, const std::string& mes
 inline void SendError(httplib::Response& res, const Error& e) {
   int status = 500;
   switch (e.code) {
-    case ErrorCode::kNotFound: status = 404; break;
+    case ErrorCode::kNotFound:
+    case ErrorCode::kNoProgram: status = 404; break;
     case ErrorCode::kInvalid: status = 400; break;
     case ErrorCode::kBusy: case ErrorCode::kExists: status = 409; break;
     default: break;
