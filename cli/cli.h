@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/result.h"
-#include "control/fields.h"
-#include "control/render.h"
+#include "common/fields.h"
+#include "history/node_view.h"
 #include "control/types.h"
 
 namespace agentenv::cli {

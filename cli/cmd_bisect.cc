@@ -1,10 +1,10 @@
 // bisect: the first node where a test fails, K nodes tested at a time in
-// forked workspaces (control/bisect.h).
+// forked workspaces (trials/bisect.h).
 #include <cstdio>
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/bisect.h"
+#include "trials/bisect.h"
 #include "control/client.h"
 
 namespace agentenv::cli {

@@ -3,7 +3,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/disk_quota.h"
+#include "mounts/disk_limit.h"
 
 namespace agentenv::cli {
 
@@ -19,12 +19,12 @@ int CmdConfig(int argc, char** argv) {
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   if (::access((g.root + "/meta").c_str(), F_OK) != 0)
     return ReportError(g, Fail(ErrorCode::kNotFound, g.root + ": not an agentenv repository (agentenv init makes one)").error());
-  auto c = control::LoadConfig(g.root);
+  auto c = mounts::LoadConfig(g.root);
   if (!c) return ReportError(g, c.error());
   if (val->count()) {
     if (value && value < (1 << 20)) return ReportError(g, Fail(ErrorCode::kInvalid, "config disk: at least 1M").error());
     c->disk_bytes = value;
-    if (auto saved = control::SaveConfig(g.root, *c); !saved) return ReportError(g, saved.error());
+    if (auto saved = mounts::SaveConfig(g.root, *c); !saved) return ReportError(g, saved.error());
   }
   g.data = !val->count();
   return ReportOk(g, control::ToJson(*c),

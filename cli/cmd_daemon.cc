@@ -4,11 +4,12 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 #include "control/client.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "control/ops.h"
 #include "serve/http.h"
+#include "serve/log.h"
 #include "serve/serving.h"
 #include "snap/layout.h"
 #include "web/dvr_routes.h"
@@ -46,10 +47,10 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
                                                                const control::CallContext& call) {
                           const control::OpSpec* spec = control::FindOp(op);
-                          control::Log("client: " + (spec ? spec->name : op));
+                          serve::Log("client: " + (spec ? spec->name : op));
                           return control::CallJson(server, op, args, call);
                         }});
-  if (!no_capture) so.capture = control::CaptureOptions{quiet_ms, max_delay_ms};
+  if (!no_capture) so.capture = capture::CaptureOptions{quiet_ms, max_delay_ms};
   if (!listen.empty()) {
     auto hp = serve::ParseListen(listen);
     if (!hp) return ReportError(g, hp.error());
@@ -69,22 +70,22 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
     // Without one (a root this process cannot write) the DVR only reads.
     auto dvr_token = token_file.empty() ? serve::LoadOrCreateToken(snap::layout::HttpToken(g.root)) : http.token;
     if (dvr_token) web_token = *dvr_token;
-    else control::Log("web DVR: read-only, no action token: " + dvr_token.error().message);
+    else serve::Log("web DVR: read-only, no action token: " + dvr_token.error().message);
     dvr = std::make_unique<web::Dvr>(server, web::DvrOptions{g.root, web_token});
     so.http_routes.push_back(dvr->Routes());
   }
   auto serving = serve::Serving::Start(server, std::move(so));
   if (!serving) return ReportError(g, serving.error());
-  control::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
+  serve::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
   if (const serve::HttpServer* http = (*serving)->http()) {
-    control::Log("serving MCP at " + http->base_url() + "/mcp" +
+    serve::Log("serving MCP at " + http->base_url() + "/mcp" +
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
     // The token rides in the fragment, which a browser never sends: the
     // page reads it and keeps it for the tab (sessionStorage).
-    control::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
+    serve::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
   }
   int sig = (*serving)->WaitSignal();
-  control::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
+  serve::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
   if (dvr) dvr->Stop();  // its event streams end: the listener need not wait for them
   (*serving)->Stop(true);  // the last changes still become a node
   return kExitOk;

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "control/client.h"
-#include "control/mounts.h"
+#include "mounts/views.h"
 
 namespace agentenv::cli {
 namespace {
@@ -48,7 +48,7 @@ int CmdMount(int argc, char** argv) {
     control::Server& s = **local;
     auto node = s.repo().Resolve(req.ref.empty() ? "HEAD" : req.ref);
     if (!node) return ReportError(g, node.error());
-    auto ran = control::RunInView(s.repo(), *node, req.dir, command);
+    auto ran = mounts::RunInView(s.repo(), *node, req.dir, command);
     if (!ran) return ReportError(g, ran.error());
     return ran->signal ? 128 + ran->signal : ran->exit_code;
   }

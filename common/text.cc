@@ -64,4 +64,12 @@ std::optional<std::string> Base64Decode(std::string_view s) {
   return out;
 }
 
+Result<void> CheckName(std::string_view kind, const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.';
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    return Fail(ErrorCode::kInvalid, std::string(kind) + " '" + name + "': use 1-64 of A-Z a-z 0-9 . _ - (not starting with '.')");
+  return {};
+}
+
 }  // namespace agentenv

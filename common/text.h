@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.h"
+
 namespace agentenv {
 
 // Length of the longest prefix of s made of whole valid UTF-8 characters
@@ -18,5 +20,10 @@ std::string Base64Encode(std::string_view s);
 
 // nullopt when s is not padded base64.
 std::optional<std::string> Base64Decode(std::string_view s);
+
+// Checks a name (a session id, a workspace name): 1-64 of [A-Za-z0-9._-],
+// not starting with '.', so it is one path component and never "..".
+// Errors: kInvalid "<kind> '<name>': ..." naming the rule.
+Result<void> CheckName(std::string_view kind, const std::string& name);
 
 }  // namespace agentenv

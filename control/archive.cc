@@ -9,7 +9,7 @@
 
 #include "control/errors.h"
 #include "archive/export.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "control/oci.h"
 #include "snap/scratch.h"
 #include "archive/tarball.h"

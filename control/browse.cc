@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "control/render.h"
+#include "history/node_view.h"
 #include "snap/fsops.h"
 #include "snap/node.h"
 #include "snap/tree.h"

@@ -3,7 +3,7 @@
 #include <future>
 #include <mutex>
 
-#include "control/render.h"
+#include "history/node_view.h"
 #include "fsck/fsck.h"
 #include "snap/scratch.h"
 

@@ -4,7 +4,7 @@
 
 #include "control/daemon_call.h"
 #include "control/errors.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {

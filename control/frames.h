@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run/pipeline.h"
+
 #include <array>
 #include <functional>
 #include <optional>
@@ -13,11 +15,8 @@
 
 namespace agentenv::control {
 
-// Receives the frames a streaming op (exec) produces before its result;
-// returns false when nobody listens any more (the op then stops its
-// command). A null frame is a probe: nothing is sent, the answer is whether
-// anybody still listens.
-using FrameSink = std::function<bool(nlohmann::json frame)>;
+// Receives the frames a streaming op produces (run/pipeline.h).
+using run::FrameSink;
 
 // What comes with a request besides its JSON arguments.
 struct CallContext {

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include "control/bisect.h"
 #include "control/errors.h"
 #include "control/push.h"
 #include "control/server.h"
@@ -51,7 +50,7 @@ const OpSpec* FindOp(std::string_view name);
   X(ShowRequest, ShowReply, "show", s.Show(r), false)                                    \
   X(HeadRequest, HeadReply, "head", s.Head(r), false)                                    \
   X(DigestRequest, DigestReply, "digest", s.Digest(r), false)                            \
-  X(BisectRequest, BisectReply, "bisect", Bisect(s, r), false)                           \
+  X(BisectRequest, BisectReply, "bisect", s.Bisect(r), false)                          \
   X(BranchesRequest, BranchesReply, "branches", s.Branches(r), false)                    \
   X(TagRequest, TagReply, "tag", s.Tag(r), !r.name.empty())                              \
   X(StatusRequest, StatusReply, "status", s.Status(r), true)                             \

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "control/fields.h"
+#include "common/fields.h"
 #include "control/frames.h"
 #include "registry/registry.h"
 

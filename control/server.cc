@@ -1,6 +1,6 @@
 // The history operations of control::Server.
 #include "control/server.h"
-#include "control/mounts.h"
+#include "mounts/views.h"
 
 #include "common/textdiff.h"
 
@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <map>
 
-#include "control/digest.h"
-#include "control/render.h"
+#include "history/digest.h"
+#include "history/node_view.h"
 #include "snap/diff.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
@@ -40,8 +40,8 @@ Server::Server(std::unique_ptr<snap::Repo> repo) : repo_(std::move(repo)) {}
 
 Server::~Server() { StopCapture(false); }
 
-Result<void> Server::StartCapture(const CaptureOptions& opt) {
-  AE_ASSIGN(capture_, Capture::Start(*repo_, writer_mu_, opt));
+Result<void> Server::StartCapture(const capture::CaptureOptions& opt) {
+  AE_ASSIGN(capture_, capture::Capture::Start(*repo_, writer_mu_, opt));
   return {};
 }
 
@@ -230,7 +230,7 @@ Result<LogReply> Server::Log(const LogRequest& r) {
 Result<DigestReply> Server::Digest(const DigestRequest& r) {
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
-  return control::Digest(*repo_, r, now);
+  return history::Digest(*repo_, r, now);
 }
 
 Result<ShowReply> Server::Show(const ShowRequest& r) {
@@ -342,7 +342,7 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   rep.dirty = st.dirty;
   if (st.unfinished_restore) rep.unfinished_restore = st.unfinished_restore->Hex();
   if (capture_) {
-    CaptureHealth h = capture_->Health();
+    capture::CaptureHealth h = capture_->Health();
     rep.capture = h.failing ? "failing" : "ok";
     rep.capture_error = h.last_error;
     rep.capture_failing_since_ns = h.failing_since_ns;
@@ -350,7 +350,7 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
   }
   rep.changed = st.changed;
   for (const auto& c : st.changes) rep.changes.push_back(MakeChangeInfo(c));
-  if (auto spaces = ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();
+  if (auto spaces = workspace::ListWorkspaces(repo_->root())) rep.workspaces = spaces->size();
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(snap::layout::Lowers(repo_->root()), ec))
     rep.lowers += bool(store::ObjectId::FromHex(e.path().filename().string()));
@@ -390,10 +390,10 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   // Lowers are a cache: removed unless a process leases them or a
   // workspace's state or a mounted view's record names them (snap/lowers.h,
   // control/mounts.h); records of views no longer mounted go first.
-  AE_ASSIGN(rep.mounts_reclaimed, ReclaimStaleMounts(repo_->root()));
+  AE_ASSIGN(rep.mounts_reclaimed, mounts::ReclaimStaleMounts(repo_->root()));
   AE_ASSIGN(snap::Repo::LowerSweep sweep, repo_->SweepLowers([&]() -> Result<std::set<std::string>> {
-    AE_ASSIGN(auto spaces, ListWorkspaces(repo_->root()));
-    AE_ASSIGN(std::set<std::string> named, MountedLowers(repo_->root()));
+    AE_ASSIGN(auto spaces, workspace::ListWorkspaces(repo_->root()));
+    AE_ASSIGN(std::set<std::string> named, mounts::MountedLowers(repo_->root()));
     for (const auto& ws : spaces) named.insert(std::filesystem::path(ws.lower).filename().string());
     return named;
   }));
@@ -406,7 +406,7 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
     rep.scratch_bytes += l.bytes;
     if (!l.errors.empty()) return Unexpected<Error>(l.errors.front());
   }
-  AE_ASSIGN(rep.leases_released, ReleaseOrphanLeases(*repo_));
+  AE_ASSIGN(rep.leases_released, workspace::ReleaseOrphanLeases(*repo_));
   return rep;
 }
 

@@ -19,11 +19,11 @@
 #include <mutex>
 
 #include "common/result.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 #include "control/frames.h"
-#include "control/jobs.h"
+#include "run/jobs.h"
 #include "control/types.h"
-#include "control/workspace.h"
+#include "workspace/workspace.h"
 #include "snap/repo.h"
 
 namespace agentenv::control {
@@ -87,6 +87,8 @@ class Server {
   // cancelled or left) every candidate is killed, none is tested or
   // snapshotted, nothing is applied and the reply says `cancelled`.
   Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
+  // trials/bisect.h: the first node where a test fails, K at a time.
+  Result<BisectReply> Bisect(const BisectRequest& r);
   // Read-only views (control/mounts.h): mount a node's lower at a
   // directory in this process's mount namespace, unmount it, list them.
   Result<MountReply> Mount(const MountRequest& r);
@@ -95,7 +97,7 @@ class Server {
 
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.
-  Result<void> StartCapture(const CaptureOptions& opt);
+  Result<void> StartCapture(const capture::CaptureOptions& opt);
   // Stops it; with deliver_pending its last changes become a node.
   void StopCapture(bool deliver_pending);
   // The writer mutex, for a caller that writes through the repository
@@ -105,29 +107,16 @@ class Server {
  private:
   Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r);
   // With the workspace's lock held: snapshots it and moves its head.
-  Result<SnapshotReply> SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt);
+  Result<SnapshotReply> SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt);
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
   Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
-  // Resolves `ref` and calls `lease(node)`, which leases the node (a
-  // workspace's state does). retain may drop the node between the two
-  // (HEAD moved on and the node fell out of the kept set): lease then
-  // fails with kNotFound, and `ref` is resolved again, a few times.
-  template <class F>
-  auto LeaseResolved(const std::string& ref, F lease) -> decltype(lease(store::ObjectId{})) {
-    for (int attempt = 0;; ++attempt) {
-      AE_ASSIGN(store::ObjectId node, repo_->Resolve(ref));
-      auto leased = lease(node);
-      if (leased || leased.error().code != ErrorCode::kNotFound || attempt == 3) return leased;
-    }
-  }
-
   std::unique_ptr<snap::Repo> repo_;
   std::mutex writer_mu_;  // see the file comment
-  JobTable jobs_;         // thread-safe itself
+  run::JobTable jobs_;         // thread-safe itself
   // Set by StartCapture before any client is served, reset by
   // StopCapture after the last: read without a lock in between.
-  std::unique_ptr<Capture> capture_;
+  std::unique_ptr<capture::Capture> capture_;
   bool swap_restores_ = false;
 };
 

@@ -4,14 +4,14 @@
 #include <unistd.h>
 
 #include "common/unique_fd.h"
-#include "control/render.h"
+#include "history/node_view.h"
 #include "control/server.h"
 #include "snap/layout.h"
 
 namespace agentenv::control {
 namespace {
 
-JobEntry Describe(Job& j) {
+JobEntry Describe(run::Job& j) {
   std::lock_guard lock(j.mu);
   j.PollLocked();
   JobEntry e;
@@ -26,14 +26,14 @@ JobEntry Describe(Job& j) {
     e.signal = j.status->signal;
     e.killed = j.killed;
   }
-  if (j.env && !j.status) e.processes = EnvProcesses(*j.env);
+  if (j.env && !j.status) e.processes = run::EnvProcesses(*j.env);
   return e;
 }
 
 }  // namespace
 
 Result<SpawnReply> Server::Spawn(const SpawnRequest& r) {
-  AE_ASSIGN(PlannedRun run, PlanRun(*repo_, r.run, false, false));
+  AE_ASSIGN(run::PlannedRun run, run::PlanRun(*repo_, r.run, false, false));
   uint64_t id = jobs_.NextId();
   std::string dir = snap::layout::Jobs(repo_->root());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return FailErrno(dir, errno);

@@ -1,11 +1,11 @@
 // The workspace operations of control::Server: fork, list, remove, and the
 // workspace forms of snapshot, diff and exec (control/workspace.h).
-#include "control/workspace.h"
-#include "control/mounts.h"
+#include "workspace/workspace.h"
+#include "mounts/views.h"
 
 #include <chrono>
 
-#include "control/render.h"
+#include "history/node_view.h"
 #include "control/server.h"
 #include "snap/diff.h"
 #include "snap/layout.h"
@@ -13,12 +13,12 @@
 namespace agentenv::control {
 namespace {
 
-MountInfo Describe(const MountRecord& m) {
+MountInfo Describe(const mounts::MountRecord& m) {
   return {m.dir, m.node, m.lower, FormatTime(m.created_ns), m.uid, m.pid, m.mounted};
 }
 
-WorkspaceInfo Describe(const Workspace& ws) {
-  return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), WorkspaceBusy(ws)};
+WorkspaceInfo Describe(const workspace::Workspace& ws) {
+  return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), workspace::WorkspaceBusy(ws)};
 }
 
 }  // namespace
@@ -29,11 +29,11 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
   // The workspace's state leases its base node (LeaseResolved). The
   // lower's lease is held until that state is durable: no gc can remove
   // the lower in between.
-  AE_ASSIGN(Workspace ws, LeaseResolved(r.ref, [&](const store::ObjectId& base) -> Result<Workspace> {
+  AE_ASSIGN(workspace::Workspace ws, workspace::LeaseResolved(*repo_, r.ref, [&](const store::ObjectId& base) -> Result<workspace::Workspace> {
     std::string name = r.name;
     if (name.empty()) {
       // ws-<node>-<n>: the first free number.
-      AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+      AE_ASSIGN(auto all, workspace::ListWorkspaces(repo_->root()));
       for (int n = 1;; ++n) {
         name = "ws-" + Short(base) + "-" + std::to_string(n);
         bool taken = false;
@@ -43,7 +43,7 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
     }
     AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(base));
     rep.materialized = lower.method();
-    return CreateWorkspace(*repo_, name, base, lower.dir(), "", r.disk_bytes);
+    return workspace::CreateWorkspace(*repo_, name, base, lower.dir(), "", r.disk_bytes);
   }));
   rep.workspace = Describe(ws);
   rep.duration_ms =
@@ -52,39 +52,39 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
 }
 
 Result<WorkspacesReply> Server::Workspaces(const WorkspacesRequest&) {
-  AE_ASSIGN(auto all, ListWorkspaces(repo_->root()));
+  AE_ASSIGN(auto all, workspace::ListWorkspaces(repo_->root()));
   WorkspacesReply rep;
   for (const auto& ws : all) rep.workspaces.push_back(Describe(ws));
   return rep;
 }
 
 Result<WorkspaceRmReply> Server::WorkspaceRm(const WorkspaceRmRequest& r) {
-  auto ws = LoadWorkspace(repo_->root(), r.name);
+  auto ws = workspace::LoadWorkspace(repo_->root(), r.name);
   if (!ws && ws.error().code == ErrorCode::kNotFound) {
     // A removal killed after its rename: finishing it is the removal. One
     // killed after it finished left nothing: the workspace is gone, as asked.
-    AE_ASSIGN(bool finished, FinishRemoval(*repo_, r.name));
+    AE_ASSIGN(bool finished, workspace::FinishRemoval(*repo_, r.name));
     return WorkspaceRmReply{r.name, finished};
   }
   if (!ws) return Unexpected<Error>(ws.error());
-  AE_TRY(RemoveWorkspace(*repo_, *ws));
+  AE_TRY(workspace::RemoveWorkspace(*repo_, *ws));
   return WorkspaceRmReply{r.name};
 }
 
 Result<MountReply> Server::Mount(const MountRequest& r) {
   if (r.dir.empty()) return Fail(ErrorCode::kInvalid, "mount: 'dir' is required");
   AE_ASSIGN(store::ObjectId node, repo_->Resolve(r.ref));
-  AE_ASSIGN(MountRecord m, MountView(*repo_, node, r.dir));
+  AE_ASSIGN(mounts::MountRecord m, mounts::MountView(*repo_, node, r.dir));
   return MountReply{Describe(m)};
 }
 
 Result<UmountReply> Server::Umount(const UmountRequest& r) {
-  AE_ASSIGN(MountRecord m, UnmountView(*repo_, r.dir));
+  AE_ASSIGN(mounts::MountRecord m, mounts::UnmountView(*repo_, r.dir));
   return UmountReply{Describe(m)};
 }
 
 Result<MountsReply> Server::Mounts(const MountsRequest&) {
-  AE_ASSIGN(auto all, ListMounts(repo_->root()));
+  AE_ASSIGN(auto all, mounts::ListMounts(repo_->root()));
   MountsReply rep;
   for (const auto& m : all) rep.mounts.push_back(Describe(m));
   return rep;
@@ -92,8 +92,8 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
 
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
-  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, LockWorkspace(ws, "snapshot"));
+  AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "snapshot"));
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
@@ -101,17 +101,13 @@ Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
   return SnapshotLocked(ws, opt);
 }
 
-Result<SnapshotReply> Server::SnapshotLocked(Workspace& ws, const snap::SnapOptions& opt) {
-  AE_ASSIGN(snap::SnapResult res, repo_->SnapshotUpper(ws.upper(), ws.base, ws.head, opt));
-  if (res.node) {
-    ws.head = *res.node;
-    AE_TRY(SaveWorkspace(ws));
-  }
+Result<SnapshotReply> Server::SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt) {
+  AE_ASSIGN(snap::SnapResult res, run::RecordWorkspace(*repo_, ws, opt));
   return SnapshotReplyOf(res);
 }
 
 Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
-  AE_ASSIGN(Workspace ws, LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
   auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
     AE_ASSIGN(store::ObjectId id, ref == "HEAD" ? Result<store::ObjectId>(ws.head) : repo_->Resolve(ref));
     AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
@@ -127,5 +123,27 @@ Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
   return DiffReplyOf(from, to, r);
 }
 
+
+}  // namespace agentenv::control
+
+namespace agentenv::control {
+
+Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const FrameSink& emit) {
+  AE_ASSIGN(TournamentReply rep, trials::Tournament(*repo_, r, emit));
+  if (r.apply && rep.winner && !rep.cancelled) {
+    // Applied to the live tree through the normal restore: unsaved
+    // changes are saved first, under the writer mutex.
+    AE_ASSIGN(RollbackReply rb, Rollback({rep.candidates[*rep.winner].node->id}));
+    rep.applied = true;
+    rep.saved = rb.saved;
+  }
+  return rep;
+}
+
+}  // namespace agentenv::control
+
+namespace agentenv::control {
+
+Result<BisectReply> Server::Bisect(const BisectRequest& r) { return trials::Bisect(*repo_, r); }
 
 }  // namespace agentenv::control

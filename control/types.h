@@ -10,59 +10,38 @@
 #include <string>
 #include <vector>
 
-#include "control/fields.h"
+#include "common/fields.h"
+#include "history/digest.h"
+#include "history/node_view.h"
+#include "run/jobs.h"
+#include "trials/bisect.h"
+#include "trials/tournament.h"
 #include "snap/node.h"
 #include "snap/meta.h"
 
 namespace agentenv::control {
 
+// The JSON side of every request and reply (common/fields.h), as callers
+// of control know it.
+using agentenv::FromJson;
+using agentenv::json;
+using agentenv::kOmitEmpty;
+using agentenv::ReadReply;
+using agentenv::ReadRequest;
+using agentenv::ToJson;
+
 // --- shared pieces ---
 
-// One package a node installed, removed or changed (snap::PackageDelta).
-struct PackageInfo {
-  std::string ecosystem;  // "apt", "pip", "npm", "git"
-  std::string op;         // "+" installed, "-" removed, "~" version changed, "!" left unfinished
-  std::string name, old_version, new_version;
-  std::string where;        // pip: site-packages, npm: node_modules, git: the repository; apt: empty
-  bool dependency = false;  // pulled in for another package
-  template <class V> void Fields(V& v) {
-    v("ecosystem", ecosystem); v("op", op); v("name", name); v("old_version", old_version, kOmitEmpty);
-    v("new_version", new_version, kOmitEmpty); v("where", where, kOmitEmpty); v("dependency", dependency, kOmitEmpty);
-  }
-};
-std::vector<PackageInfo> MakePackageInfos(const snap::PackageDeltas& d);
-// Deltas past the ones listed, per ecosystem ("pip 12, npm 300"); "" when none.
-std::string OmittedPackages(const snap::PackageDeltas& d);
-
-// A node as every reply shows it.
-struct NodeInfo {
-  std::string id, short_id, time, title;
-  uint64_t seq = 0;
-  int64_t time_ns = 0;
-  uint64_t changes = 0;  // changed paths against its parent
-  std::optional<std::string> parent;
-  bool damaged = false;
-  std::string damage;  // what is missing, when damaged
-  // The packages it installed, removed or changed versus its parent, as
-  // its record holds them (absent for records from before package deltas).
-  std::vector<PackageInfo> packages;
-  std::string packages_omitted;  // OmittedPackages
-  template <class V> void Fields(V& v) {
-    v("id", id); v("short", short_id); v("seq", seq); v("time", time); v("time_ns", time_ns);
-    v("title", title); v("changes", changes); v("parent", parent); v("damaged", damaged);
-    v("damage", damage, kOmitEmpty); v("packages", packages, kOmitEmpty);
-    v("packages_omitted", packages_omitted, kOmitEmpty);
-  }
-};
-NodeInfo MakeNodeInfo(const snap::NodeRecord& r);
-
-struct ChangeInfo {
-  std::string op;  // "+", "-", "M"
-  std::string path;
-  bool dir = false;
-  template <class V> void Fields(V& v) { v("op", op); v("path", path); v("dir", dir); }
-};
-ChangeInfo MakeChangeInfo(const snap::Change& c);
+using history::ChangeInfo;
+using history::FormatTime;
+using history::HumanBytes;
+using history::MakeChangeInfo;
+using history::MakeNodeInfo;
+using history::MakePackageInfos;
+using history::NodeInfo;
+using history::OmittedPackages;
+using history::PackageInfo;
+using history::Short;
 
 // A directory a killed command left (scratch nobody holds): gc removes it.
 struct LeftoverInfo {
@@ -143,37 +122,9 @@ struct LogReply {
   template <class V> void Fields(V& v) { v("nodes", nodes); v("more", more); }
 };
 
-// log --digest (control/digest.h): a span of history in one page.
-struct DigestRequest {
-  std::string since;  // "2 hours ago", "2025-03-12 08:00"; empty: a day before the newest node
-  std::string until;  // empty: now
-  uint64_t max_tokens = 2000;  // budget of the text, counted as characters / 4
-  template <class V> void Fields(V& v) {
-    v("since", since, kOmitEmpty); v("until", until, kOmitEmpty); v("max_tokens", max_tokens);
-  }
-};
-struct DigestPhase {
-  std::string start, end;  // local times
-  uint64_t nodes = 0, changes = 0;
-  std::vector<PackageInfo> packages;  // live-line nodes' deltas, in order
-  std::vector<std::string> dirs, commands, rollbacks, tournaments, tags;
-  template <class V> void Fields(V& v) {
-    v("start", start); v("end", end); v("nodes", nodes); v("changes", changes);
-    v("packages", packages, kOmitEmpty); v("dirs", dirs, kOmitEmpty); v("commands", commands, kOmitEmpty);
-    v("rollbacks", rollbacks, kOmitEmpty); v("tournaments", tournaments, kOmitEmpty); v("tags", tags, kOmitEmpty);
-  }
-};
-struct DigestReply {
-  std::string text;  // the page
-  std::string since, until;
-  uint64_t nodes = 0;
-  uint64_t tokens = 0;  // text.size() / 4, rounded up
-  std::vector<DigestPhase> phases;
-  template <class V> void Fields(V& v) {
-    v("text", text); v("since", since); v("until", until); v("nodes", nodes); v("tokens", tokens);
-    v("phases", phases);
-  }
-};
+using history::DigestPhase;
+using history::DigestReply;
+using history::DigestRequest;
 
 struct ShowRequest {
   std::string ref = "HEAD";
@@ -346,28 +297,14 @@ struct ImportReply {
 
 // --- processes ---
 
-// exec and spawn: what to run and with which limits.
-struct RunRequest {
-  std::string command;             // a shell line for /bin/sh -c, or
-  std::vector<std::string> argv;   // a program and its arguments
-  std::optional<std::string> cwd;  // default "/", or the session's
-  std::map<std::string, std::string> env;
-  std::string network = "allow";
-  std::optional<double> timeout_s;     // exec; default: 300 collected, none streamed
-  std::optional<uint64_t> output_cap;  // exec; default: 64 KiB collected, none streamed
-  uint64_t memory_bytes = 0, pids = 0;
-  double cpus = 0;
-  std::string session;  // exec only
-  bool snapshot = true;  // exec only
-  std::string workspace;  // exec only: run in this workspace, snapshot it
-  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
-  template <class V> void Fields(V& v) {
-    v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
-    v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
-    v("cpus", cpus); v("session", session); v("snapshot", snapshot); v("workspace", workspace);
-    v("disk_bytes", disk_bytes);
-  }
-};
+using run::RunRequest;
+using trials::BisectReply;
+using trials::BisectRequest;
+using trials::BisectRound;
+using trials::BisectTry;
+using trials::CandidateResult;
+using trials::TournamentReply;
+using trials::TournamentRequest;
 struct ExecRequest : RunRequest {};
 struct SpawnRequest {
   RunRequest run;
@@ -408,11 +345,7 @@ struct SpawnReply {
   template <class V> void Fields(V& v) { v("job", job); v("pid", pid); v("log", log); }
 };
 
-struct ProcessEntry {
-  int64_t pid = 0, ns_pid = 0, ppid = 0;
-  std::string cmdline;
-  template <class V> void Fields(V& v) { v("pid", pid); v("ns_pid", ns_pid); v("ppid", ppid); v("cmdline", cmdline); }
-};
+using run::ProcessEntry;
 struct JobEntry {
   uint64_t job = 0;
   std::string kind, command, started, log;
@@ -534,52 +467,6 @@ struct MountsRequest {
 struct MountsReply {
   std::vector<MountInfo> mounts;
   template <class V> void Fields(V& v) { v("mounts", mounts); }
-};
-
-struct TournamentRequest {
-  std::string base = "HEAD";
-  std::string test;                     // shell line; exit 0 = pass
-  std::vector<std::string> candidates;  // shell lines
-  uint64_t jobs = 4;                    // candidates run at once
-  double timeout_s = 0;                 // per command; 0: none
-  std::string network = "allow";
-  std::string keep = "winner";          // workspaces kept afterwards: "winner" or "all"
-  bool apply = true;                    // restore the live tree to the winner
-  uint64_t disk_bytes = 0;              // per command in a candidate's workspace; 0: the default
-  template <class V> void Fields(V& v) {
-    v("base", base); v("test", test); v("candidates", candidates); v("jobs", jobs); v("timeout_s", timeout_s);
-    v("network", network); v("keep", keep); v("apply", apply); v("disk_bytes", disk_bytes);
-  }
-};
-struct CandidateResult {
-  uint64_t index = 0;
-  std::string candidate, workspace;
-  std::optional<int> exit_code, test_exit_code;  // null: killed by a signal, or (test) not run
-  bool timed_out = false;
-  uint64_t duration_ms = 0;
-  uint64_t changed = 0;  // paths changed against the base
-  std::optional<NodeInfo> node;
-  bool passed = false, winner = false;
-  std::string error;  // the candidate could not run
-  template <class V> void Fields(V& v) {
-    v("index", index); v("candidate", candidate); v("workspace", workspace); v("exit_code", exit_code);
-    v("test_exit_code", test_exit_code); v("timed_out", timed_out); v("duration_ms", duration_ms); v("changed", changed);
-    v("node", node); v("passed", passed); v("winner", winner); v("error", error, kOmitEmpty);
-  }
-};
-struct TournamentReply {
-  std::string id;
-  std::string base;  // node id
-  std::vector<CandidateResult> candidates;
-  std::optional<uint64_t> winner;  // index of the winning candidate
-  bool applied = false;            // the live tree now holds the winner's node
-  std::optional<std::string> saved;  // uncommitted live changes saved before applying
-  uint64_t duration_ms = 0;
-  bool cancelled = false;  // the caller cancelled: candidates killed, nothing applied
-  template <class V> void Fields(V& v) {
-    v("id", id); v("base", base); v("candidates", candidates); v("winner", winner); v("applied", applied);
-    v("saved", saved); v("duration_ms", duration_ms); v("cancelled", cancelled);
-  }
 };
 
 }  // namespace agentenv::control

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/jobs.h"
+#include "run/jobs.h"
 #include "control/ops.h"
 #include "fuzz/fuzz_env.h"
 
@@ -48,7 +48,7 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
     if (r.name.empty()) return CallJson(server, op, args, emit);  // a listing
     return Fail(ErrorCode::kUnsupported, "tag: not run by the fuzz target (it writes)");
   }
-  // A run's arguments are planned as exec and spawn plan them (PlanRun);
+  // A run's arguments are planned as exec and spawn plan them (run::PlanRun);
   // a session's directory would be made, so one with a session is not.
   if (name == "exec" || name == "spawn") {
     bool exec = name == "exec";
@@ -60,7 +60,7 @@ inline Result<json> GuardedCall(control::Server& server, const std::string& op, 
       AE_ASSIGN(SpawnRequest r, ReadRequest<SpawnRequest>(name, args));
       run = r.run;
     }
-    if (run.session.empty()) AE_TRY(PlanRun(server.repo(), run, exec, /*collect=*/!emit));
+    if (run.session.empty()) AE_TRY(run::PlanRun(server.repo(), run, exec, /*collect=*/!emit));
     return Fail(ErrorCode::kUnsupported, name + ": not run by the fuzz target");
   }
 #define AGENTENV_FUZZ_READ(Req, Rep, op_name, call, locks) \

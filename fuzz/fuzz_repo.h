@@ -7,7 +7,7 @@
 #include <string>
 
 #include "control/archive.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "fuzz/fuzz_env.h"
 #include "snap/layout.h"
 

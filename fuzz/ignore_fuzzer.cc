@@ -1,5 +1,5 @@
 // Ignore rules (watch/ignore.h): the input up to its first NUL byte is a
-// repository's <root>/ignore file, read by control::RepoIgnoreRules as
+// repository's <root>/ignore file, read by watch::IgnoreRules::WithFile as
 // every command reads it; the rest is paths to ask about, one per line
 // (a trailing '/' asks about a directory). The three ways of asking must
 // agree as ignore.h says they do: Ignored is Matches on the path or an
@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "control/ignore.h"
 #include "fuzz/fuzz_env.h"
 #include "snap/layout.h"
+#include "watch/ignore.h"
 
 namespace {
 
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view file = in.substr(0, nul);
   std::string_view paths = nul == std::string_view::npos ? std::string_view() : in.substr(nul + 1);
   fuzz::WriteFile(snap::layout::Ignore(root), file);
-  auto rules = control::RepoIgnoreRules(root);
+  auto rules = watch::IgnoreRules::WithFile(snap::layout::Ignore(root));
   if (!rules) return 0;
   (void)rules->LiteralPaths();
   for (std::string_view p : {"etc/passwd", "tmp", "var/tmp/x", "a/b/c.swp", "proc/1/fd"}) {

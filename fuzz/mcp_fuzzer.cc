@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "serve/mcp_session.h"
 #include "fuzz/fuzz_env.h"
 #include "fuzz/fuzz_ops.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "fuzz/fuzz_env.h"
 #include "fuzz/fuzz_repo.h"
 

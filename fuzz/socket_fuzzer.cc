@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "serve/socket.h"
 #include "fuzz/fuzz_env.h"
 #include "fuzz/fuzz_ops.h"

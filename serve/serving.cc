@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include "control/browse.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 #include "control/ops.h"
+#include "serve/log.h"
 
 namespace agentenv::serve {
 
@@ -28,13 +29,16 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
     s->sockets_.push_back(std::move(sock));
   }
   AE_TRY(server.repo().HoldLock());
-  if (opt.capture) AE_TRY(server.StartCapture(*opt.capture));
+  if (opt.capture) {
+    if (!opt.capture->log) opt.capture->log = Log;
+    AE_TRY(server.StartCapture(*opt.capture));
+  }
   // HTTP serves as soon as it listens: it starts once the capture has, as
   // the sockets accept only now (no request sees a half-set-up server).
   if (opt.http) {
     ToolRunner run = [&server](const std::string& op, const nlohmann::json& args, const control::FrameSink& emit) {
       const control::OpSpec* spec = control::FindOp(op);
-      control::Log("mcp: " + (spec ? spec->name : op));
+      serve::Log("mcp: " + (spec ? spec->name : op));
       return control::CallJson(server, op, args, emit);
     };
     FileReader read = CatFileReader(server);

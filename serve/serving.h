@@ -32,7 +32,7 @@ namespace agentenv::serve {
 struct ServeOptions {
   std::vector<int> signals;                                  // e.g. SIGINT, SIGTERM
   std::vector<std::pair<std::string, StreamHandler>> sockets;  // path, handler
-  std::optional<control::CaptureOptions> capture;                     // none: no automatic snapshots
+  std::optional<capture::CaptureOptions> capture;                     // none: no automatic snapshots
   std::optional<HttpOptions> http;                                     // none: no HTTP listener
   std::vector<HttpRoutes> http_routes;                                 // served beside /mcp
 };

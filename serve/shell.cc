@@ -18,12 +18,12 @@
 #include <optional>
 
 #include "common/unique_fd.h"
-#include "control/disk_quota.h"
-#include "control/ignore.h"
-#include "control/jobs.h"
+#include "mounts/disk_limit.h"
+#include "control/open_repo.h"
+#include "run/jobs.h"
 #include "serve/serving.h"
 #include "serve/shell.h"
-#include "control/workspace.h"
+#include "workspace/workspace.h"
 #include "runner/runner.h"
 
 namespace agentenv::serve {
@@ -137,26 +137,26 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   runner::EnvSpec spec;
   spec.root = r.work_dir();
   spec.cwd = opt.cwd;
-  AE_ASSIGN(spec.network, control::ParseNetwork(opt.network));
+  AE_ASSIGN(spec.network, run::ParseNetwork(opt.network));
   spec.terminal = true;
 
   // Like supervise: this process captures, so it holds the lock. A
   // workspace needs no capture (its upper is the journal) and no lock but
   // its own.
-  std::optional<control::WorkspaceInUse> in_ws;
+  std::optional<workspace::WorkspaceInUse> in_ws;
   if (!opt.workspace.empty()) {
-    AE_ASSIGN(in_ws, control::UseWorkspace(r, opt.workspace, "shell"));
+    AE_ASSIGN(in_ws, workspace::UseWorkspace(r, opt.workspace, "shell"));
     in_ws->Apply(&spec);
     // A disk limit keeps the changes on a tmpfs until they are carried
     // back; an interactive shell's would not survive a kill of it.
-    AE_ASSIGN(uint64_t disk, control::DiskBytesFor(r.root(), 0, in_ws->ws.disk_bytes));
+    AE_ASSIGN(uint64_t disk, mounts::DiskBytesFor(r.root(), 0, in_ws->ws.disk_bytes));
     if (disk)
       return Fail(ErrorCode::kUnsupported, "shell --workspace " + opt.workspace + ": a disk limit of " +
                                                std::to_string(disk) + " bytes applies to it, which shell does not "
                                                "enforce; run commands with agentenv exec --workspace instead");
   }
   spec.tied_to_caller = true;
-  const control::Workspace* ws = in_ws ? &in_ws->ws : nullptr;
+  const workspace::Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // bash if the tree has it (a workspace's: its upper over its lower).
   std::vector<std::string> cmd = opt.argv;
   if (cmd.empty()) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 
 namespace agentenv::serve {
 
@@ -15,7 +15,7 @@ struct ShellOptions {
   std::vector<std::string> argv;  // empty: /bin/bash -i if the tree has it, else /bin/sh -i
   std::string network = "allow";
   std::string cwd = "/";
-  control::CaptureOptions capture;
+  capture::CaptureOptions capture;
   std::string workspace;  // a workspace's shell: its overlay as /, its snapshot at the end
 };
 

@@ -7,9 +7,10 @@
 #include <mutex>
 #include <optional>
 
-#include "control/ignore.h"
-#include "control/jobs.h"
+#include "control/open_repo.h"
+#include "run/jobs.h"
 #include "control/ops.h"
+#include "serve/log.h"
 #include "serve/serving.h"
 #include "serve/supervise.h"
 #include "snap/layout.h"
@@ -28,7 +29,7 @@ class Supervisor {
   Result<void> Launch() {
     std::lock_guard lock(mu_);
     AE_ASSIGN(runner::Env env, runner::Env::Start(spec_));
-    control::Log("agent started (pid " + std::to_string(env.pid()) + ")");
+    serve::Log("agent started (pid " + std::to_string(env.pid()) + ")");
     env_.emplace(std::move(env));
     return {};
   }
@@ -44,7 +45,7 @@ class Supervisor {
     Result<control::RollbackReply> r = server_.Rollback(req);
     auto env = runner::Env::Start(spec_);
     if (!env) return Unexpected<Error>(env.error());
-    control::Log("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
+    serve::Log("agent relaunched after rollback (pid " + std::to_string(env->pid()) + ")");
     env_.emplace(std::move(*env));
     if (!r) return Unexpected<Error>(r.error());
     r->relaunched = true;
@@ -57,7 +58,7 @@ class Supervisor {
     AE_ASSIGN(control::PsReply rep, server_.Ps(req));
     rep.supervised = true;
     std::lock_guard lock(mu_);
-    if (env_) rep.agent = control::AgentEntry{env_->pid(), control::EnvProcesses(*env_)};
+    if (env_) rep.agent = control::AgentEntry{env_->pid(), run::EnvProcesses(*env_)};
     return control::ToJson(rep);
   }
 
@@ -101,10 +102,10 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
   runner::EnvSpec spec;
   spec.root = server.repo().work_dir();
   spec.argv = opt.argv;
-  AE_ASSIGN(spec.network, control::ParseNetwork(opt.network));
+  AE_ASSIGN(spec.network, run::ParseNetwork(opt.network));
   // /run is ignored (never versioned), so a restored tree may lack it; the
   // runner mounts a tmpfs there and binds the agent socket inside.
-  control::EnsureRunDir(server.repo().work_dir());
+  run::EnsureRunDir(server.repo().work_dir());
   std::string agent_sock = snap::layout::AgentSocket(root);
   spec.binds.push_back({agent_sock, runner::kSocketPath, false});
   Supervisor sup(server, spec);
@@ -130,7 +131,7 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
     pollfd p[2] = {{serving->signal_fd(), POLLIN, 0}, {pfd, POLLIN, 0}};
     if (::poll(p, pfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR) break;
     if (p[0].revents) {
-      control::Log("stopping: signal; killing the env");
+      serve::Log("stopping: signal; killing the env");
       sup.Stop();
       exit_code = 128 + SIGTERM;
       break;
@@ -138,7 +139,7 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
     if (pfd >= 0 && (p[1].revents & POLLIN)) {
       if (auto st = sup.Reap(pfd)) {
         exit_code = st->signal ? 128 + st->signal : st->exit_code;
-        control::Log("agent exited with " + std::to_string(exit_code));
+        serve::Log("agent exited with " + std::to_string(exit_code));
         break;
       }
     }

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "common/result.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 
 namespace agentenv::serve {
 
 struct SuperviseOptions {
   std::vector<std::string> argv;  // the agent
   std::string network = "allow";
-  control::CaptureOptions capture;
+  capture::CaptureOptions capture;
 };
 
 // Runs the agent until it exits or SIGINT/SIGTERM arrives; returns its exit

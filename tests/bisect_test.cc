@@ -1,4 +1,4 @@
-// bisect (control/bisect.h): a planted breakage found in a 1,000-node
+// bisect (trials/bisect.h): a planted breakage found in a 1,000-node
 // history, K nodes tested at a time in forked workspaces, the live tree
 // untouched; skips and aborting exit codes as git bisect run has them.
 #include <catch2/catch.hpp>
@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <set>
 
-#include "control/bisect.h"
+#include "trials/bisect.h"
 #include "control/ops.h"
 #include "control/server.h"
-#include "control/workspace.h"
+#include "workspace/workspace.h"
 #include "snap_testutil.h"
 #include "testutil.h"
 
@@ -72,7 +72,7 @@ TEST_CASE("bisect: a planted breakage in 1,000 nodes, 4 at a time, in at most 5 
   req.test = kTest;
   req.good = h.nodes.front().Hex();
   req.jobs = 4;
-  auto b = control::Bisect(server, req);
+  auto b = server.Bisect(req);
   INFO((b ? "" : b.error().message));
   REQUIRE(b);
   CHECK(b->path == 1000);
@@ -87,11 +87,11 @@ TEST_CASE("bisect: a planted breakage in 1,000 nodes, 4 at a time, in at most 5 
   // Nothing in the live tree moved, no workspace is left.
   CHECK(*server.repo().Head() == head);
   CHECK(ReadFileAt(server.repo().work_dir() + "/etc/state") == state);
-  CHECK(control::ListWorkspaces(server.repo().root())->empty());
+  CHECK(workspace::ListWorkspaces(server.repo().root())->empty());
 
   // One at a time is a binary search: about log2(1000) rounds.
   req.jobs = 1;
-  auto one = control::Bisect(server, req);
+  auto one = server.Bisect(req);
   REQUIRE(one);
   CHECK(one->first_bad->id == h.nodes[637].Hex());
   CHECK(one->rounds.size() >= 9);
@@ -118,7 +118,7 @@ TEST_CASE("bisect: 125 skips a node, only skipped nodes left is ambiguous, 128 a
   req.test = kTest;
   req.good = h.nodes.front().Hex();
   req.jobs = 2;
-  auto b = control::Bisect(server, req);
+  auto b = server.Bisect(req);
   REQUIRE(b);
   CHECK_FALSE(b->found);
   // The first bad testable node is 25; 20..24 could each be the first.
@@ -128,15 +128,15 @@ TEST_CASE("bisect: 125 skips a node, only skipped nodes left is ambiguous, 128 a
   CHECK(*b->last_good == h.nodes[19].Hex());
 
   req.test = "exit 129";
-  auto aborted = control::Bisect(server, req);
+  auto aborted = server.Bisect(req);
   REQUIRE_FALSE(aborted);
   CHECK(aborted.error().message.find("exit code 129") != std::string::npos);
-  CHECK(control::ListWorkspaces(server.repo().root())->empty());
+  CHECK(workspace::ListWorkspaces(server.repo().root())->empty());
 
   req.test = kTest;
   req.good = h.nodes[30].Hex();
   req.bad = h.nodes[10].Hex();
-  auto backwards = control::Bisect(server, req);
+  auto backwards = server.Bisect(req);
   REQUIRE_FALSE(backwards);
   CHECK(backwards.error().message.find("is not an ancestor of bad") != std::string::npos);
 }

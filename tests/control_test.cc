@@ -14,9 +14,9 @@
 #include "control/errors.h"
 #include "common/text.h"
 #include "control/frames.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "control/ops.h"
-#include "control/workspace.h"
+#include "workspace/workspace.h"
 #include "snap_testutil.h"
 
 namespace agentenv::test {
@@ -262,19 +262,19 @@ TEST_CASE("control: a look at a workspace's lock never makes it busy for a comma
   fork.ref = "HEAD";
   fork.name = "w";
   REQUIRE(client.Call(fork));
-  auto ws = control::LoadWorkspace(repo.root, "w");
+  auto ws = workspace::LoadWorkspace(repo.root, "w");
   REQUIRE(ws);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> looks{0};
   std::thread looker([&] {
     while (!stop) {
-      (void)control::WorkspaceBusy(*ws);
+      (void)workspace::WorkspaceBusy(*ws);
       ++looks;
     }
   });
   int busy = 0;
   for (int i = 0; i < 3000; ++i) {
-    auto lock = control::LockWorkspace(*ws, "test");
+    auto lock = workspace::LockWorkspace(*ws, "test");
     if (!lock) ++busy;
   }
   stop = true;
@@ -282,10 +282,10 @@ TEST_CASE("control: a look at a workspace's lock never makes it busy for a comma
   CHECK(looks > 100);
   CHECK(busy == 0);
   // Held, it is busy to a look and to a command, which is told who holds it.
-  auto held = control::LockWorkspace(*ws, "exec: make test");
+  auto held = workspace::LockWorkspace(*ws, "exec: make test");
   REQUIRE(held);
-  CHECK(control::WorkspaceBusy(*ws));
-  auto second = control::LockWorkspace(*ws, "another");
+  CHECK(workspace::WorkspaceBusy(*ws));
+  auto second = workspace::LockWorkspace(*ws, "another");
   REQUIRE_FALSE(second);
   CHECK(second.error().code == ErrorCode::kBusy);
   CHECK(second.error().message.find("exec: make test (pid ") != std::string::npos);

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "bench/day_gen.h"
-#include "control/digest.h"
+#include "history/digest.h"
 #include "control/ops.h"
 #include "control/server.h"
 #include "testutil.h"
@@ -41,7 +41,7 @@ TEST_CASE("digest: a generated day of ~2,400 nodes fits 2,000 tokens and names e
 
   control::DigestRequest req;
   req.since = "2025-03-12";
-  auto d = control::Digest(**repo, req, day->end_ns + int64_t(3600) * 1000000000);
+  auto d = history::Digest(**repo, req, day->end_ns + int64_t(3600) * 1000000000);
   REQUIRE(d);
   INFO(d->text);
   CHECK(d->nodes == day->nodes);
@@ -82,7 +82,7 @@ TEST_CASE("digest: a generated day of ~2,400 nodes fits 2,000 tokens and names e
 
   // A smaller budget keeps every package name, dropping detail first.
   req.max_tokens = 250;
-  auto small = control::Digest(**repo, req, day->end_ns);
+  auto small = history::Digest(**repo, req, day->end_ns);
   REQUIRE(small);
   CHECK(small->text.size() < d->text.size());
   for (const auto& name : day->packages) CHECK(small->text.find(name) != std::string::npos);
@@ -106,13 +106,13 @@ TEST_CASE("digest: a window without nodes says so", "[control][digest]") {
   auto repo = snap::Repo::Create(t.str() + "/repo");
   REQUIRE(repo);
   control::DigestRequest req;
-  auto empty = control::Digest(**repo, req, 0);
+  auto empty = history::Digest(**repo, req, 0);
   REQUIRE(empty);
   CHECK(empty->text == "no snapshots yet");
   bench::DayGen gen(**repo, LocalNs(2025, 3, 12, 7, 0), 200);
   REQUIRE(gen.Run());
   req.since = "2025-03-13";
-  auto none = control::Digest(**repo, req, LocalNs(2025, 3, 14, 0, 0));
+  auto none = history::Digest(**repo, req, LocalNs(2025, 3, 14, 0, 0));
   REQUIRE(none);
   CHECK(none->nodes == 0);
   CHECK(none->text.starts_with("no nodes between "));

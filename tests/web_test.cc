@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "control/archive.h"
-#include "control/ignore.h"
+#include "control/open_repo.h"
 #include "control/ops.h"
 #include "serve/http.h"
 #include "snap/layout.h"

@@ -1,5 +1,10 @@
 #include "watch/ignore.h"
 
+#include <fcntl.h>
+
+#include "common/read_all.h"
+#include "common/unique_fd.h"
+
 #include <optional>
 #include <vector>
 
@@ -183,6 +188,21 @@ IgnoreRules IgnoreRules::Defaults() {
       "**/.*.kate-swp\n**/.goutputstream-*\n";
   auto r = Parse(kDefaults);
   return r ? std::move(r).value() : IgnoreRules();
+}
+
+Result<IgnoreRules> IgnoreRules::WithFile(const std::string& path) {
+  IgnoreRules rules = Defaults();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOENT) return rules;
+  if (!fd) return FailErrno(path, errno);
+  // A rules file is a few lines; one past 16 MiB is no rules file.
+  constexpr size_t kMaxBytes = size_t{16} << 20;
+  AE_ASSIGN(std::string text, ReadUpTo(fd.get(), path, kMaxBytes + 1));
+  if (text.size() > kMaxBytes) return Fail(ErrorCode::kInvalid, path + ": larger than 16 MiB; not a rules file");
+  auto extra = Parse(text);
+  if (!extra) return Fail(ErrorCode::kInvalid, path + ": " + extra.error().message);
+  rules.Add(*extra);
+  return rules;
 }
 
 Result<IgnoreRules> IgnoreRules::Parse(std::string_view text) {

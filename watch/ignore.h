@@ -38,6 +38,11 @@ class IgnoreRules {
   // unterminated '[', a dangling '\', or a pattern that is empty after '!'.
   static Result<IgnoreRules> Parse(std::string_view text);
 
+  // Defaults() plus the rules file at `path` (a repository's <root>/ignore;
+  // absent: the defaults alone). Errors: kInvalid "<path>: line N: ...",
+  // I/O reading it.
+  static Result<IgnoreRules> WithFile(const std::string& path);
+
   // Appends one pattern line (same syntax and errors as Parse, without the
   // line number); comments and blank lines are accepted and do nothing.
   Result<void> AddPattern(std::string_view line);

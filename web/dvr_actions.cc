@@ -13,8 +13,9 @@
 #include "common/random.h"
 #include "common/unique_fd.h"
 #include "control/archive.h"
-#include "control/capture.h"
+#include "capture/capture.h"
 #include "serve/http.h"
+#include "serve/log.h"
 #include "snap/layout.h"
 #include "snap/scratch.h"
 #include "web/dvr_routes.h"
@@ -59,7 +60,7 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
       if (!body.is_object()) return SendError(res, 400, path + ": the body must be a JSON object");
       const bool dry = body.value("dry_run", false);
       body.erase("dry_run");
-      if (!dry) control::Log("web: " + path.substr(5) + " " + body.dump());
+      if (!dry) serve::Log("web: " + path.substr(5) + " " + body.dump());
       Error err;
       json out = run(body, dry, &err);
       if (out.is_null()) return SendError(res, err);

@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "control/capture.h"
+#include "capture/capture.h"
+#include "serve/log.h"
 
 namespace agentenv::web {
 
@@ -87,7 +88,7 @@ void EventHub::Run() {
     if (stop_) break;
     auto change = index_.Poll();
     if (!change) {
-      if (change.error().message != last_error) control::Log("web: " + change.error().message);
+      if (change.error().message != last_error) serve::Log("web: " + change.error().message);
       last_error = change.error().message;
       continue;
     }

@@ -1,4 +1,4 @@
-// control/disk_quota: holding a command's writes to a number of bytes
+// mounts/disk_limit: holding a command's writes to a number of bytes
 // (`--disk`, `disk_bytes`), rootless. The writes go to an overlay upper on
 // a tmpfs of that size mounted inside the env's own mount namespace
 // (runner::Overlay::disk_bytes): past it a write fails with ENOSPC inside,
@@ -22,7 +22,7 @@
 #include "snap/scratch.h"
 #include "snap/upper_apply.h"
 
-namespace agentenv::control {
+namespace agentenv::mounts {
 
 struct RepoConfig {
   uint64_t disk_bytes = 0;  // default limit of exec and workspace commands; 0: none
@@ -60,4 +60,4 @@ class DiskLimit {
   std::optional<snap::ScratchDir> mount_point_;
 };
 
-}  // namespace agentenv::control
+}  // namespace agentenv::mounts

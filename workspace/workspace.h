@@ -32,7 +32,7 @@
 #include "snap/repo.h"
 #include "store/store.h"
 
-namespace agentenv::control {
+namespace agentenv::workspace {
 
 struct Workspace {
   std::string name;
@@ -98,6 +98,19 @@ struct WorkspaceInUse {
 // Repo::LeaseLower reports.
 Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name, std::string_view holder);
 
+// Resolves `ref` and calls `lease(node)`, which leases the node (a
+// workspace's creation does). retain may drop the node between the two
+// (HEAD moved on and the node fell out of the kept set): lease then fails
+// with kNotFound, and `ref` is resolved again, a few times.
+template <class F>
+auto LeaseResolved(snap::Repo& repo, const std::string& ref, F lease) -> decltype(lease(store::ObjectId{})) {
+  for (int attempt = 0;; ++attempt) {
+    AE_ASSIGN(store::ObjectId node, repo.Resolve(ref));
+    auto leased = lease(node);
+    if (leased || leased.error().code != ErrorCode::kNotFound || attempt == 3) return leased;
+  }
+}
+
 // Whether a command holds the lock now; tests it without taking it.
 bool WorkspaceBusy(const Workspace& ws);
 // Removes the workspace: renamed aside, then deleted, then its node lease
@@ -115,4 +128,4 @@ Result<bool> FinishRemoval(snap::Repo& repo, const std::string& name);
 // Errors: I/O.
 Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::workspace

@@ -1,18 +1,20 @@
 // bisect: K-ary search for the first failing node, each test in a
 // workspace of its own (see bisect.h).
-#include "control/bisect.h"
+#include "trials/bisect.h"
 
 #include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
 
-#include "control/jobs.h"
-#include "control/render.h"
-#include "control/workspace.h"
+#include "run/jobs.h"
+#include "history/node_view.h"
+#include "run/pipeline.h"
 #include "snap/fsops.h"
+#include "store/worker_pool.h"
+#include "workspace/workspace.h"
 
-namespace agentenv::control {
+namespace agentenv::trials {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -25,7 +27,7 @@ uint64_t MsSince(Clock::time_point t) {
 struct Trial {
   BisectTry result;
   std::optional<snap::LowerLease> lower;
-  std::optional<Workspace> ws;
+  std::optional<workspace::Workspace> ws;
   UniqueFd lock;  // the workspace's, from its creation to its removal
   std::string error;  // could not test (fork, run), or an aborting exit
 };
@@ -34,31 +36,22 @@ struct Trial {
 // removed one at a time, only the tests run in parallel).
 void Prepare(snap::Repo& repo, const store::ObjectId& node, uint64_t index, const std::string& tag, Trial* t) {
   t->result.id = node.Hex();
-  t->result.short_id = Short(node);
+  t->result.short_id = history::Short(node);
   t->result.index = index;
   auto lower = repo.LeaseLower(node);
   if (!lower) return void(t->error = lower.error().message);
-  auto ws = CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir(), "", 0, &t->lock, "bisect");
+  auto ws = workspace::CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir(), "", 0, &t->lock, "bisect");
   if (!ws) return void(t->error = ws.error().message);
   t->lower = std::move(*lower);
   t->ws = std::move(*ws);
 }
 
 // Runs the test in the prepared workspace (any thread).
-void RunTest(const std::string& test, std::chrono::milliseconds timeout, runner::Network network, Trial* t) {
+void RunTest(snap::Repo& repo, const std::string& test, std::chrono::milliseconds timeout, runner::Network network,
+             Trial* t) {
   if (!t->ws) return;
   const auto began = Clock::now();
-  runner::EnvSpec spec;
-  spec.root = t->ws->mount_point();
-  spec.overlay = t->ws->overlay();
-  spec.held_fds = {t->lock.get(), t->lower->fd()};
-  spec.tied_to_caller = true;
-  spec.network = network;
-  spec.stdio = runner::Stdio::kCapture;
-  spec.limits.output_cap = 4096;
-  spec.limits.timeout = timeout;
-  spec.argv = {"/bin/sh", "-c", test};
-  auto ran = runner::Run(spec);
+  auto ran = run::RunInWorkspace(repo, *t->ws, t->lock.get(), t->lower->fd(), {test, network, timeout, 4096, 0});
   t->result.duration_ms = MsSince(began);
   if (!ran) return void(t->error = ran.error().message);
   if (ran->signal || ran->timed_out)
@@ -71,13 +64,12 @@ void RunTest(const std::string& test, std::chrono::milliseconds timeout, runner:
 
 }  // namespace
 
-Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
+Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
   const auto start = Clock::now();
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "bisect: no test (--test CMD: exit 0 good, 125 skip, 1-127 bad)");
   if (r.jobs == 0 || r.jobs > 256) return Fail(ErrorCode::kInvalid, "bisect: jobs must be 1 to 256");
-  AE_ASSIGN(auto timeout, RunTimeout(r.timeout_s, "bisect: timeout_s"));
-  AE_ASSIGN(runner::Network network, ParseNetwork(r.network));
-  snap::Repo& repo = server.repo();
+  AE_ASSIGN(auto timeout, run::RunTimeout(r.timeout_s, "bisect: timeout_s"));
+  AE_ASSIGN(runner::Network network, run::ParseNetwork(r.network));
   AE_ASSIGN(store::ObjectId bad, repo.Resolve(r.bad));
   std::optional<store::ObjectId> good;
   if (!r.good.empty()) {
@@ -89,7 +81,7 @@ Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
   for (store::ObjectId at = bad; !(good && at == *good);) {
     AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
     if (!rec.parent) {
-      if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + Short(*good) + " is not an ancestor of bad " + Short(bad));
+      if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + history::Short(*good) + " is not an ancestor of bad " + history::Short(bad));
       break;
     }
     at = *rec.parent;
@@ -101,7 +93,7 @@ Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
   // Bounds: lo is known good (-1: nothing yet, no good given), hi known bad.
   int64_t lo = good ? 0 : -1, hi = int64_t(path.size()) - 1;
   std::set<int64_t> skipped;
-  const std::string tag = Short(bad).substr(0, 8) + "-" + std::to_string(snap::NowNs() / 1000 % 1000000);
+  const std::string tag = history::Short(bad).substr(0, 8) + "-" + std::to_string(snap::NowNs() / 1000 % 1000000);
   auto untested = [&] {
     std::vector<int64_t> v;
     for (int64_t i = lo + 1; i < hi; ++i)
@@ -120,12 +112,13 @@ Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
     }
     std::vector<Trial> trials(picks.size());
     for (size_t j = 0; j < picks.size(); ++j) Prepare(repo, path[size_t(picks[j])], uint64_t(picks[j]), tag, &trials[j]);
-    std::vector<std::thread> workers;
-    for (size_t j = 0; j < picks.size(); ++j)
-      workers.emplace_back([&, j] { RunTest(r.test, timeout, network, &trials[j]); });
-    for (auto& w : workers) w.join();
+    {
+      // One pool thread per test: each only waits on its command.
+      store::WorkerPool pool(unsigned(picks.size()));
+      for (size_t j = 0; j < picks.size(); ++j) pool.Submit([&, j] { RunTest(repo, r.test, timeout, network, &trials[j]); });
+    }  // joins
     for (Trial& t : trials)
-      if (t.ws) (void)RemoveWorkspace(repo, *t.ws, std::move(t.lock));
+      if (t.ws) (void)workspace::RemoveWorkspace(repo, *t.ws, std::move(t.lock));
     BisectRound round;
     for (const Trial& t : trials) {
       if (!t.error.empty())
@@ -153,21 +146,21 @@ Result<BisectReply> Bisect(Server& server, const BisectRequest& r) {
   if (lo >= 0) rep.last_good = path[size_t(lo)].Hex();
   const store::ObjectId& first = path[size_t(hi)];
   AE_ASSIGN(snap::NodeRecord rec, repo.Record(first));
-  rep.first_bad = MakeNodeInfo(rec);
+  rep.first_bad = history::MakeNodeInfo(rec);
   if (!rec.packages) {
     if (auto p = repo.Packages(first)) {
-      rep.first_bad->packages = MakePackageInfos(*p);
-      rep.first_bad->packages_omitted = OmittedPackages(*p);
+      rep.first_bad->packages = history::MakePackageInfos(*p);
+      rep.first_bad->packages_omitted = history::OmittedPackages(*p);
     }
   }
   if (auto node = snap::LoadNode(repo.store(), first)) {
     rep.added = node->changes.added;
     rep.modified = node->changes.modified;
     rep.deleted = node->changes.deleted;
-    for (const auto& c : node->changes.sample) rep.sample.push_back(MakeChangeInfo(c));
+    for (const auto& c : node->changes.sample) rep.sample.push_back(history::MakeChangeInfo(c));
   }
   rep.duration_ms = MsSince(start);
   return rep;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::trials

@@ -1,4 +1,5 @@
-// The repository's ignore rules and opening a repository with them.
+// Opening a repository with its ignore rules (the defaults plus
+// <root>/ignore, watch/ignore.h), as every caller of the operations does.
 #pragma once
 
 #include <memory>
@@ -6,15 +7,11 @@
 
 #include "common/result.h"
 #include "snap/repo.h"
-#include "watch/ignore.h"
 
 namespace agentenv::control {
 
-// Built-in defaults plus <root>/ignore (gitignore syntax). Errors: kInvalid
+// The repository's ignore rules as a filter for snap/. Errors: kInvalid
 // with the file's path and line on a bad pattern.
-Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root);
-
-// The same rules as a filter for snap/.
 Result<snap::PathFilter> LoadIgnoreRules(const std::string& root);
 
 // Opens the repository at `root` with its ignore rules. Errors: as

@@ -12,10 +12,38 @@
 
 #include "common/result.h"
 #include "runner/runner.h"
-#include "control/types.h"
+#include "common/fields.h"
 #include "snap/repo.h"
 
-namespace agentenv::control {
+namespace agentenv::run {
+
+// exec and spawn: what to run and with which limits.
+struct RunRequest {
+  std::string command;             // a shell line for /bin/sh -c, or
+  std::vector<std::string> argv;   // a program and its arguments
+  std::optional<std::string> cwd;  // default "/", or the session's
+  std::map<std::string, std::string> env;
+  std::string network = "allow";
+  std::optional<double> timeout_s;     // exec; default: 300 collected, none streamed
+  std::optional<uint64_t> output_cap;  // exec; default: 64 KiB collected, none streamed
+  uint64_t memory_bytes = 0, pids = 0;
+  double cpus = 0;
+  std::string session;  // exec only
+  bool snapshot = true;  // exec only
+  std::string workspace;  // exec only: run in this workspace, snapshot it
+  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
+  template <class V> void Fields(V& v) {
+    v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
+    v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
+    v("cpus", cpus); v("session", session); v("snapshot", snapshot); v("workspace", workspace);
+    v("disk_bytes", disk_bytes);
+  }
+};
+struct ProcessEntry {
+  int64_t pid = 0, ns_pid = 0, ppid = 0;
+  std::string cmdline;
+  template <class V> void Fields(V& v) { v("pid", pid); v("ns_pid", ns_pid); v("ppid", ppid); v("cmdline", cmdline); }
+};
 
 // One env started by exec or spawn. `mu` guards env and status: the thread
 // that runs an exec and a `kill` from another client both reach them.
@@ -80,4 +108,4 @@ Result<runner::Network> ParseNetwork(const std::string& s);
 // would overflow the milliseconds it is counted in).
 Result<std::chrono::milliseconds> RunTimeout(double seconds, const std::string& what);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::run

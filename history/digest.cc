@@ -1,6 +1,6 @@
 // Digest: phases, packages, rollbacks and tournaments of a span of
 // history, rendered within a token budget (see digest.h).
-#include "control/digest.h"
+#include "history/digest.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +9,9 @@
 #include <set>
 #include <unordered_map>
 
-#include "control/render.h"
+#include "history/node_view.h"
 
-namespace agentenv::control {
+namespace agentenv::history {
 namespace {
 
 std::string Clock(int64_t ns, bool with_date) {
@@ -179,8 +179,8 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
     }
     items.push_back(std::move(item));
   }
-  rep.since = control::FormatTime(since == INT64_MIN ? 0 : since);
-  rep.until = control::FormatTime(until == INT64_MAX ? now_ns : until);
+  rep.since = FormatTime(since == INT64_MIN ? 0 : since);
+  rep.until = FormatTime(until == INT64_MAX ? now_ns : until);
   rep.nodes = items.size();
   if (items.empty()) {
     rep.text = "no nodes between " + rep.since + " and " + rep.until;
@@ -394,4 +394,4 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
   return rep;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::history

@@ -1,4 +1,4 @@
-// The on-disk side of workspaces (control/workspace.h).
+// Workspaces on disk: made, locked, used, listed and removed (workspace/workspace.h).
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -11,15 +11,16 @@
 #include <set>
 #include <sstream>
 
+#include "workspace/workspace.h"
+
 #include "common/durable.h"
-#include "control/fields.h"
-#include "control/session.h"
-#include "control/workspace.h"
+#include "common/fields.h"
+#include "common/text.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
 #include "snap/scratch.h"
 
-namespace agentenv::control {
+namespace agentenv::workspace {
 namespace {
 
 struct State {
@@ -260,4 +261,4 @@ Result<bool> FinishRemoval(snap::Repo& repo, const std::string& name) {
   return found;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::workspace

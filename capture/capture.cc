@@ -1,15 +1,16 @@
-#include "control/capture.h"
+#include "capture/capture.h"
 
 #include <time.h>
 
 #include <chrono>
 #include <cstdio>
 
-#include "control/ignore.h"
-#include "control/render.h"
+#include "history/node_view.h"
 #include "snap/fsops.h"
+#include "snap/layout.h"
+#include "watch/ignore.h"
 
-namespace agentenv::control {
+namespace agentenv::capture {
 namespace {
 
 // Wall and CPU time of this thread since construction.
@@ -36,18 +37,15 @@ class CpuWallTimer {
 
 }  // namespace
 
-void Log(const std::string& line) {
-  std::fprintf(stderr, "%s agentenv: %s\n", FormatTime(snap::NowNs()).c_str(), line.c_str());
-}
-
 Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt) {
-  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(repo.root()));
+  AE_ASSIGN(watch::IgnoreRules rules, watch::IgnoreRules::WithFile(snap::layout::Ignore(repo.root())));
   watch::WatcherOptions wo;
   wo.timing.quiet = std::chrono::milliseconds(opt.quiet_ms);
   wo.timing.max_delay = std::chrono::milliseconds(opt.max_delay_ms);
   wo.journal.ignore = std::move(rules);
-  wo.journal.on_warning = [](const std::string& w) { Log("warning: " + w); };
-  std::unique_ptr<Capture> c(new Capture(repo, writers));
+  auto log = opt.log ? opt.log : [](const std::string&) {};
+  wo.journal.on_warning = [log](const std::string& w) { log("warning: " + w); };
+  std::unique_ptr<Capture> c(new Capture(repo, writers, log));
   Capture* self = c.get();
   // The watch starts before the baseline scan, so nothing falls between.
   AE_ASSIGN(c->watcher_, watch::Watcher::Start(repo.work_dir(), wo, [self](watch::ChangeSet cs) { self->Queue(std::move(cs)); }));
@@ -157,7 +155,7 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   if (!r && opt.paths) {
     // The change set would be lost with this snapshot: fall back to a full
     // (stat-cached) scan, which sees everything.
-    Log("snapshot of changed paths failed (" + r.error().message + "); rescanning");
+    log_("snapshot of changed paths failed (" + r.error().message + "); rescanning");
     opt.paths.reset();
     r = repo_.Snapshot(opt);
   }
@@ -168,24 +166,24 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
       if (!health_.failing) health_ = CaptureHealth{true, "", snap::NowNs(), 0};
       health_.last_error = r.error().message;
     }
-    return Log("snapshot failed: " + r.error().message + " (retrying)");
+    return log_("snapshot failed: " + r.error().message + " (retrying)");
   }
   if (!opt.paths) {
     complete_ = true;
     std::lock_guard lock(mu_);
-    if (health_.failing) Log("capture recovered after " + std::to_string(health_.retries) + " retries");
+    if (health_.failing) log_("capture recovered after " + std::to_string(health_.retries) + " retries");
     health_ = {};
   }
   if (!r->node) return;
-  Log("node " + Short(*r->node) + ": " + r->label + " (" +
+  log_("node " + history::Short(*r->node) + ": " + r->label + " (" +
       (!opt.paths ? std::string("full scan") : std::to_string(cs.paths.size()) + " paths") + ", " +
       timer.Describe() + ")");
   // Thin history now and then; nodes are cheap to keep for a while.
   if (++since_retain_ < 64) return;
   since_retain_ = 0;
   auto kept = repo_.Retain(snap::RetentionPolicy{}, false, snap::NowNs());
-  if (!kept) return Log("retention failed: " + kept.error().message);
-  if (!kept->dropped.empty()) Log("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
+  if (!kept) return log_("retention failed: " + kept.error().message);
+  if (!kept->dropped.empty()) log_("retention dropped " + std::to_string(kept->dropped.size()) + " old nodes");
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::capture

@@ -1,5 +1,5 @@
 // The job table; planning the env of exec and spawn.
-#include "control/jobs.h"
+#include "run/jobs.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "common/unique_fd.h"
-#include "control/session.h"
+#include "run/session.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
 
-namespace agentenv::control {
+namespace agentenv::run {
 namespace {
 
 // How many ended spawn jobs ps keeps showing.
@@ -144,4 +144,4 @@ Result<PlannedRun> PlanRun(snap::Repo& repo, const RunRequest& r, bool is_exec, 
   return run;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::run

@@ -1,5 +1,5 @@
-// Mounted views of nodes and their records (control/mounts.h).
-#include "control/mounts.h"
+// Mounted views of nodes and their records (mounts/views.h).
+#include "mounts/views.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,13 +14,13 @@
 
 #include "common/durable.h"
 #include "common/write_all.h"
-#include "control/fields.h"
+#include "common/fields.h"
 #include "runner/view.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
 #include "snap/scratch.h"
 
-namespace agentenv::control {
+namespace agentenv::mounts {
 namespace {
 
 struct Stored {
@@ -227,4 +227,4 @@ Result<runner::ExitStatus> RunInView(snap::Repo& repo, const store::ObjectId& no
   return runner::RunWithView(lease.dir(), real, argv, {std::string("AGENTENV_VIEW=") + real}, lease.fd());
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::mounts

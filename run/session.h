@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/text.h"
 #include "runner/runner.h"
 
-namespace agentenv::control {
+namespace agentenv::run {
 
 inline constexpr const char* kSessionDir = "/run/agentenv-session";
 
@@ -25,10 +26,6 @@ struct SessionState {
   std::map<std::string, std::string> env;  // exported variables after the last command
 };
 
-// Checks a name (a session id, a workspace name): 1-64 of [A-Za-z0-9._-],
-// not starting with '.', so it is one path component and never "..".
-// Errors: kInvalid "<kind> '<name>': ..." naming the rule.
-Result<void> CheckName(std::string_view kind, const std::string& name);
 inline Result<void> CheckSessionId(const std::string& id) { return CheckName("session", id); }
 
 // The host directory of session `id` under repo root `root`, created
@@ -50,4 +47,4 @@ Result<SessionState> LoadSession(const std::string& session_dir);
 // "declare -x N=\"v\""): the variables with a value.
 std::map<std::string, std::string> ParseExports(const std::string& text);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::run

@@ -29,7 +29,7 @@
 #include "runner/runner.h"
 #include "snap/repo.h"
 
-namespace agentenv::control {
+namespace agentenv::mounts {
 
 struct MountRecord {
   std::string id;     // file name under mounts/
@@ -69,4 +69,4 @@ Result<std::set<std::string>> MountedLowers(const std::string& root);
 Result<runner::ExitStatus> RunInView(snap::Repo& repo, const store::ObjectId& node, const std::string& dir,
                                      const std::vector<std::string>& argv);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::mounts

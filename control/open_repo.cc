@@ -1,29 +1,13 @@
-// The repository's ignore rules: defaults plus <root>/ignore.
-#include <fstream>
-#include <memory>
-#include <sstream>
+// Opening a repository with its ignore rules (control/open_repo.h).
+#include "control/open_repo.h"
 
-#include "control/ignore.h"
 #include "snap/layout.h"
+#include "watch/ignore.h"
 
 namespace agentenv::control {
 
-Result<watch::IgnoreRules> RepoIgnoreRules(const std::string& root) {
-  watch::IgnoreRules rules = watch::IgnoreRules::Defaults();
-  std::string path = snap::layout::Ignore(root);
-  std::ifstream in(path);
-  if (in) {
-    std::stringstream text;
-    text << in.rdbuf();
-    auto extra = watch::IgnoreRules::Parse(text.str());
-    if (!extra) return Fail(ErrorCode::kInvalid, path + ": " + extra.error().message);
-    rules.Add(*extra);
-  }
-  return rules;
-}
-
 Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
-  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
+  AE_ASSIGN(watch::IgnoreRules rules, watch::IgnoreRules::WithFile(snap::layout::Ignore(root)));
   auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
   // The scan asks about a path only when its parent is not ignored: the
   // verdict on the path alone is enough (Ignored would re-check each
@@ -33,7 +17,7 @@ Result<snap::PathFilter> LoadIgnoreRules(const std::string& root) {
 
 Result<std::unique_ptr<snap::Repo>> OpenRepo(const std::string& root) {
   AE_ASSIGN(auto repo, snap::Repo::Open(root));
-  AE_ASSIGN(watch::IgnoreRules rules, RepoIgnoreRules(root));
+  AE_ASSIGN(watch::IgnoreRules rules, watch::IgnoreRules::WithFile(snap::layout::Ignore(root)));
   auto shared = std::make_shared<watch::IgnoreRules>(std::move(rules));
   // As LoadIgnoreRules; the literal paths let a restore by swap find the
   // ignored directories without a walk.

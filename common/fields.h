@@ -24,7 +24,7 @@
 
 #include "common/result.h"
 
-namespace agentenv::control {
+namespace agentenv {
 
 using json = nlohmann::json;
 
@@ -37,6 +37,8 @@ template <class T>
 concept HasFields = requires(T& t, FieldWriter& w) { t.Fields(w); };
 
 json ToJson(const std::string& v);
+template <HasFields T>
+json ToJson(const T& v);
 template <class T>
 json ToJson(const std::optional<T>& v);
 template <class T>
@@ -57,8 +59,6 @@ json ToJson(const std::vector<T>& v) {
   return a;
 }
 json ToJson(const std::map<std::string, std::string>& v);
-template <HasFields T>
-json ToJson(const T& v);
 
 class FieldWriter {
  public:
@@ -92,6 +92,8 @@ template <class T>
 std::optional<std::string> FromJson(const json& j, std::vector<T>& v);
 template <class T>
 std::optional<std::string> FromJson(const json& j, std::optional<T>& v);
+template <HasFields T>
+std::optional<std::string> FromJson(const json& j, T& v);
 std::optional<std::string> FromJson(const json& j, std::string& v);
 std::optional<std::string> FromJson(const json& j, bool& v);
 std::optional<std::string> FromJson(const json& j, double& v);
@@ -120,11 +122,6 @@ std::optional<std::string> FromJson(const json& j, std::optional<T>& v) {
   v = std::move(inner);
   return std::nullopt;
 }
-template <class T>
-std::optional<std::string> FromJson(const json& j, std::vector<T>& v);
-template <HasFields T>
-std::optional<std::string> FromJson(const json& j, T& v);
-
 // Reads fields from one JSON object. The first problem wins.
 class FieldReader {
  public:
@@ -189,4 +186,4 @@ Result<T> ReadReply(std::string_view op, const json& result) {
   return v;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv

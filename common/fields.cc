@@ -1,6 +1,6 @@
-#include "control/fields.h"
+#include "common/fields.h"
 
-namespace agentenv::control {
+namespace agentenv {
 
 // Replaces bytes that are not UTF-8 instead of throwing when dumped.
 json ToJson(const std::string& v) { return json(v); }
@@ -58,4 +58,4 @@ std::optional<std::string> FieldReader::Finish() const {
   return std::nullopt;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv

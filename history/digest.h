@@ -1,4 +1,4 @@
-// control/digest: a span of history (by default the last day) in one page
+// history/digest: a span of history (by default the last day) in one page
 // for a model: phases of activity, each with its time span, node count,
 // package deltas, directories touched, commands run, rollbacks,
 // tournaments and tags, held to a token budget (characters / 4).
@@ -25,10 +25,43 @@
 
 #include <cstdint>
 
-#include "control/types.h"
+#include "history/node_view.h"
 #include "snap/repo.h"
 
-namespace agentenv::control {
+namespace agentenv::history {
+
+// log --digest : a span of history in one page.
+struct DigestRequest {
+  std::string since;  // "2 hours ago", "2025-03-12 08:00"; empty: a day before the newest node
+  std::string until;  // empty: now
+  uint64_t max_tokens = 2000;  // budget of the text, counted as characters / 4
+  template <class V> void Fields(V& v) {
+    v("since", since, kOmitEmpty); v("until", until, kOmitEmpty); v("max_tokens", max_tokens);
+  }
+};
+struct DigestPhase {
+  std::string start, end;  // local times
+  uint64_t nodes = 0, changes = 0;
+  std::vector<PackageInfo> packages;  // live-line nodes' deltas, in order
+  std::vector<std::string> dirs, commands, rollbacks, tournaments, tags;
+  template <class V> void Fields(V& v) {
+    v("start", start); v("end", end); v("nodes", nodes); v("changes", changes);
+    v("packages", packages, kOmitEmpty); v("dirs", dirs, kOmitEmpty); v("commands", commands, kOmitEmpty);
+    v("rollbacks", rollbacks, kOmitEmpty); v("tournaments", tournaments, kOmitEmpty); v("tags", tags, kOmitEmpty);
+  }
+};
+struct DigestReply {
+  std::string text;  // the page
+  std::string since, until;
+  uint64_t nodes = 0;
+  uint64_t tokens = 0;  // text.size() / 4, rounded up
+  std::vector<DigestPhase> phases;
+  template <class V> void Fields(V& v) {
+    v("text", text); v("since", since); v("until", until); v("nodes", nodes); v("tokens", tokens);
+    v("phases", phases);
+  }
+};
+
 
 inline constexpr int64_t kPhaseGap = int64_t{20} * 60 * 1000000000;
 inline constexpr size_t kMaxPhases = 12;
@@ -40,4 +73,4 @@ inline constexpr size_t kMaxPhases = 12;
 // repository's (corrupt records, lost node objects are skipped).
 Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::history

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,11 +18,15 @@
 #include "snap/repo.h"
 #include "watch/debounce.h"
 
-namespace agentenv::control {
+namespace agentenv::capture {
 
 struct CaptureOptions {
   int quiet_ms = 300;
   int max_delay_ms = 3000;
+  // Where what the capture does goes, one line each ("node 1a2b3c4d5e6f:
+  // ...", warnings, failures): the serving process's log. Called from the
+  // capture's and the watcher's threads; empty: dropped.
+  std::function<void(const std::string&)> log;
 };
 
 // How automatic capture is doing (status, the socket's status reply).
@@ -36,7 +41,7 @@ class Capture {
  public:
   // Starts watching the live tree, then takes a baseline snapshot of what
   // changed while nothing watched. `writers` is the mutex every writer of
-  // this process holds. Progress goes to stderr (Log). Errors: I/O, bad
+  // this process holds. What it does goes to opt.log. Errors: I/O, bad
   // ignore file.
   static Result<std::unique_ptr<Capture>> Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt);
   // Stops without delivering.
@@ -58,7 +63,8 @@ class Capture {
   CaptureHealth Health() const;
 
  private:
-  Capture(snap::Repo& repo, std::mutex& writers) : repo_(repo), writers_(writers) {}
+  Capture(snap::Repo& repo, std::mutex& writers, std::function<void(const std::string&)> log)
+      : repo_(repo), writers_(writers), log_(std::move(log)) {}
   void Loop();
   // Queues a change set (the watcher's callback).
   void Queue(watch::ChangeSet cs);
@@ -70,6 +76,7 @@ class Capture {
 
   snap::Repo& repo_;
   std::mutex& writers_;
+  const std::function<void(const std::string&)> log_;  // never empty
   std::unique_ptr<watch::Watcher> watcher_;
   std::thread thread_;
   mutable std::mutex mu_;  // guards pending_, stopping_, health_
@@ -82,7 +89,5 @@ class Capture {
   int since_retain_ = 0;
 };
 
-// One line on stderr with a timestamp, for long-running commands.
-void Log(const std::string& line);
 
-}  // namespace agentenv::control
+}  // namespace agentenv::capture

@@ -1,4 +1,4 @@
-// control/bisect: the first node on the path from a good node to a bad
+// trials/bisect: the first node on the path from a good node to a bad
 // one where a test command fails, testing K nodes at a time, each in its
 // own workspace forked from the node (nothing in the live tree changes).
 //
@@ -20,10 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "control/server.h"
-#include "control/types.h"
+#include "common/fields.h"
+#include "history/node_view.h"
+#include "snap/repo.h"
 
-namespace agentenv::control {
+namespace agentenv::trials {
+
+using history::ChangeInfo;
+using history::NodeInfo;
 
 struct BisectRequest {
   std::string test;        // shell command run in each node's workspace
@@ -74,7 +78,7 @@ struct BisectReply {
 // kInvalid (no test, jobs 0, good not an ancestor of bad, a test that
 // exited 128+ or was killed: the message names the node and the code),
 // kNotFound refs, what forking reports.
-Result<BisectReply> Bisect(Server& server, const BisectRequest& r);
+Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r);
 
 
-}  // namespace agentenv::control
+}  // namespace agentenv::trials

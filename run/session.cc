@@ -1,4 +1,4 @@
-#include "control/session.h"
+#include "run/session.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include "common/unique_fd.h"
 #include "snap/layout.h"
 
-namespace agentenv::control {
+namespace agentenv::run {
 namespace {
 
 // Runs first in every session command, then `eval "$1"` (a command line)
@@ -44,14 +44,6 @@ Result<std::string> ReadSmall(const std::string& path) {
 }
 
 }  // namespace
-
-Result<void> CheckName(std::string_view kind, const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.';
-  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
-  if (!ok)
-    return Fail(ErrorCode::kInvalid, std::string(kind) + " '" + name + "': use 1-64 of A-Z a-z 0-9 . _ - (not starting with '.')");
-  return {};
-}
 
 Result<std::string> SessionDir(const std::string& root, const std::string& id) {
   AE_TRY(CheckSessionId(id));
@@ -140,4 +132,4 @@ std::map<std::string, std::string> ParseExports(const std::string& text) {
   return vars;
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::run

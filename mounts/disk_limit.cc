@@ -1,5 +1,5 @@
-// Disk limits of commands (control/disk_quota.h).
-#include "control/disk_quota.h"
+// Disk limits of commands (mounts/disk_limit.h).
+#include "mounts/disk_limit.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "common/write_all.h"
-#include "control/fields.h"
+#include "common/fields.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
 
-namespace agentenv::control {
+namespace agentenv::mounts {
 namespace {
 
 std::string ConfigPath(const std::string& root) { return root + "/config"; }
@@ -86,4 +86,4 @@ Result<void> DiskLimit::Keep(int disk_fd) const {
   return snap::ApplyUpper(upper.get(), target.get(), mode_, ::geteuid() == 0, target_);
 }
 
-}  // namespace agentenv::control
+}  // namespace agentenv::mounts
