@@ -37,11 +37,14 @@ struct Stream {
     }
     cv.notify_all();
   }
-  // Waits until a message is queued or the stream ended (or stop is set);
-  // then takes what is queued.
-  std::deque<json> Take(const std::atomic<bool>& stop, bool* ended_out) {
+  // Waits until a message is queued or the stream ended (or stop is set),
+  // or with `briefly` at most 200 ms; then takes what is queued.
+  std::deque<json> Take(const std::atomic<bool>& stop, bool* ended_out, bool briefly = false) {
     std::unique_lock lock(mu);
-    while (q.empty() && !ended && !stop) cv.wait_for(lock, std::chrono::milliseconds(200));
+    while (q.empty() && !ended && !stop) {
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (briefly) break;
+    }
     *ended_out = ended || stop;
     return std::exchange(q, {});
   }
@@ -108,7 +111,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id) 
 }
 
 HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
-  return [this, path](httplib::Server& svr) {
+  auto install = [this, path](httplib::Server& svr) {
     svr.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
       json msg = json::parse(req.body, nullptr, false);
       if (msg.is_discarded()) return JsonError(res, 400, -32700, "parse error: the body must be one JSON-RPC message");
@@ -158,7 +161,9 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
             sink.done();
             return true;
           }
-          *pending = stream->Take(stopping_, &done);
+          *pending = stream->Take(stopping_, &done, true);
+          // A client that left frees its thread; the request runs on.
+          if (pending->empty() && !done && !sink.is_writable()) return false;
         }
       });
     });
@@ -180,6 +185,7 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
       res.status = 200;
     });
   };
+  return HttpRoutes{install, [path](std::string_view method, std::string_view p) { return method == "POST" && p == path; }};
 }
 
 }  // namespace agentenv::serve

@@ -32,8 +32,9 @@ class McpHttpEndpoint {
   McpHttpEndpoint(ToolRunner run, FileReader read, McpOptions opt = {});
   // Stop() first.
   ~McpHttpEndpoint();
-  // The routes to register on the listener: POST, GET and DELETE `path`.
-  // The endpoint must outlive the listener.
+  // The routes to register on the listener: POST, GET and DELETE `path`;
+  // its POSTs are long-lived (a reply may wait for a long command). The
+  // endpoint must outlive the listener.
   HttpRoutes Routes(const std::string& path = "/mcp");
   // Cancels every request in flight and ends every open stream, so the
   // listener can stop without waiting for long commands. Idempotent.

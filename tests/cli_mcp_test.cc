@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/cli_exec_testutil.h"
+#include "tests/http_testutil.h"
 
 namespace agentenv::test {
 namespace {
@@ -451,6 +452,34 @@ TEST_CASE("cli serve --listen: a bind that is not loopback requires the bearer t
   INFO(made.dump());
   CHECK(made["result"]["structuredContent"]["created"] == true);
   CHECK(HeadId(root) != head);
+}
+
+TEST_CASE("cli serve --listen: a second serve on the same port exits 5, port in use, and the first keeps every connection", "[cli][serve]") {
+  TempDir tmp_a, tmp_b;
+  fs::path a = BusyboxRepo(tmp_a), b = BusyboxRepo(tmp_b);
+  NobodyDaemon d(a, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  CmdResult second = Run(b, {"serve", "--listen", "127.0.0.1:" + std::to_string(port), "--no-capture"}, 15000);
+  INFO(second.Describe());
+  CHECK(second.code == 5);
+  CHECK(second.err.find("port in use") != std::string::npos);
+  HttpMcp m(port);
+  for (int i = 0; i < 20; ++i) CHECK(m.Initialize());
+}
+
+TEST_CASE("cli serve --listen: two Host headers are refused with 400 before any route", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  UniqueFd fd = ConnectFrom(port);
+  REQUIRE(SendAll(fd.get(), "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"));
+  CHECK(ReadResponse(fd.get(), 5000).status == 400);
+  UniqueFd one = ConnectFrom(port);
+  REQUIRE(SendAll(one.get(), GetRequest("/")));
+  CHECK(ReadResponse(one.get(), 5000).status == 200);
 }
 
 }  // namespace agentenv::test
