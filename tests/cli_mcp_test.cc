@@ -568,4 +568,41 @@ TEST_CASE("cli serve --listen: two Host headers are refused with 400 before any 
   CHECK(ReadResponse(one.get(), 5000).status == 200);
 }
 
+TEST_CASE("cli serve --listen: a bind that is not loopback logs where the token is, never the token, and takes Bearer in any case", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "0.0.0.0:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  std::string token = ReadFile(root / "http-token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  REQUIRE(token.size() >= 32);
+  std::string log = d.Log();
+  INFO(log);
+  CHECK(log.find(token) == std::string::npos);
+  CHECK(log.find((root / "http-token").string()) != std::string::npos);
+  HttpMcp lower(port, {{"Authorization", "bearer " + token}});
+  CHECK(lower.Initialize());
+}
+
+TEST_CASE("cli serve --listen: a loopback bind logs the DVR's URL with its token", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  REQUIRE(HttpPort(d) > 0);
+  std::string token = ReadFile(root / "http-token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  REQUIRE(!token.empty());
+  CHECK(d.Log().find("#token=" + token) != std::string::npos);
+}
+
+TEST_CASE("cli serve --help: /mcp is POSTed to (DELETE ends a session), GET is not offered", "[cli][serve]") {
+  CmdResult r = RunCmd({AGENTENV_BIN, "serve", "--help"});
+  INFO(r.Describe());
+  CHECK(r.code == 0);
+  CHECK(r.out.find("POST/GET") == std::string::npos);
+  CHECK(r.out.find("POST http://HOST:PORT/mcp") != std::string::npos);
+  CHECK(r.out.find("DELETE") != std::string::npos);
+}
+
 }  // namespace agentenv::test
