@@ -110,8 +110,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(seen.method == h.method, "the router saw another method");
   Check(seen.path == h.path(), "the router saw another path");
   if (h.body != serve::RequestHead::Body::kChunked) {
-    Check(seen.body == announced, "the router read another body than the head announced");
-    Check(stream.consumed() == h.size + announced, "the router read past the announced request");
+    // The router reads a body for these methods only; for another the
+    // body stays unread and the listener closes the connection after the
+    // reply (serve/http_loop.cc: consumed differs from the request's size).
+    const bool reads_body = h.method == "POST" || h.method == "PUT" || h.method == "PATCH" ||
+                            h.method == "DELETE" || h.method == "PRI";
+    if (reads_body) Check(seen.body == announced, "the router read another body than the head announced");
+    Check(stream.consumed() == h.size + (reads_body ? announced : 0), "the router read past the announced request");
   }
   return 0;
 }
