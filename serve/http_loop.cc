@@ -403,7 +403,12 @@ void HttpServer::Loop::Launch(HttpConn& c) {
 void HttpServer::Loop::Serve(HttpConn* c) {
   ConnStream stream(*c, stopping_, opt_.limits);
   bool closed = false;
-  const bool close = stopping_ || c->peer_done || c->served + 1 >= kMaxRequestsPerConn;
+  // The router reads a body only for the methods that have one; another's
+  // body stays unread, so the connection ends with this reply (and says so).
+  const std::string& m = c->head->method;
+  const bool body_unread = c->head->body != RequestHead::Body::kNone && m != "POST" && m != "PUT" && m != "PATCH" &&
+                           m != "DELETE" && m != "PRI";
+  const bool close = stopping_ || c->peer_done || body_unread || c->served + 1 >= kMaxRequestsPerConn;
   const bool ok = router_.Serve(stream, *c->head, c->body_in_front, close, &closed);
   // The connection stays open only when the request was read exactly as
   // announced (a chunked body, or one the router refused unread, ends it).

@@ -37,6 +37,13 @@ struct Listener {
   explicit Listener(serve::HttpOptions opt = {}) {
     serve::HttpRoutes routes{[this](httplib::Server& svr) {
       svr.Get("/ok", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+      svr.Get("/big", [](const httplib::Request&, httplib::Response& res) {  // 64 MiB, more than a socket holds
+        res.set_content_provider(size_t{64} << 20, "application/octet-stream",
+                                 [](size_t, size_t length, httplib::DataSink& sink) {
+                                   static const std::string chunk(65536, 'x');
+                                   return sink.write(chunk.data(), std::min(length, chunk.size()));
+                                 });
+      });
       svr.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
         res.set_content(std::to_string(req.body.size()), "text/plain");
       });
@@ -442,6 +449,33 @@ TEST_CASE("http listener: heads that could be read two ways are refused with 400
   UniqueFd big = ConnectFrom(l.port());
   REQUIRE(SendAll(big.get(), "GET /ok HTTP/1.1\r\nHost: 127.0.0.1\r\nX: " + std::string(20000, 'x')));
   CHECK(ReadResponse(big.get(), 2000).status == 431);
+}
+
+TEST_CASE("http listener: a client that stops reading its reply frees the thread after the write timeout", "[http]") {
+  serve::HttpOptions opt;
+  opt.limits.max_short = 1;
+  opt.limits.write_timeout = std::chrono::milliseconds(500);
+  Listener l(opt);
+  UniqueFd stalled = ConnectFrom(l.port(), "127.0.0.2");
+  REQUIRE(SendAll(stalled.get(), GetRequest("/big")));  // and not read: the socket's buffers fill
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The one short thread is stuck writing until the timeout; then it serves this.
+  auto [status, ms] = TimedGet(l.port(), "/ok", "", "127.0.0.1", 5000);
+  CHECK(status == 200);
+  CHECK(ms < Within(2000));
+  CHECK(ClosedWithin(stalled.get(), 5000));  // what was buffered, then the end: not 64 MiB
+}
+
+TEST_CASE("http listener: a body the router leaves unread is never taken for the next request", "[http]") {
+  Listener l;
+  UniqueFd fd = ConnectFrom(l.port());
+  const std::string hidden = GetRequest("/nosuch");
+  REQUIRE(SendAll(fd.get(), "GET /ok HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " + std::to_string(hidden.size()) +
+                                "\r\n\r\n" + hidden));
+  RawResponse r = ReadResponse(fd.get(), 2000);
+  CHECK(r.status == 200);
+  CHECK(r.head.find("Connection: close") != std::string::npos);
+  CHECK(ReadResponse(fd.get(), 1000).status == -1);  // no 404 for the body
 }
 
 }  // namespace agentenv::test

@@ -60,39 +60,39 @@ struct RawResponse {
 };
 
 // Reads one response with a Content-Length body (or, without one, the
-// head and whatever came with it) within `timeout_ms`.
+// head alone) within `timeout_ms`, and nothing past it: a pipelined
+// response after it stays for the next call. Interim (1xx) ones are skipped.
 inline RawResponse ReadResponse(int fd, int timeout_ms) {
   RawResponse r;
-  std::string in;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  size_t need = std::string::npos, head_end = std::string::npos;
+  // Up to `n` bytes into `out`; false when the time is up or the connection ended.
+  auto read = [&](std::string& out, size_t n) {
+    while (n > 0) {
+      int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      pollfd p{fd, POLLIN, 0};
+      if (left <= 0 || ::poll(&p, 1, left) <= 0) return false;
+      char buf[16384];
+      ssize_t got = ::recv(fd, buf, std::min(n, sizeof buf), 0);
+      if (got <= 0) return false;
+      out.append(buf, size_t(got));
+      n -= size_t(got);
+    }
+    return true;
+  };
   for (;;) {
-    if (head_end == std::string::npos && (head_end = in.find("\r\n\r\n")) != std::string::npos) {
-      r.head = in.substr(0, head_end + 4);
-      r.status = std::atoi(r.head.c_str() + 9);
-      size_t cl = r.head.find("Content-Length: ");
-      need = cl == std::string::npos ? head_end + 4 : head_end + 4 + std::stoul(r.head.substr(cl + 16));
-      if (r.status == 100) {  // an interim response: the real one follows
-        in.erase(0, head_end + 4);
-        head_end = std::string::npos;
-        r.status = -1;
-        continue;
-      }
-    }
-    if (need != std::string::npos && in.size() >= need) {
-      r.body = in.substr(head_end + 4, need - head_end - 4);
-      return r;
-    }
-    int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
-    char buf[16384];
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    in.append(buf, size_t(n));
+    std::string head;
+    while (!head.ends_with("\r\n\r\n"))
+      if (!read(head, 1)) return r;
+    const int status = std::atoi(head.c_str() + 9);
+    if (status == 100) continue;
+    size_t cl = head.find("Content-Length: ");
+    std::string body;
+    if (cl != std::string::npos && !read(body, std::stoul(head.substr(cl + 16)))) return r;
+    r.status = status;
+    r.head = std::move(head);
+    r.body = std::move(body);
+    return r;
   }
-  if (need == std::string::npos) r.status = -1;
-  return r;
 }
 
 // Whether the server closed `fd` (EOF or reset) within `timeout_ms` (0:
@@ -103,7 +103,7 @@ inline bool ClosedWithin(int fd, int timeout_ms) {
     int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, std::max(left, 0)) <= 0) return false;
-    char buf[4096];
+    char buf[65536];
     if (::recv(fd, buf, sizeof buf, 0) <= 0) return true;
   }
 }
