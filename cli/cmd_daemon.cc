@@ -42,7 +42,7 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   control::Server server(std::move(*repo));
   serve::ServeOptions so;
   std::unique_ptr<web::Dvr> dvr;  // outlives the listener its routes are on
-  std::string web_token;
+  std::string web_token, listen_host;
   so.signals = {SIGINT, SIGTERM};
   so.sockets.push_back({snap::layout::Socket(g.root), [&server](const std::string& op, const json& args,
                                                                const control::CallContext& call) {
@@ -55,7 +55,7 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
     auto hp = serve::ParseListen(listen);
     if (!hp) return ReportError(g, hp.error());
     serve::HttpOptions http;
-    http.host = hp->first;
+    http.host = listen_host = hp->first;
     http.port = hp->second;
     http.allowed_origins = origins;
     if (token_file.empty() && !serve::IsLoopbackHost(http.host)) token_file = snap::layout::HttpToken(g.root);
@@ -80,9 +80,15 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   if (const serve::HttpServer* http = (*serving)->http()) {
     serve::Log("serving MCP at " + http->base_url() + "/mcp" +
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
-    // The token rides in the fragment, which a browser never sends: the
-    // page reads it and keeps it for the tab (sessionStorage).
-    serve::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
+    // On loopback the token rides in the fragment, which a browser never
+    // sends: the page reads it and keeps it for the tab (sessionStorage).
+    // Any other bind's log may be read by others: the token stays in its
+    // file (and a browser could not send it with each request anyway).
+    if (serve::IsLoopbackHost(listen_host))
+      serve::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
+    else
+      serve::Log("web DVR at " + http->base_url() + "/ (every request needs the bearer token in " + token_file +
+                   "; for a browser, reach a loopback bind through a tunnel, e.g. ssh -L)");
   }
   int sig = (*serving)->WaitSignal();
   serve::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));
@@ -104,8 +110,8 @@ int CmdDaemon(int argc, char** argv) {
 int CmdServe(int argc, char** argv) {
   return RunDaemon(argc, argv, "serve",
                    "The daemon (automatic capture, the control socket) plus MCP over Streamable HTTP with "
-                   "--listen HOST:PORT, for an agent host on another machine: POST/GET http://HOST:PORT/mcp, "
-                   "Mcp-Session-Id, a bearer token for any non-loopback bind; and the web DVR, a browser UI for "
+                   "--listen HOST:PORT, for an agent host on another machine: POST http://HOST:PORT/mcp (DELETE ends a "
+                   "session), Mcp-Session-Id, a bearer token for any non-loopback bind; and the web DVR, a browser UI for "
                    "the history, at http://HOST:PORT/ (its URL with the action token is logged at start). One "
                    "process serves them all");
 }

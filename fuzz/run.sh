@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
-targets=(tar_import pax_time oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages)
+targets=(tar_import pax_time oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages http_head)
 
 # Longest input per target: archives and layouts need room.
 max_len() {
@@ -26,6 +26,7 @@ max_len() {
     oci_layout) echo 32768 ;;
     socket) echo 1024 ;;
     mcp) echo 512 ;;
+    http_head) echo 20000 ;;
     *) echo 4096 ;;
   esac
 }

@@ -1,46 +1,55 @@
-// The HTTP listener and its guard (serve/http.h).
+// The HTTP listener: its socket, options and helpers (serve/http.h); the
+// event loop is serve/http_loop.cc.
 #include "serve/http.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <httplib.h>
-#include <nlohmann/json.hpp>
-
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "common/durable.h"
 #include "common/random.h"
 #include "common/unique_fd.h"
+#include "serve/http_loop.h"
 
 namespace agentenv::serve {
 namespace {
 
-// The host part of a Host header or an origin's authority ("[::1]:80",
-// "localhost:8080", "example.com").
-std::string HostOf(std::string authority) {
-  if (authority.starts_with("[")) {
-    size_t end = authority.find(']');
-    return end == std::string::npos ? authority : authority.substr(1, end - 1);
+// The listening socket on HOST:PORT. SO_REUSEADDR lets a restarted server
+// bind past its old connections in TIME_WAIT; SO_REUSEPORT is never set,
+// so a second server on the same port fails here (EADDRINUSE) instead of
+// getting half of the first one's connections.
+Result<UniqueFd> Listen(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string where = host + ":" + std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return Fail(ErrorCode::kInvalid, where + ": " + ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> hold(found, &::freeaddrinfo);
+  UniqueFd fd(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, found->ai_protocol));
+  if (!fd) return FailErrno(where, errno);
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd.get(), found->ai_addr, found->ai_addrlen) != 0) {
+    if (errno == EADDRINUSE)
+      return Fail(ErrorCode::kBusy, where + ": port in use (another server listens there; stop it or choose another port)");
+    if (errno == EADDRNOTAVAIL)
+      return Fail(ErrorCode::kInvalid, where + ": cannot bind (not an address of this machine)");
+    return FailErrno(where, errno);
   }
-  size_t colon = authority.rfind(':');
-  return colon == std::string::npos ? authority : authority.substr(0, colon);
-}
-
-bool LoopbackOrigin(const std::string& origin) {
-  for (const char* scheme : {"http://", "https://"})
-    if (origin.starts_with(scheme)) return IsLoopbackHost(HostOf(origin.substr(std::strlen(scheme))));
-  return false;
-}
-
-void Refuse(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  nlohmann::json body = {{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", -32001}, {"message", message}}}};
-  res.set_content(body.dump(), "application/json");
+  // A burst of connections waits in a backlog this long, not for SYN retries.
+  if (::listen(fd.get(), 511) != 0) return FailErrno(where, errno);
+  return fd;
 }
 
 }  // namespace
@@ -55,8 +64,10 @@ bool IsLoopbackHost(const std::string& given) {
 }
 
 bool BearerMatches(const std::string& authorization, const std::string& token) {
-  if (token.empty() || !authorization.starts_with("Bearer ")) return false;
+  // RFC 9110: the scheme is case-insensitive, one or more spaces follow it.
+  if (token.empty() || authorization.size() < 7 || ::strncasecmp(authorization.c_str(), "bearer ", 7) != 0) return false;
   std::string_view given = std::string_view(authorization).substr(7);
+  while (given.starts_with(' ')) given.remove_prefix(1);
   if (given.size() != token.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < given.size(); ++i) diff |= uint8_t(given[i]) ^ uint8_t(token[i]);
@@ -96,71 +107,25 @@ Result<std::string> LoadOrCreateToken(const std::string& path) {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& opt, const std::vector<HttpRoutes>& routes) {
-  const bool loopback = IsLoopbackHost(opt.host);
-  if (!loopback && opt.token.empty())
+  if (!IsLoopbackHost(opt.host) && opt.token.empty())
     return Fail(ErrorCode::kInvalid, "--listen " + opt.host + ": a bind that is not loopback needs a bearer token");
+  AE_ASSIGN(UniqueFd fd, Listen(opt.host, opt.port));
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) return FailErrno("getsockname", errno);
   std::unique_ptr<HttpServer> s(new HttpServer);
   s->opt_ = opt;
-  s->svr_ = std::make_unique<httplib::Server>();
-  httplib::Server& svr = *s->svr_;
-  const int threads = opt.threads;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  svr.set_payload_max_length(size_t{16} << 20);
-  // The library listens with a backlog of 5: a burst of connections past
-  // it waits for SYN retries (a second each). The socket is ours to widen.
-  auto listen_fd = std::make_shared<int>(-1);
-  svr.set_socket_options([listen_fd](int sock) {
-    httplib::default_socket_options(sock);
-    if (*listen_fd < 0) *listen_fd = sock;
-  });
-  svr.set_pre_routing_handler([o = s->opt_, loopback](const httplib::Request& req, httplib::Response& res) {
-    using R = httplib::Server::HandlerResponse;
-    if (loopback && !IsLoopbackHost(HostOf(req.get_header_value("Host")))) {
-      Refuse(res, 403, "Host '" + req.get_header_value("Host") + "' refused: this server answers only to a loopback "
-                       "name (localhost, 127.0.0.1, [::1])");
-      return R::Handled;
-    }
-    if (req.has_header("Origin")) {
-      std::string origin = req.get_header_value("Origin");
-      bool allowed = LoopbackOrigin(origin);
-      for (const auto& a : o.allowed_origins) allowed |= origin == a;
-      if (!allowed) {
-        Refuse(res, 403, "Origin '" + origin + "' refused: allow it with --allow-origin");
-        return R::Handled;
-      }
-    }
-    if (!o.token.empty()) {
-      if (!BearerMatches(req.get_header_value("Authorization"), o.token)) {
-        res.set_header("WWW-Authenticate", "Bearer");
-        Refuse(res, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token is in the "
-                         "file the server printed at start)");
-        return R::Handled;
-      }
-    }
-    return R::Unhandled;
-  });
-  for (const auto& r : routes) r(svr);
-  if (opt.port == 0) {
-    s->port_ = svr.bind_to_any_port(opt.host);
-    if (s->port_ < 0) return Fail(ErrorCode::kInvalid, opt.host + ": cannot bind (not an address of this machine?)");
-  } else {
-    if (!svr.bind_to_port(opt.host, opt.port))
-      return Fail(ErrorCode::kBusy, opt.host + ":" + std::to_string(opt.port) + ": cannot bind (the port is in use, or "
-                                    "the address is not this machine's)");
-    s->port_ = opt.port;
-  }
-  if (*listen_fd >= 0) ::listen(*listen_fd, 256);
-  s->thread_ = std::thread([p = s.get()] { p->svr_->listen_after_bind(); });
+  s->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
+                                               : reinterpret_cast<sockaddr_in&>(bound).sin_port);
+  s->loop_ = std::make_unique<Loop>(opt, std::move(fd), routes);
+  AE_TRY(s->loop_->Start());
   return s;
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Stop() {
-  if (!svr_) return;
-  svr_->stop();
-  if (thread_.joinable()) thread_.join();
-  svr_.reset();  // waits for the requests being served
+  if (loop_) loop_->Stop();
 }
 
 std::string HttpServer::base_url() const {

@@ -1,18 +1,32 @@
-// The HTTP listener of `agentenv serve --listen HOST:PORT` (cpp-httplib):
-// one listener, route sets registered on it (MCP's /mcp today, others
-// later), and the guard every request passes first:
-//   - on a loopback bind, Host must name a loopback address (DNS
-//     rebinding: a page whose name resolves to 127.0.0.1 is refused);
-//   - an Origin header, when sent, must be a loopback origin or one given
-//     with --allow-origin (403 otherwise);
-//   - with a token (required for a bind that is not loopback), every
-//     request carries "Authorization: Bearer <token>" (401 otherwise).
-// A refused request reaches no route: it does nothing.
+// The HTTP listener of `agentenv serve --listen HOST:PORT`: one listener,
+// route sets registered on it (MCP's /mcp, the web DVR), and the guard
+// every request passes first (serve/http_head.h: one Host header, naming a
+// loopback host on a loopback bind; a loopback or allowed Origin; the
+// bearer token when one is set, as it must be for a bind that is not
+// loopback). A refused request reaches no route: it does nothing.
+//
+// Hostile clients cost bounded time and memory, not threads. One thread
+// (an epoll loop) accepts, reads every request's head (and a small body)
+// under one deadline for the whole head, keeps idle kept-alive
+// connections, and answers refusals itself; only a request whole and past
+// the guard gets a thread, which parses and routes it with cpp-httplib and
+// hands the connection back after the reply. So a client that sends a
+// byte a second, or never a byte, holds a socket and at most 80 KiB until
+// its deadline, and no thread at any time; connections are capped in all
+// and per peer address, and at either cap the oldest connection that is
+// not being served (idle, or still sending its head) of the peer with the
+// most is closed for the new one. Requests run on two capped sets of
+// threads: long-lived ones (event streams, MCP replies that wait for a
+// command; route sets name them) on theirs, refused with 503 past its
+// cap, so they never take the threads short requests run on.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,44 +38,72 @@ class Server;
 
 namespace agentenv::serve {
 
+struct HttpLimits {
+  // From a request's first byte (a new connection's accept) until its head,
+  // and its body when that is at most kFrontBodyBytes, are in. nginx's
+  // client_header_timeout: one deadline, not one per read.
+  std::chrono::milliseconds head_timeout{10000};
+  // A kept-alive connection waits this long for its next request.
+  std::chrono::milliseconds idle_timeout{60000};
+  // A larger or chunked body, read by the request's thread.
+  std::chrono::milliseconds body_timeout{60000};
+  // A reply's write to a client that does not read ends after this.
+  std::chrono::milliseconds write_timeout{10000};
+  size_t max_connections = 512;
+  size_t max_per_peer = 128;
+  size_t max_short = 32;  // requests served at once that are not long-lived (more wait for a thread)
+  size_t max_long = 64;   // long-lived requests at once (more get 503)
+};
+
+// A body up to this size is read before the request gets a thread.
+inline constexpr size_t kFrontBodyBytes = 64 << 10;
+
 struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;                              // 0: a free port (see HttpServer::port)
   std::string token;                         // empty: none required (loopback binds only)
   std::vector<std::string> allowed_origins;  // e.g. "https://ui.example.com", beyond the loopback ones
-  int threads = 64;                          // requests served at once (an SSE stream holds one)
+  HttpLimits limits;
 };
 
-// Registers routes on the listener; called once, before it serves.
-using HttpRoutes = std::function<void(httplib::Server&)>;
+// A set of routes: `install` registers them on the router, once, before
+// the listener serves; `long_lived` names the requests among them that
+// may hold their thread long (method, percent-decoded path).
+struct HttpRoutes {
+  std::function<void(httplib::Server&)> install;
+  std::function<bool(std::string_view method, std::string_view path)> long_lived;
+};
 
 class HttpServer {
  public:
-  // Binds, registers the guard then `routes`, and serves on its own
-  // threads. Errors: kInvalid (a non-loopback host without a token, a bad
-  // host), kBusy (the port is taken), I/O.
+  // Binds (never sharing the port: a second listener on it is refused),
+  // registers `routes`, and serves on its own threads. Errors: kInvalid (a
+  // non-loopback host without a token, a host that is not this machine's),
+  // kBusy (the port is in use), I/O.
   static Result<std::unique_ptr<HttpServer>> Start(const HttpOptions& opt, const std::vector<HttpRoutes>& routes);
   ~HttpServer();
-  // Stops accepting and waits for the listener thread. Idempotent.
+  // Stops accepting, ends the connections (a reply being written stops,
+  // an event stream ends) and waits for the requests' threads. Idempotent.
   void Stop();
   int port() const { return port_; }
   // http://HOST:PORT
   std::string base_url() const;
 
  private:
+  class Loop;
   HttpServer() = default;
   HttpOptions opt_;
   int port_ = 0;
-  std::unique_ptr<httplib::Server> svr_;
-  std::thread thread_;
+  std::unique_ptr<Loop> loop_;
 };
 
 // Whether `host` (a name or an address, IPv6 with or without brackets)
 // is a loopback one: localhost, 127.0.0.0/8, ::1.
 bool IsLoopbackHost(const std::string& host);
 // Whether the Authorization header value `authorization` is "Bearer
-// <token>", compared in constant time (a wrong guess does not tell how
-// much of it matched). False for an empty token.
+// <token>" (the scheme in any case, RFC 9110), the token compared in
+// constant time (a wrong guess does not tell how much of it matched).
+// False for an empty token.
 bool BearerMatches(const std::string& authorization, const std::string& token);
 // Splits "HOST:PORT" ("[::1]:8080" for IPv6). Errors: kInvalid.
 Result<std::pair<std::string, int>> ParseListen(const std::string& spec);

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <vector>
 
 #include "common/random.h"
 
@@ -37,11 +38,14 @@ struct Stream {
     }
     cv.notify_all();
   }
-  // Waits until a message is queued or the stream ended (or stop is set);
-  // then takes what is queued.
-  std::deque<json> Take(const std::atomic<bool>& stop, bool* ended_out) {
+  // Waits until a message is queued or the stream ended (or stop is set),
+  // or with `briefly` at most 200 ms; then takes what is queued.
+  std::deque<json> Take(const std::atomic<bool>& stop, bool* ended_out, bool briefly = false) {
     std::unique_lock lock(mu);
-    while (q.empty() && !ended && !stop) cv.wait_for(lock, std::chrono::milliseconds(200));
+    while (q.empty() && !ended && !stop) {
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (briefly) break;
+    }
     *ended_out = ended || stop;
     return std::exchange(q, {});
   }
@@ -60,56 +64,134 @@ void JsonError(httplib::Response& res, int status, int code, const std::string& 
                   "application/json");
 }
 
+// Ended session ids remembered, so their clients hear how they ended.
+constexpr size_t kRememberEnded = 4096;
+
+std::string Minutes(std::chrono::milliseconds d) {
+  auto m = std::chrono::duration_cast<std::chrono::minutes>(d).count();
+  return m >= 1 ? std::to_string(m) + " min" : std::to_string(d.count()) + " ms";
+}
+
 std::string SseEvent(const json& m) {
   return "event: message\ndata: " + m.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
 }  // namespace
 
-McpHttpEndpoint::McpHttpEndpoint(ToolRunner run, FileReader read, McpOptions opt)
+McpHttpEndpoint::McpHttpEndpoint(ToolRunner run, FileReader read, McpHttpOptions opt)
     : run_(std::move(run)), read_(std::move(read)), opt_(opt) {}
 
 McpHttpEndpoint::~McpHttpEndpoint() { Stop(); }
 
 void McpHttpEndpoint::Stop() {
   stopping_ = true;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, e] : sessions_) e.mcp->CancelAll();
 }
 
-size_t McpHttpEndpoint::sessions() const {
-  std::lock_guard lock(mu_);
+size_t McpHttpEndpoint::sessions() {
+  MutexLock lock(mu_);
   return sessions_.size();
 }
 
-std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(std::string* id) {
-  auto s = std::make_shared<McpSession>(run_, read_, opt_);
-  std::shared_ptr<McpSession> evicted;  // ended outside the lock: it waits for its requests
-  std::lock_guard lock(mu_);
-  if (sessions_.size() >= kMaxSessions) {
-    auto lru = sessions_.end();
-    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-      if (it->second.mcp->in_flight() == 0 && (lru == sessions_.end() || it->second.used < lru->second.used)) lru = it;
-    if (lru == sessions_.end()) return nullptr;
-    evicted = std::move(lru->second.mcp);
-    sessions_.erase(lru);
+void McpHttpEndpoint::RememberEnded(const std::string& id, const std::string& how) {
+  if (ended_.emplace(id, how).second) ended_order_.push_back(id);
+  while (ended_order_.size() > kRememberEnded) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
   }
-  *id = NewSessionId();
-  sessions_[*id] = Entry{s, Clock::now()};
+}
+
+std::string McpHttpEndpoint::Unknown(const std::string& id) {
+  auto it = ended_.find(id);
+  if (it != ended_.end()) return "session " + id + " ended (" + it->second + "); initialize a new one";
+  return "session " + id + " is unknown (this server never started it, or it restarted since); initialize a new one";
+}
+
+void McpHttpEndpoint::Expire(Clock::time_point now, std::vector<std::shared_ptr<McpSession>>* ended) {
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.mcp->in_flight() == 0 && now - it->second.used > opt_.idle_ttl) {
+      RememberEnded(it->first, "idle for more than " + Minutes(opt_.idle_ttl));
+      ended->push_back(std::move(it->second.mcp));
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer, std::string* id, std::string* why) {
+  auto s = std::make_shared<McpSession>(run_, read_, opt_.session);
+  std::vector<std::shared_ptr<McpSession>> expired;  // cancelled outside the lock
+  MutexLock lock(mu_);
+  const auto now = Clock::now();
+  Expire(now, &expired);
+  size_t of_peer = 0;
+  for (const auto& [sid, e] : sessions_) of_peer += e.peer == peer;
+  if (of_peer >= opt_.max_sessions_per_peer) {
+    *why = "too many sessions open from " + peer + " (" + std::to_string(of_peer) + "): end one with DELETE, or wait " +
+           "until one has been idle for " + Minutes(opt_.idle_ttl);
+    return nullptr;
+  }
+  if (sessions_.size() >= opt_.max_sessions) {
+    *why = "too many sessions open (" + std::to_string(sessions_.size()) + "): end one with DELETE, or wait until " +
+           "one has been idle for " + Minutes(opt_.idle_ttl);
+    return nullptr;
+  }
+  do *id = NewSessionId();
+  while (sessions_.count(*id) || ended_.count(*id));
+  sessions_[*id] = Entry{s, peer, now};
   return s;
 }
 
-std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id) {
-  std::lock_guard lock(mu_);
+std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, std::string* why) {
+  std::vector<std::shared_ptr<McpSession>> expired;
+  MutexLock lock(mu_);
+  const auto now = Clock::now();
+  Expire(now, &expired);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return nullptr;
-  it->second.used = Clock::now();
+  if (it == sessions_.end()) {
+    *why = Unknown(id);
+    return nullptr;
+  }
+  it->second.used = now;
   return it->second.mcp;
 }
 
+bool McpHttpEndpoint::EndSession(const std::string& id, std::string* why) {
+  std::shared_ptr<McpSession> ended;
+  {
+    MutexLock lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      *why = Unknown(id);
+      return false;
+    }
+    ended = std::move(it->second.mcp);
+    sessions_.erase(it);
+    RememberEnded(id, "ended by its client (DELETE)");
+  }
+  ended->CancelAll();
+  return true;
+}
+
 HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
-  return [this, path](httplib::Server& svr) {
-    svr.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
+  // An MCP-Protocol-Version this server does not answer is refused (400);
+  // false when it answered. Besides the versions a session negotiates it
+  // answers 2025-03-26, the first with this transport: what it sends is a
+  // superset a client of that version reads (the official conformance
+  // suite still sends that header on raw requests).
+  auto version_ok = [](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("MCP-Protocol-Version")) return true;
+    const std::string v = req.get_header_value("MCP-Protocol-Version");
+    if (IsSupportedProtocol(v) || v == "2025-03-26") return true;
+    JsonError(res, 400, -32600, "unsupported MCP-Protocol-Version '" + v + "' (this server answers " +
+                                    SupportedProtocols() + ", 2025-03-26)");
+    return false;
+  };
+  auto install = [this, path, version_ok](httplib::Server& svr) {
+    svr.Post(path, [this, version_ok](const httplib::Request& req, httplib::Response& res) {
+      if (!version_ok(req, res)) return;
       json msg = json::parse(req.body, nullptr, false);
       if (msg.is_discarded()) return JsonError(res, 400, -32700, "parse error: the body must be one JSON-RPC message");
       if (!msg.is_object())
@@ -117,14 +199,18 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
       const bool request = msg.contains("method") && msg.contains("id");
       std::string sid = req.get_header_value("Mcp-Session-Id");
       std::shared_ptr<McpSession> session;
+      std::string why;
       if (sid.empty()) {
         if (!request || msg.value("method", json()) != "initialize")
           return JsonError(res, 400, -32600, "invalid request: no Mcp-Session-Id header; start with initialize "
                                              "and send the session id it returns on every later request");
-        session = NewSession(&sid);
-        if (!session) return JsonError(res, 503, -32000, "too many sessions in use; end one (DELETE) and retry");
-      } else if (!(session = FindSession(sid))) {
-        return JsonError(res, 404, -32001, "session " + sid + " not found (it ended); initialize a new one");
+        session = NewSession(req.remote_addr, &sid, &why);
+        if (!session) {
+          res.set_header("Retry-After", "60");
+          return JsonError(res, 503, -32000, why);
+        }
+      } else if (!(session = FindSession(sid, &why))) {
+        return JsonError(res, 404, -32001, why);
       }
       res.set_header("Mcp-Session-Id", sid);
       if (!request) {
@@ -158,7 +244,9 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
             sink.done();
             return true;
           }
-          *pending = stream->Take(stopping_, &done);
+          *pending = stream->Take(stopping_, &done, true);
+          // A client that left frees its thread; the request runs on.
+          if (pending->empty() && !done && !sink.is_writable()) return false;
         }
       });
     });
@@ -166,20 +254,16 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
       res.set_header("Allow", "POST, DELETE");
       JsonError(res, 405, -32000, "no server-initiated stream here: every message comes on the POST of its request");
     });
-    svr.Delete(path, [this](const httplib::Request& req, httplib::Response& res) {
-      std::string sid = req.get_header_value("Mcp-Session-Id");
-      std::shared_ptr<McpSession> ended;
-      {
-        std::lock_guard lock(mu_);
-        auto it = sessions_.find(sid);
-        if (it == sessions_.end()) return JsonError(res, 404, -32001, "session '" + sid + "' not found");
-        ended = std::move(it->second.mcp);
-        sessions_.erase(it);
-      }
-      ended->CancelAll();
+    svr.Delete(path, [this, version_ok](const httplib::Request& req, httplib::Response& res) {
+      if (!version_ok(req, res)) return;
+      const std::string sid = req.get_header_value("Mcp-Session-Id");
+      if (sid.empty()) return JsonError(res, 400, -32600, "invalid request: DELETE names the session to end in Mcp-Session-Id");
+      std::string why;
+      if (!EndSession(sid, &why)) return JsonError(res, 404, -32001, why);
       res.status = 200;
     });
   };
+  return HttpRoutes{install, [path](std::string_view method, std::string_view p) { return method == "POST" && p == path; }};
 }
 
 }  // namespace agentenv::serve

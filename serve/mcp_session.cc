@@ -41,6 +41,22 @@ std::string NegotiateProtocol(const json& params) {
   return kProtocols[0];
 }
 
+}  // namespace
+
+bool IsSupportedProtocol(std::string_view version) {
+  for (const char* v : kProtocols)
+    if (version == v) return true;
+  return false;
+}
+
+std::string SupportedProtocols() {
+  std::string out;
+  for (const char* v : kProtocols) out += (out.empty() ? "" : ", ") + std::string(v);
+  return out;
+}
+
+namespace {
+
 const control::OpSpec* FindTool(const std::string& name) {
   for (const control::OpSpec& op : control::Ops())
     if (op.tool && op.name == name) return &op;

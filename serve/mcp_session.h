@@ -61,6 +61,11 @@ FileReader CatFileReader(At& at) {
 // holds a stream open for the reply (HTTP) closes it; stdio ignores it.
 using Outbox = std::function<void(const nlohmann::json& msg)>;
 
+// Whether `version` is an MCP protocol version this server speaks, and
+// their list ("2025-11-25, 2025-06-18") for a message.
+bool IsSupportedProtocol(std::string_view version);
+std::string SupportedProtocols();
+
 struct McpOptions {
   size_t max_in_flight = 16;  // tool calls and reads running at once
 };

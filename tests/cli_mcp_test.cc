@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/cli_exec_testutil.h"
+#include "tests/http_testutil.h"
 
 namespace agentenv::test {
 namespace {
@@ -62,6 +63,7 @@ class HttpMcp {
       if (line.starts_with("data: ")) last = json::parse(line.substr(6), nullptr, false);
     return last;
   }
+  const std::string& session() const { return session_; }
   bool Initialize() {
     auto r = Post({{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", "initialize"},
                    {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
@@ -451,6 +453,156 @@ TEST_CASE("cli serve --listen: a bind that is not loopback requires the bearer t
   INFO(made.dump());
   CHECK(made["result"]["structuredContent"]["created"] == true);
   CHECK(HeadId(root) != head);
+}
+
+json InitializeMessage() {
+  return {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+          {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+}
+
+TEST_CASE("cli serve --listen: a second serve on the same port exits 5, port in use, and the first keeps every connection", "[cli][serve]") {
+  TempDir tmp_a, tmp_b;
+  fs::path a = BusyboxRepo(tmp_a), b = BusyboxRepo(tmp_b);
+  NobodyDaemon d(a, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  CmdResult second = Run(b, {"serve", "--listen", "127.0.0.1:" + std::to_string(port), "--no-capture"}, 15000);
+  INFO(second.Describe());
+  CHECK(second.code == 5);
+  CHECK(second.err.find("port in use") != std::string::npos);
+  HttpMcp m(port);
+  for (int i = 0; i < 20; ++i) CHECK(m.Initialize());
+}
+
+TEST_CASE("cli serve --listen: an MCP-Protocol-Version this server does not speak is refused with 400", "[cli][serve][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  HttpMcp m(port);
+  REQUIRE(m.Initialize());
+  json ping = {{"jsonrpc", "2.0"}, {"id", 7}, {"method", "ping"}};
+  for (const char* wrong : {"1999-01-01", "2024-11-05", "latest"}) {
+    auto bad = m.Post(ping, {{"MCP-Protocol-Version", wrong}});
+    REQUIRE(bad);
+    CHECK(bad->status == 400);
+    CHECK(bad->body.find(wrong) != std::string::npos);
+  }
+  for (const char* good : {"2025-11-25", "2025-06-18", "2025-03-26"}) {
+    auto r = m.Post(ping, {{"MCP-Protocol-Version", good}});
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  auto none = m.Post(ping);  // no header: the negotiated version holds
+  REQUIRE(none);
+  CHECK(none->status == 200);
+}
+
+TEST_CASE("cli serve --listen: newer sessions never end a live one, past the bound initialize is refused with the reason", "[cli][serve][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  HttpMcp first(port);
+  REQUIRE(first.Initialize());
+  int refused = 0;
+  std::string why;
+  for (int i = 0; i < 200; ++i) {
+    auto r = HttpMcp(port).Post(InitializeMessage());
+    REQUIRE(r);
+    if (r->status == 503) {
+      ++refused;
+      why = r->body;
+    } else {
+      CHECK(r->status == 200);
+    }
+  }
+  INFO(why);
+  CHECK(refused > 0);
+  CHECK(why.find("too many sessions") != std::string::npos);
+  CHECK(first.Request("ping", json::object())["result"] == json::object());
+}
+
+TEST_CASE("cli serve --listen: a session id that never was is unknown, an ended one ended, DELETE needs a session id", "[cli][serve][mcp]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  json ping = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}};
+  auto never = HttpMcp(port).Post(ping, {{"Mcp-Session-Id", "nosuch"}});
+  REQUIRE(never);
+  CHECK(never->status == 404);
+  CHECK(never->body.find("unknown") != std::string::npos);
+  CHECK(never->body.find("ended") == std::string::npos);
+
+  HttpMcp m(port);
+  REQUIRE(m.Initialize());
+  httplib::Client c("127.0.0.1", port);
+  auto del = c.Delete("/mcp", {{"Mcp-Session-Id", m.session()}});
+  REQUIRE(del);
+  CHECK(del->status == 200);
+  auto ended = m.Post(ping);
+  REQUIRE(ended);
+  CHECK(ended->status == 404);
+  CHECK(ended->body.find("ended") != std::string::npos);
+  auto no_id = c.Delete("/mcp");
+  REQUIRE(no_id);
+  CHECK(no_id->status == 400);
+}
+
+TEST_CASE("cli serve --listen: two Host headers are refused with 400 before any route", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  UniqueFd fd = ConnectFrom(port);
+  REQUIRE(SendAll(fd.get(), "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"));
+  CHECK(ReadResponse(fd.get(), 5000).status == 400);
+  UniqueFd one = ConnectFrom(port);
+  REQUIRE(SendAll(one.get(), GetRequest("/")));
+  CHECK(ReadResponse(one.get(), 5000).status == 200);
+}
+
+TEST_CASE("cli serve --listen: a bind that is not loopback logs where the token is, never the token, and takes Bearer in any case", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "0.0.0.0:0", "--no-capture"});
+  int port = HttpPort(d);
+  REQUIRE(port > 0);
+  std::string token = ReadFile(root / "http-token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  REQUIRE(token.size() >= 32);
+  std::string log = d.Log();
+  INFO(log);
+  CHECK(log.find(token) == std::string::npos);
+  CHECK(log.find((root / "http-token").string()) != std::string::npos);
+  HttpMcp lower(port, {{"Authorization", "bearer " + token}});
+  CHECK(lower.Initialize());
+}
+
+TEST_CASE("cli serve --listen: a loopback bind logs the DVR's URL with its token", "[cli][serve]") {
+  TempDir tmp;
+  fs::path root = BusyboxRepo(tmp);
+  NobodyDaemon d(root, {"--listen", "127.0.0.1:0", "--no-capture"});
+  REQUIRE(HttpPort(d) > 0);
+  std::string token = ReadFile(root / "http-token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  REQUIRE(!token.empty());
+  CHECK(d.Log().find("#token=" + token) != std::string::npos);
+}
+
+TEST_CASE("cli serve --help: /mcp is POSTed to (DELETE ends a session), GET is not offered", "[cli][serve]") {
+  CmdResult r = RunCmd({AGENTENV_BIN, "serve", "--help"});
+  INFO(r.Describe());
+  CHECK(r.code == 0);
+  CHECK(r.out.find("POST/GET") == std::string::npos);
+  CHECK(r.out.find("POST http://HOST:PORT/mcp") != std::string::npos);
+  CHECK(r.out.find("DELETE") != std::string::npos);
 }
 
 }  // namespace agentenv::test

@@ -177,7 +177,8 @@ TEST_CASE("web: file routes refuse paths that leave the node, and the page serve
     auto res = d.client->Get(p);
     INFO(p);
     REQUIRE(res);
-    CHECK(res->status == 404);
+    // An escaped path is refused by the listener before any route (400).
+    CHECK(res->status == (std::string(p).find('%') == std::string::npos ? 404 : 400));
     CHECK(res->body.find("root:") == std::string::npos);
   }
 }

@@ -55,10 +55,16 @@ json Dvr::Call(const std::string& op, const json& args, Error* error) {
 }
 
 serve::HttpRoutes Dvr::Routes() {
-  return [this](httplib::Server& svr) {
+  auto install = [this](httplib::Server& svr) {
     ReadRoutes(svr);
     ActionRoutes(svr);
   };
+  // The event stream stays open; a file or an export streams for as long
+  // as its client reads: they hold their threads long.
+  auto long_lived = [](std::string_view method, std::string_view path) {
+    return method == "GET" && (path == "/api/events" || path == "/api/cat" || path.starts_with("/api/export/"));
+  };
+  return serve::HttpRoutes{install, long_lived};
 }
 
 void Dvr::ReadRoutes(httplib::Server& svr) {
@@ -159,17 +165,18 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     });
   });
 
-  svr.Get("/api/events", [this, &svr](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/api/events", [this](const httplib::Request&, httplib::Response& res) {
     auto listener = events_.Subscribe();
     if (!listener) return SendError(res, 503, "too many pages listen for events; close one");
     res.set_header("Cache-Control", "no-store");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, listener, &svr](size_t, httplib::DataSink& sink) {
+        [this, listener](size_t, httplib::DataSink& sink) {
           std::string hello = EventHub::Sse("hello", {{"total", index_.size()}});
           if (!sink.write(hello.data(), hello.size())) return false;
           auto quiet_since = std::chrono::steady_clock::now();
-          while (!events_.stopping() && svr.is_running()) {
+          // is_writable: the page is still there and the listener runs.
+          while (!events_.stopping() && sink.is_writable()) {
             for (const std::string& e : listener->Take(250)) {
               if (!sink.write(e.data(), e.size())) return false;
               quiet_since = std::chrono::steady_clock::now();
