@@ -13,6 +13,7 @@
 #include "common/result.h"
 #include "common/fields.h"
 #include "history/node_view.h"
+#include "control/push.h"
 #include "control/types.h"
 
 namespace agentenv::cli {
@@ -86,5 +87,15 @@ std::string NodeLine(const control::NodeInfo& n);
 // "apt ~libc6 2.36-9 -> 2.36-9+deb12u4", "pip +requests 2.31.0 (dependency)  in usr/local/lib/...".
 std::string PackageLine(const control::PackageInfo& p);
 std::string ChangeLine(const control::ChangeInfo& c);
+
+
+// Lines the commands of one kind share.
+std::string Warnings(const std::vector<std::string>& ws);          // "warning: ..." lines
+std::string MountLine(const control::MountInfo& m);                // a view, as mount lists it
+std::string WorkspaceLine(const control::WorkspaceInfo& w);        // a workspace, as workspace ls lists it
+// push and pull: a transfer's progress on a terminal (none with --json or off a terminal),
+// and the registry options they share.
+control::TransferProgress TtyProgress(const Globals& g, const char* verb);
+void AddRegistryOptions(CLI::App& app, bool& insecure, std::string& auth_file);
 
 }  // namespace agentenv::cli

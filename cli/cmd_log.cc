@@ -1,4 +1,4 @@
-// log, head, branches: read-only history views (never wait for the lock).
+// agentenv log: show history, newest first
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "control/client.h"
@@ -35,30 +35,6 @@ int CmdLog(int argc, char** argv) {
     }
     if (r.more) text += "... older nodes not shown (agentenv log -n " + std::to_string(req.limit * 10) + ")\n";
     if (r.nodes.empty() && !r.more) return std::string(req.grep.empty() ? "no snapshots yet" : "no node matches");
-    return text;
-  });
-}
-
-int CmdHead(int argc, char** argv) {
-  Globals g;
-  g.data = true;  // -q keeps what it prints: the data asked for
-  CLI::App app{"Show the current node (HEAD)", "head"};
-  AddGlobals(app, g);
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  control::Client client(g.root);
-  return Print(g, client.Call(control::HeadRequest{}), [](const control::HeadReply& r) { return NodeLine(r.node); });
-}
-
-int CmdBranches(int argc, char** argv) {
-  Globals g;
-  g.data = true;  // -q keeps what it prints: the data asked for
-  CLI::App app{"Show the tips of history (nodes without children), newest first", "branches"};
-  AddGlobals(app, g);
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  control::Client client(g.root);
-  return Print(g, client.Call(control::BranchesRequest{}), [](const control::BranchesReply& r) {
-    std::string text;
-    for (const auto& b : r.branches) text += (b.head ? "* " : "  ") + NodeLine(b.node) + "\n";
     return text;
   });
 }
