@@ -50,7 +50,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_read_support_format_raw) && AE_RESOLVE(archive_read_open_memory) &&
             AE_RESOLVE(archive_read_open) && AE_RESOLVE(archive_write_set_format_raw) &&
             AE_RESOLVE(archive_write_set_bytes_in_last_block) &&
-            AE_RESOLVE(archive_read_open_filename) && AE_RESOLVE(archive_read_next_header) &&
+            AE_RESOLVE(archive_read_open_filename) && AE_RESOLVE(archive_read_open_fd) && AE_RESOLVE(archive_read_next_header) &&
             AE_RESOLVE(archive_read_data_block) && AE_RESOLVE(archive_write_new) &&
             AE_RESOLVE(archive_write_free) && AE_RESOLVE(archive_write_set_format_pax) &&
             AE_RESOLVE(archive_write_set_format_option) && AE_RESOLVE(archive_write_set_options) &&

@@ -51,6 +51,7 @@ struct ArchiveLib {
   decltype(&::archive_read_open_filename) archive_read_open_filename;
   decltype(&::archive_read_open_memory) archive_read_open_memory;
   decltype(&::archive_read_open) archive_read_open;
+  decltype(&::archive_read_open_fd) archive_read_open_fd;
   decltype(&::archive_read_next_header) archive_read_next_header;
   decltype(&::archive_read_data_block) archive_read_data_block;
   decltype(&::archive_write_new) archive_write_new;

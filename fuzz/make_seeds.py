@@ -142,6 +142,50 @@ def tars():
     return basic
 
 
+def raw_tar(entries):
+    """A tar built header by header, for what no writer makes: entries are
+    (name, type, data, link); type "x" is a pax header with data as its body."""
+    out = b""
+    for name, typ, data, link in entries:
+        h = bytearray(512)
+        h[0:len(name)] = name
+        h[100:108] = b"%07o\0" % (0o755 if typ == b"5" else 0o644)
+        h[108:116] = h[116:124] = b"%07o\0" % 0
+        h[124:136] = b"%011o\0" % len(data)
+        h[136:148] = b"%011o\0" % MTIME
+        h[156:157] = typ
+        h[157:157 + len(link)] = link
+        h[257:265] = b"ustar\x0000"
+        h[148:156] = b" " * 8
+        h[148:156] = b"%06o\0 " % sum(h)
+        out += bytes(h) + data + b"\0" * (-len(data) % 512)
+    return out + b"\0" * 1024
+
+
+def pax_record(key, value):
+    body = key + b"=" + value + b"\n"
+    n = len(body) + 2
+    while len(str(n)) + 1 + len(body) != n:
+        n += 1
+    return str(n).encode() + b" " + body
+
+
+def hostile():
+    """Archives GNU tar refuses and libarchive read leniently."""
+    for name, body in [("pax-length-past-end", b"999999 path=zz\n"), ("pax-length-zero", b"0 path=zz\n"),
+                       ("pax-length-negative", b"-5 path=zz\n"), ("pax-length-not-digits", b"abc path=zz\n"),
+                       ("pax-length-wrong", b"10 path=zz\n"), ("pax-uid-not-number", b"11 uid=abc\n")]:
+        stream = raw_tar([(b"PaxHeader/f", b"x", body, b""), (b"f", b"0", b"hi\n", b"")])
+        put("tar_import", name, stream)
+        put("tar_filter", name, b"\x03" + stream)
+    link = raw_tar([(b"PaxHeader/h", b"x", pax_record(b"linkpath", b"/etc/shadow"), b""), (b"h", b"1", b"", b"")])
+    put("tar_import", "pax-linkpath-out", link)
+    put("tar_filter", "pax-linkpath", b"\x02" + link)
+    put("tar_filter", "link-no-target", b"\x00" + raw_tar([(b"h", b"1", b"", b""), (b"s", b"2", b"", b"")]))
+    put("tar_filter", "pax-nul-tail", b"\x04" + raw_tar([(b"PaxHeader/f", b"x", pax_record(b"path", b"g") + b"\0junk", b""),
+                                                         (b"f", b"0", b"", b"")]))
+
+
 def layers():
     put("oci_layer", "whiteouts", tar([("etc", "dir"), ("etc/.wh.passwd", "file"), ("etc/new", "file", "new\n"),
                                        ("usr/bin/.wh.tool", "file"), (".wh.fifo", "file")]))
@@ -270,10 +314,10 @@ def texts():
         put("refs", name, ref)
 
 
-def pax_time(basic):
-    put("pax_time", "pax", b"\x05" + basic)
-    put("pax_time", "gnu-sparse", b"\x01" + gnu_tar("gnu"))
-    put("pax_time", "value", b"\x00-2.999999999")
+def tar_filter(basic):
+    put("tar_filter", "pax", b"\x05" + basic)
+    put("tar_filter", "gnu-sparse", b"\x01" + gnu_tar("gnu"))
+    put("tar_filter", "value", b"\x00-2.999999999")
 
 
 def main():
@@ -281,7 +325,8 @@ def main():
     layers()
     layouts(base)
     texts()
-    pax_time(base)
+    tar_filter(base)
+    hostile()
 
 
 main()
