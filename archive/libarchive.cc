@@ -35,6 +35,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_entry_free) && AE_RESOLVE(archive_entry_filetype) &&
             AE_RESOLVE(archive_entry_hardlink) && AE_RESOLVE(archive_entry_pathname) &&
             AE_RESOLVE(archive_entry_size) && AE_RESOLVE(archive_entry_uid) && AE_RESOLVE(archive_entry_sparse_add_entry) &&
+            AE_RESOLVE(archive_entry_sparse_reset) && AE_RESOLVE(archive_entry_sparse_next) &&
             AE_RESOLVE(archive_entry_gid) && AE_RESOLVE(archive_entry_mtime) &&
             AE_RESOLVE(archive_entry_mtime_nsec) && AE_RESOLVE(archive_entry_set_filetype) &&
             AE_RESOLVE(archive_entry_set_gid) && AE_RESOLVE(archive_entry_set_hardlink) &&

@@ -22,6 +22,8 @@ struct ArchiveLib {
   decltype(&::archive_entry_pathname) archive_entry_pathname;
   decltype(&::archive_entry_size) archive_entry_size;
   decltype(&::archive_entry_sparse_add_entry) archive_entry_sparse_add_entry;
+  decltype(&::archive_entry_sparse_reset) archive_entry_sparse_reset;
+  decltype(&::archive_entry_sparse_next) archive_entry_sparse_next;
   decltype(&::archive_entry_uid) archive_entry_uid;
   decltype(&::archive_entry_gid) archive_entry_gid;
   decltype(&::archive_entry_mtime) archive_entry_mtime;
@@ -49,9 +51,9 @@ struct ArchiveLib {
   decltype(&::archive_read_support_format_tar) archive_read_support_format_tar;
   decltype(&::archive_read_support_format_raw) archive_read_support_format_raw;
   decltype(&::archive_read_open_filename) archive_read_open_filename;
+  decltype(&::archive_read_open_fd) archive_read_open_fd;
   decltype(&::archive_read_open_memory) archive_read_open_memory;
   decltype(&::archive_read_open) archive_read_open;
-  decltype(&::archive_read_open_fd) archive_read_open_fd;
   decltype(&::archive_read_next_header) archive_read_next_header;
   decltype(&::archive_read_data_block) archive_read_data_block;
   decltype(&::archive_write_new) archive_write_new;

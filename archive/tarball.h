@@ -2,6 +2,7 @@
 // `import`.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -27,7 +28,9 @@ enum class UnprivilegedDevices {
 // '<name>' ...; refusing the archive") entries whose path is absolute or
 // contains "..", hardlinks that point outside the archive, any entry that
 // would be written through a symlink, and entries that would replace one
-// already extracted. Device nodes that cannot be made without privilege
+// already extracted, and sparse entries whose holes add up to more than
+// 1 GiB (kInvalid: a hole costs the archive nothing, recording it costs a
+// read and a hash of every byte). Device nodes that cannot be made without privilege
 // are handled as `devices` says (skips are reported via `warn`). Errors
 // writing `dest` are kIo. On error `dest` may hold a partial tree: the
 // caller removes it.
@@ -48,5 +51,12 @@ Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
 Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
                         const std::function<void(const std::string&)>& warn,
                         UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+// The same, reading the layer from the open file `fd` (from its current
+// offset; `layer` names it). `sparse_holes` carries the holes of sparse
+// entries from layer to layer: the layers of one image share the limit
+// of one archive.
+Result<void> ApplyLayer(int fd, const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                        uint64_t* sparse_holes);
 
 }  // namespace agentenv::archive

@@ -171,7 +171,12 @@ def pax_record(key, value):
 
 
 def hostile():
-    """Archives GNU tar refuses and libarchive read leniently."""
+    """Archives GNU tar refuses and libarchive read leniently, and a sparse
+    entry whose holes no archive may have."""
+    sparse = (pax_record(b"GNU.sparse.major", b"1") + pax_record(b"GNU.sparse.minor", b"0") +
+              pax_record(b"GNU.sparse.name", b"big") + pax_record(b"GNU.sparse.realsize", b"1099511627776"))
+    put("tar_import", "sparse-1tib", raw_tar([(b"PaxHeader/big", b"x", sparse, b""),
+                                              (b"GNUSparseFile.0/big", b"0", b"1\n0\n0\n".ljust(512, b"\0"), b"")]))
     for name, body in [("pax-length-past-end", b"999999 path=zz\n"), ("pax-length-zero", b"0 path=zz\n"),
                        ("pax-length-negative", b"-5 path=zz\n"), ("pax-length-not-digits", b"abc path=zz\n"),
                        ("pax-length-wrong", b"10 path=zz\n"), ("pax-uid-not-number", b"11 uid=abc\n")]:
@@ -265,6 +270,10 @@ def layouts(base):
     two = index(desc(MANIFEST, 0, annotations=ref),
                 desc(MANIFEST, 0, annotations={"org.opencontainers.image.ref.name": "u"}))
     put("oci_layout", "two-tags", layout("u", two, [manifest(1, [2]), config([2]), lower]))
+    # The layer's blob is a symlink to a file outside the layout holding its
+    # bytes (oci_layout_fuzzer.cc: "@LINK\n"): it must never be followed.
+    put("oci_layout", "symlinked-blob", layout("t", index(desc(MANIFEST, 0, annotations=ref)),
+                                               [manifest(1, [2]), config([2]), b"@LINK\n" + lower]))
 
 
 def texts():

@@ -1,6 +1,7 @@
 // Hostile input to `import`, each refused at once with exit 2, a message
-// that names the archive and the fault, and nothing recorded: malformed
-// pax records, a hardlink whose target only a pax record names.
+// that names the archive and the fault, and nothing recorded: a sparse
+// entry claiming a huge file, malformed pax records, a hardlink whose
+// target only a pax record names, an image blob that is a symlink.
 #include <sys/stat.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/cli_testutil.h"
+#include "tests/oci_testutil.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
@@ -66,6 +68,37 @@ class Untouched {
 
 }  // namespace
 
+TEST_CASE("import: a 512-byte sparse entry claiming 1 TiB is refused at once, nothing recorded", "[cli][import]") {
+  TempDir tmp;
+  Untouched repo(tmp);
+  // GNU sparse 1.0 in pax: the map (one empty data region) is the entry's
+  // first block, the size its real size.
+  std::string records = PaxRecord("GNU.sparse.major", "1") + PaxRecord("GNU.sparse.minor", "0") +
+                        PaxRecord("GNU.sparse.name", "big") + PaxRecord("GNU.sparse.realsize", "1099511627776");
+  std::string map = "1\n0\n0\n";
+  map.resize(512, '\0');
+  WriteTar(tmp / "sparse.tar", {{"PaxHeader/big", 'x', "", records}, {"GNUSparseFile.0/big", '0', "", map}});
+  // Before the holes were bounded this hashed a 1 TiB file for tens of
+  // minutes: 20 s is far more than a refusal takes.
+  repo.ExpectRefused({"import", (tmp / "sparse.tar").string()}, "'big' is a sparse file of 1099511627776 bytes", 20000);
+  // The bound is on all the holes of an archive: two entries of 600 MiB
+  // of holes each are refused too, one alone is recorded.
+  std::vector<TarEntry> two;
+  for (const char* name : {"a", "b"}) {
+    std::string r = PaxRecord("GNU.sparse.major", "1") + PaxRecord("GNU.sparse.minor", "0") +
+                    PaxRecord("GNU.sparse.name", name) + PaxRecord("GNU.sparse.realsize", std::to_string(600 << 20));
+    two.push_back({std::string("PaxHeader/") + name, 'x', "", r});
+    two.push_back({std::string("GNUSparseFile.0/") + name, '0', "", map});
+  }
+  WriteTar(tmp / "two.tar", two);
+  repo.ExpectRefused({"import", (tmp / "two.tar").string()}, "at most 1 GiB of holes in all");
+  two.resize(2);
+  WriteTar(tmp / "one.tar", two);
+  CmdResult one = Agentenv(repo.root(), {"import", (tmp / "one.tar").string()});
+  INFO(one.Describe());
+  CHECK(one.code == 0);
+}
+
 TEST_CASE("import: malformed pax length records are refused as GNU tar refuses them, nothing recorded",
           "[cli][import]") {
   TempDir tmp;
@@ -115,6 +148,32 @@ TEST_CASE("import: a hardlink leaving the tree is refused whether ustar or a pax
   INFO(ls.Describe());
   CHECK(ls.out.find("\"h\"") != std::string::npos);
   CHECK(ls.Json().dump().find("hardlink") != std::string::npos);
+}
+
+TEST_CASE("import --oci: a blob that is a symlink or not a regular file is never opened through, nothing recorded",
+          "[cli][import][oci]") {
+  TempDir tmp;
+  Untouched repo(tmp);
+  WriteTar(tmp / "layer.tar", {{"f", '0', "", "fine\n"}});
+  // The blob's content is the layer's: followed, it would verify.
+  std::vector<json> layers = MakeLayout(tmp / "image", {tmp / "layer.tar"});
+  fs::path blob = tmp / "image/blobs/sha256" / layers[0]["digest"].get<std::string>().substr(7);
+  fs::copy_file(blob, tmp / "outside-blob");
+  fs::remove(blob);
+  fs::create_symlink(tmp / "outside-blob", blob);
+  repo.ExpectRefused({"import", "--oci", (tmp / "image").string()}, blob.string() + ": a symbolic link");
+  // Nor a directory of the layout that links out of it.
+  fs::remove(blob);
+  fs::rename(tmp / "outside-blob", blob);
+  fs::rename(tmp / "image/blobs", tmp / "blobs-elsewhere");
+  fs::create_symlink(tmp / "blobs-elsewhere", tmp / "image/blobs");
+  repo.ExpectRefused({"import", "--oci", (tmp / "image").string()}, (tmp / "image/blobs").string() + ": a symbolic link");
+  // A FIFO would block the open until a writer came.
+  fs::remove(tmp / "image/blobs");
+  fs::rename(tmp / "blobs-elsewhere", tmp / "image/blobs");
+  fs::remove(blob);
+  REQUIRE(::mkfifo(blob.c_str(), 0644) == 0);
+  repo.ExpectRefused({"import", "--oci", (tmp / "image").string()}, blob.string() + ": not a regular file", 20000);
 }
 
 }  // namespace agentenv::test
