@@ -60,7 +60,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_write_data) && AE_RESOLVE(archive_write_data_block) &&
             AE_RESOLVE(archive_write_finish_entry) && AE_RESOLVE(archive_write_close) &&
             AE_RESOLVE(archive_write_disk_new) && AE_RESOLVE(archive_write_disk_set_options) &&
-            AE_RESOLVE(archive_write_disk_set_standard_lookup);
+            AE_RESOLVE(archive_write_disk_set_user_lookup) && AE_RESOLVE(archive_write_disk_set_group_lookup);
 #undef AE_RESOLVE
   if (!ok) return fail("has no " + missing + " (too old)");
   return a;

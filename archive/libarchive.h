@@ -74,7 +74,8 @@ struct ArchiveLib {
   decltype(&::archive_write_close) archive_write_close;
   decltype(&::archive_write_disk_new) archive_write_disk_new;
   decltype(&::archive_write_disk_set_options) archive_write_disk_set_options;
-  decltype(&::archive_write_disk_set_standard_lookup) archive_write_disk_set_standard_lookup;
+  decltype(&::archive_write_disk_set_user_lookup) archive_write_disk_set_user_lookup;
+  decltype(&::archive_write_disk_set_group_lookup) archive_write_disk_set_group_lookup;
 };
 
 // Loads libarchive (once per process; thread-safe) and resolves every

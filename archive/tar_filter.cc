@@ -26,12 +26,13 @@ bool Decimal(std::string_view s) {
   return s.size() < 19 || (s.size() == 19 && s <= "9223372036854775807");
 }
 
-// A pax time: -?digits[.digits].
+// A pax time as GNU tar reads one: -?digits, then anything (a fraction;
+// GNU tar and libarchive both stop reading at the first byte that is not
+// one, as in "1748089464.951928467a" of libarchive's tests).
 bool Time(std::string_view s) {
   if (s.starts_with('-')) s.remove_prefix(1);
-  size_t dot = s.find('.');
-  if (dot == std::string_view::npos) return Decimal(s);
-  return Decimal(s.substr(0, dot)) && (dot + 1 == s.size() || Digits(s.substr(dot + 1)));
+  size_t digits = std::min(s.find_first_not_of("0123456789"), s.size());
+  return digits > 0 && Decimal(s.substr(0, digits));
 }
 
 // GNU.sparse.map: offset,size pairs.
@@ -66,7 +67,7 @@ std::string BadValue(std::string_view key, std::string_view value) {
   if (std::find(std::begin(kNumbers), std::end(kNumbers), key) != std::end(kNumbers) && !Decimal(value))
     return "not a decimal number";
   if (std::find(std::begin(kTimes), std::end(kTimes), key) != std::end(kTimes) && !Time(value))
-    return "not a time (seconds, -?digits[.digits])";
+    return "not a time (seconds: -?digits[.digits])";
   if (key == "GNU.sparse.map" && !SparseMap(value)) return "not a list of offset,size pairs";
   return "";
 }

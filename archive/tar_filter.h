@@ -25,8 +25,8 @@ struct TarFilterOptions {
   //    that is missing, not decimal, 0, past the header or not ending at a
   //    newline refuses the archive; libarchive would drop the path and
   //    link records of such a header and go on);
-  //  - numeric records (size, uid, gid, times, GNU.sparse.*, ...) are
-  //    numbers (libarchive reads "abc" as 0);
+  //  - numeric records (size, uid, gid, GNU.sparse.*, ...) are decimal
+  //    numbers and times start with one (libarchive reads "abc" as 0);
   //  - a pax header is at most 1 MiB, and every header's checksum holds;
   //  - a hardlink or symlink whose header has an empty link name but a
   //    pax "linkpath" (or a GNU long link name) gets a placeholder link
