@@ -44,7 +44,7 @@ Result<ArchiveLib> Load() {
             AE_RESOLVE(archive_entry_set_size) && AE_RESOLVE(archive_entry_set_symlink) &&
             AE_RESOLVE(archive_entry_set_uid) && AE_RESOLVE(archive_entry_xattr_add_entry) &&
             AE_RESOLVE(archive_entry_xattr_reset) && AE_RESOLVE(archive_entry_xattr_next) &&
-            AE_RESOLVE(archive_entry_acl_reset) && AE_RESOLVE(archive_entry_acl_next) &&
+            AE_RESOLVE(archive_entry_acl_reset) && AE_RESOLVE(archive_entry_acl_next) && AE_RESOLVE(archive_entry_acl_add_entry) &&
             AE_RESOLVE(archive_read_new) && AE_RESOLVE(archive_read_free) &&
             AE_RESOLVE(archive_read_support_filter_gzip) && AE_RESOLVE(archive_read_support_filter_xz) &&
             AE_RESOLVE(archive_read_support_filter_zstd) && AE_RESOLVE(archive_read_support_format_tar) &&

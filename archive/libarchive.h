@@ -42,6 +42,7 @@ struct ArchiveLib {
   decltype(&::archive_entry_xattr_reset) archive_entry_xattr_reset;
   decltype(&::archive_entry_acl_reset) archive_entry_acl_reset;
   decltype(&::archive_entry_acl_next) archive_entry_acl_next;
+  decltype(&::archive_entry_acl_add_entry) archive_entry_acl_add_entry;
   decltype(&::archive_entry_xattr_next) archive_entry_xattr_next;
   decltype(&::archive_read_new) archive_read_new;
   decltype(&::archive_read_free) archive_read_free;

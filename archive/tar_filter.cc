@@ -221,7 +221,14 @@ void TarFilter::Feed(std::span<const uint8_t> in, std::string* out) {
 }
 
 void TarFilter::Finish(std::string* out) {
-  if (state_ != State::kRefused) Emit(out);
+  if (state_ == State::kRefused) return;
+  if (pending_) {
+    auto [header, body] = std::move(*pending_);
+    pending_.reset();
+    SetSizeAndChecksum(&header, body.size());
+    out->append(header + body + std::string(Padded(body.size()) - body.size(), '\0'));
+  }
+  Emit(out);
 }
 
 void TarFilter::Step(std::string* out) {
@@ -258,7 +265,35 @@ void TarFilter::Refuse(std::string why) {
   held_.clear();
 }
 
+void TarFilter::FlushPending(std::string* out) {
+  auto [header, body] = std::move(*pending_);
+  pending_.reset();
+  const char* h = held_.data();
+  const bool entry = ChecksumOk(reinterpret_cast<const unsigned char*>(h)) && std::strchr("0123567", h[156]) &&
+                     h[156] != 0 && std::memcmp(h + 257, "ustar\0", 6) == 0;
+  std::vector<PaxRecord> records;
+  size_t end = 0;
+  ParseRecords(body, &records, &end);
+  bool redundant = entry;
+  for (const PaxRecord& r : records) {
+    if (r.key == "path") redundant &= r.value == HeaderName(h);
+    if (r.key == "linkpath") redundant &= r.value == std::string_view(h + 157, strnlen(h + 157, 100));
+    if (r.key == "uname" || r.key == "gname") redundant = false;  // hdrcharset speaks for them too
+  }
+  if (redundant) {
+    std::string kept;
+    for (const PaxRecord& r : records)
+      if (r.key != "path" && r.key != "linkpath" && r.key != "hdrcharset") kept += r.text;
+    body = std::move(kept);
+  }
+  SetSizeAndChecksum(&header, body.size());
+  out->append(header);
+  out->append(body);
+  out->append(Padded(body.size()) - body.size(), '\0');
+}
+
 void TarFilter::OnHeader(std::string* out) {
+  if (pending_) FlushPending(out);
   const auto* h = reinterpret_cast<const unsigned char*>(held_.data());
   const std::string where = "header at byte " + std::to_string(at_);
   // The end-of-archive block: libarchive reads nothing after it.
@@ -372,12 +407,21 @@ void TarFilter::OnPax(std::string* out) {
   }
   if (!bad.empty()) return Emit(out);
   std::string rewritten;
-  bool changed = false;
+  bool changed = false, hdrcharset = false;
   for (const PaxRecord& r : records) {
     std::optional<std::string> t;
     if (opt_.times && (r.key == "mtime" || r.key == "atime" || r.key == "ctime")) t = ConvertPaxTime(r.value, *opt_.times);
     rewritten += t ? Record(r.key, *t) : std::string(r.text);
     changed |= t.has_value();
+    hdrcharset |= r.key == "hdrcharset";
+  }
+  // Held until the entry's own header shows whether its fields hold the
+  // names the charset was written for.
+  if (opt_.ustar_names && hdrcharset && end == body.size()) {
+    pending_.emplace(held_.substr(0, kBlock), std::move(rewritten));
+    at_ += held_.size();
+    held_.clear();
+    return;
   }
   // NULs after the last record: GNU tar stops reading there, libarchive
   // calls the header malformed and drops its path and link records.

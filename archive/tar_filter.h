@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "archive/pax_time.h"
 
@@ -36,6 +37,13 @@ struct TarFilterOptions {
   // A stream that fails stops: refused() says why, and nothing after the
   // header at fault is passed on.
   bool check = false;
+  // For an archive written: a pax header with hdrcharset=BINARY (a name
+  // that is not UTF-8) whose path and linkpath the entry's own ustar
+  // fields hold byte for byte loses those three records. GNU tar warns
+  // about hdrcharset, which it does not know, and bsdtar fails on a
+  // non-UTF-8 pax path without it: ustar fields raise neither. A name too
+  // long for them keeps its records.
+  bool ustar_names = false;
 };
 
 // Entries are framed as libarchive 3.6.2 frames them (a pax "size" record,
@@ -65,6 +73,7 @@ class TarFilter {
   void OnHeader(std::string* out);
   void OnPax(std::string* out);
   void OnSparse(std::string* out);
+  void FlushPending(std::string* out);
   void Emit(std::string* out);
   void PassRest(std::string* out);
   void SkipData(uint64_t bytes);
@@ -83,6 +92,8 @@ class TarFilter {
   bool pax_link_ = false;      // the pax header before the entry names a link target
   bool long_link_ = false;     // so does a GNU long link name ('K')
   std::optional<std::string> refused_;
+  // A pax header (its block, its body) held for the header after it.
+  std::optional<std::pair<std::string, std::string>> pending_;
 };
 
 }  // namespace agentenv::archive

@@ -158,7 +158,9 @@ Result<std::unique_ptr<TarOutput>> TarOutput::Open(const ArchiveLib& A, const st
   std::unique_ptr<TarOutput> o(new TarOutput(A));
   o->out_ = out;
   o->sink_ = sink;
-  if (ProbeOnce(A).write) o->filter_.emplace(TarFilterOptions{.times = PaxTimeDirection::kToPosix});
+  TarFilterOptions options{.ustar_names = true};
+  if (ProbeOnce(A).write) options.times = PaxTimeDirection::kToPosix;
+  o->filter_.emplace(options);
   if (!sink) {
     o->file_ = A.archive_write_new();
     A.archive_write_set_format_raw(o->file_);

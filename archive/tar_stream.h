@@ -63,7 +63,9 @@ class TarReader {
 };
 
 // A pax tar writer: full pax (every entry carries its ns mtime), xattrs
-// once as SCHILY.xattr (what GNU tar reads), the last block not padded.
+// once as SCHILY.xattr (what GNU tar reads), the last block not padded, a
+// name that is not UTF-8 in the ustar fields alone where they hold it
+// (TarFilterOptions::ustar_names).
 class TarOutput {
  public:
   // Writes to `sink`, or else to the file `out` ("-": stdout), gzip
@@ -91,7 +93,7 @@ class TarOutput {
   const TarSink* sink_ = nullptr;
   ::archive* file_ = nullptr;  // raw format: the tar stream, compressed by suffix
   ::archive* tar_ = nullptr;
-  std::optional<TarFilter> filter_;  // only when libarchive's times need converting
+  std::optional<TarFilter> filter_;  // set by Open
   std::string buf_;
   std::optional<Error> error_;
 };
