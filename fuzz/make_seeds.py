@@ -187,6 +187,19 @@ def hostile():
     put("tar_import", "pax-linkpath-out", link)
     put("tar_filter", "pax-linkpath", b"\x02" + link)
     put("tar_filter", "link-no-target", b"\x00" + raw_tar([(b"h", b"1", b"", b""), (b"s", b"2", b"", b"")]))
+    # A name that is not UTF-8 with the hdrcharset libarchive writes for it.
+    put("tar_filter", "hdrcharset", b"\x06" + raw_tar([
+        (b"PaxHeader/caf\xe9", b"x", pax_record(b"hdrcharset", b"BINARY") + pax_record(b"path", b"caf\xe9") +
+         pax_record(b"mtime", b"-2.5"), b""), (b"caf\xe9", b"0", b"x", b"")]))
+    # What tar tools accept with a warning: a leading '/', a name appended
+    # again, directories left implicit, ACL entries named without ids.
+    put("tar_import", "leading-slash", raw_tar([(b"/etc/a", b"0", b"a", b""), (b"/etc/h", b"1", b"", b"/etc/a")]))
+    put("tar_import", "appended", raw_tar([(b"f", b"0", b"1", b""), (b"d", b"5", b"", b""), (b"f", b"0", b"2", b""),
+                                           (b"d", b"5", b"", b""), (b"d/x", b"0", b"x", b""), (b"d", b"0", b"f", b"")]))
+    put("tar_import", "implied-dirs", raw_tar([(b"a/b/c/f", b"0", b"f", b""), (b"a/b", b"5", b"", b"")]))
+    put("tar_import", "acl-names", raw_tar([(b"PaxHeader/f", b"x", pax_record(
+        b"SCHILY.acl.access", b"user::rw-,user:lp:rw-:4242,group::r--,group:daemon:r--,mask::rw-,other::r--") +
+        pax_record(b"uname", b"nobody") + pax_record(b"uid", b"32757"), b""), (b"f", b"0", b"f", b"")]))
     put("tar_filter", "pax-nul-tail", b"\x04" + raw_tar([(b"PaxHeader/f", b"x", pax_record(b"path", b"g") + b"\0junk", b""),
                                                          (b"f", b"0", b"", b"")]))
 
