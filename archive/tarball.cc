@@ -1,29 +1,25 @@
 #include "archive/tarball.h"
 
-#include "archive/libarchive.h"
-#include "archive/tar_stream.h"
-#include "archive/unpack_meta.h"
-#include "archive/unpack_paths.h"
-#include "snap/fsops.h"
-
-#include "common/unique_fd.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "archive/libarchive.h"
+#include "archive/tar_stream.h"
+#include "archive/unpack_meta.h"
+#include "archive/unpack_paths.h"
 
 namespace agentenv::archive {
 namespace {
