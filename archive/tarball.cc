@@ -120,11 +120,12 @@ std::string Relative(std::string_view raw, bool* slash) {
 // One archive unpacked into the current directory (archive/tarball.h).
 class Unpack {
  public:
-  Unpack(const ArchiveLib& A, const std::string& path, bool layer, UnprivilegedDevices devices,
-         const std::function<void(const std::string&)>& warn, const snap::PathFilter& ignored, Progress* progress,
-         uint64_t* holes)
-      : A(A), path_(path), layer_(layer), devices_(devices), warn_(warn), ignored_(ignored), progress_(progress),
-        holes_(holes) {}
+  // Unpacks `path` into `dest`, the current directory.
+  Unpack(const ArchiveLib& A, const std::string& path, const std::string& dest, bool layer,
+         UnprivilegedDevices devices, const std::function<void(const std::string&)>& warn,
+         const snap::PathFilter& ignored, Progress* progress, uint64_t* holes)
+      : A(A), path_(path), dest_(dest), layer_(layer), devices_(devices), warn_(warn), ignored_(ignored),
+        progress_(progress), holes_(holes) {}
 
   // Reads every entry of `in` and writes it through `out`, then applies
   // what libarchive leaves to the end and to us.
@@ -143,7 +144,7 @@ class Unpack {
   Result<bool> Reachable(const std::string& name) const { return ExistsBelowDirs(path_, name); }
 
   const ArchiveLib& A;
-  const std::string path_;
+  const std::string path_, dest_;
   const bool layer_;
   const UnprivilegedDevices devices_;
   const std::function<void(const std::string&)>& warn_;
@@ -336,8 +337,8 @@ Result<void> Unpack::KeepParentTime(const std::string& name) {
 Result<void> Unpack::Finish(::archive* out) {
   // Directory modes, mtimes and ACLs are applied here, after their contents.
   int closed = A.archive_write_close(out);
-  if (closed < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, ".", out));
-  if (closed == ARCHIVE_WARN) warn_(path_ + ": " + Why(A, out, "warning"));
+  if (closed < ARCHIVE_WARN) return Unexpected<Error>(WriteError(A, dest_, out));
+  if (closed == ARCHIVE_WARN) warn_(dest_ + ": " + Why(A, out, "warning"));
   for (const auto& [dir, mtime] : dir_times_) kept_times_.erase(dir);
   std::vector<std::pair<std::string, timespec>> restore(kept_times_.begin(), kept_times_.end());
   restore.insert(restore.end(), dir_times_.begin(), dir_times_.end());
@@ -349,9 +350,9 @@ Result<void> Unpack::Finish(::archive* out) {
     if (::utimensat(AT_FDCWD, dir.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return FailErrno(dir, errno);
   }
   if (!layer_) {
-    if (!root_mtime_ && ::chmod(".", 0755) != 0) return FailErrno(".", errno);
+    if (!root_mtime_ && ::chmod(".", 0755) != 0) return FailErrno(dest_, errno);
     struct timespec ts[2] = {{0, UTIME_OMIT}, root_mtime_.value_or(newest_.value_or(timespec{0, 0}))};
-    if (::utimensat(AT_FDCWD, ".", ts, 0) != 0) return FailErrno(".", errno);
+    if (::utimensat(AT_FDCWD, ".", ts, 0) != 0) return FailErrno(dest_, errno);
   }
   auto reachable = [this](const std::string& name) { return Reachable(name); };
   AE_TRY(implied_.Apply(reachable));
@@ -395,7 +396,7 @@ Result<void> Extract(const std::string& path, int fd, const std::string& dest,
   WriteDisk out(A.archive_write_disk_new(), A.archive_write_free);
   A.archive_write_disk_set_options(out.get(), flags);
   UseNumericOwners(A, out.get());
-  Unpack unpack(A, path, layer, devices, warn, ignored, progress, holes);
+  Unpack unpack(A, path, dest, layer, devices, warn, ignored, progress, holes);
   return unpack.Run(reader->get(), out.get());
 }
 
