@@ -25,11 +25,12 @@ int CmdImport(int argc, char** argv) {
                                 ErrorCode::kInvalid});
   control::Client client(g.root);
   auto r = WithProgress(g, client, [&] { return control::ImportArchive(client, req); });
+  // Warnings on stderr, as export's: what was left out is not output.
+  if (r && !g.json && !g.quiet)
+    for (const auto& w : r->warnings) std::cerr << "warning: " << w << '\n';
   return Print(g, r, [&req](const control::ImportArchiveReply& r) {
-    std::string text;
-    for (const auto& w : r.warnings) text += "warning: " + w + "\n";
     std::string s = r.node.substr(0, 12);
-    return text + "imported " + (req.oci.empty() ? req.archive : req.oci) + " as " + s + " (agentenv restore " + s + " to use it)";
+    return "imported " + (req.oci.empty() ? req.archive : req.oci) + " as " + s + " (agentenv restore " + s + " to use it)";
   });
 }
 

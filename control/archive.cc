@@ -49,7 +49,8 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
     int64_t filled_ns = 0;  // see SnapOptions::filled_ns
     if (!r.tarball.empty()) {
-      AE_TRY(archive::ExtractTarball(r.tarball, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip, progress));
+      AE_TRY(archive::ExtractTarball(r.tarball, repo->work_dir(), warn, archive::UnprivilegedDevices::kSkip, progress,
+                                     ignored));
       filled_ns = snap::NowNs();
     }
     std::optional<std::vector<archive::OciNode>> history;
@@ -127,7 +128,10 @@ Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRe
     AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
     AE_TRY(archive::UnpackOciImage(image, dir, warn, archive::UnprivilegedDevices::kRefuse));
   } else {
-    AE_TRY(archive::ExtractTarball(r.archive, dir, warn, archive::UnprivilegedDevices::kRefuse, client.progress()));
+    // What the recording will leave out is named (it vanished silently).
+    AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(client.root()));
+    AE_TRY(archive::ExtractTarball(r.archive, dir, warn, archive::UnprivilegedDevices::kRefuse, client.progress(),
+                                   ignored));
   }
   std::string source = r.oci.empty() ? r.archive : r.oci;
   AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
