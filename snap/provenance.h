@@ -186,8 +186,9 @@ std::string CommandText(const Provenance& p);
 std::string OutcomeText(const CommandOutcome& o);
 
 // A node's title when it has no message: what made it, led by the packages
-// it changed (LeadWithPackages), at most kMaxTitle bytes (cut at a UTF-8
-// boundary). `change_label` is the summary of its changes versus its
+// it changed (LeadWithPackages), one line (newlines and tabs as spaces,
+// other control characters as '?'), at most kMaxTitle bytes (cut at a
+// UTF-8 boundary). `change_label` is the summary of its changes versus its
 // parent (ChangeTally::Label), used by the kinds that have no command of
 // their own (capture, snapshot, supervise, workspace, init, import, pull,
 // unknown). Forms:
@@ -209,7 +210,8 @@ bool TitleUsesChanges(const Provenance& p);
 // `s` cut to at most `max` bytes at a UTF-8 character boundary.
 std::string CutUtf8(std::string_view s, size_t max);
 
-// "12 nodes thinned (8 capture, 4 exec; 1 failed): make (exit 2); ls".
+// "12 nodes thinned (8 capture, 4 exec; 1 failed): make (exit 2); ls",
+// one line.
 std::string ThinnedText(const Thinned& t);
 
 // ---- retention's span summary

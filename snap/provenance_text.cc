@@ -135,18 +135,19 @@ std::string RenderTitle(const Provenance& p, std::string_view change_label, cons
     case ProvenanceKind::kSave: body = SaveTitle(p); break;
     case ProvenanceKind::kPartialRestore: body = RestoredTitle(p); break;
     case ProvenanceKind::kWorkspace:
-      body = Prefixed(p.workspace.empty() ? "workspace" : "workspace " + OneLine(p.workspace), change_label);
+      body = Prefixed(p.workspace.empty() ? "workspace" : "workspace " + p.workspace, change_label);
       break;
     case ProvenanceKind::kSupervise:
-      body = Prefixed(p.who.client.empty() ? "supervise" : "supervise " + OneLine(p.who.client), change_label);
+      body = Prefixed(p.who.client.empty() ? "supervise" : "supervise " + p.who.client, change_label);
       break;
-    case ProvenanceKind::kInit: body = p.source.empty() ? "init" : "init from " + OneLine(p.source); break;
-    case ProvenanceKind::kImport: body = p.source.empty() ? "import" : "imported " + OneLine(p.source); break;
-    case ProvenanceKind::kPull: body = p.source.empty() ? "pull" : "pulled " + OneLine(p.source); break;
+    case ProvenanceKind::kInit: body = p.source.empty() ? "init" : "init from " + p.source; break;
+    case ProvenanceKind::kImport: body = p.source.empty() ? "import" : "imported " + p.source; break;
+    case ProvenanceKind::kPull: body = p.source.empty() ? "pull" : "pulled " + p.source; break;
     default: body = std::string(change_label); break;  // capture, snapshot, unknown
   }
   if (packages) body = LeadWithPackages(*packages, body);
-  return CutUtf8(body, kMaxTitle);
+  // Ids, names and paths are the agent's bytes: a title stays one line.
+  return CutUtf8(OneLine(std::move(body)), kMaxTitle);
 }
 
 std::string ThinnedText(const Thinned& t) {
@@ -162,7 +163,7 @@ std::string ThinnedText(const Thinned& t) {
   if (t.failed) notes += (notes.empty() ? "" : "; ") + std::to_string(t.failed) + " failed";
   out = WithNotes(out, notes);
   if (!t.commands.empty()) out += ": " + Join(t.commands, "; ");
-  return out;
+  return OneLine(std::move(out));
 }
 
 }  // namespace agentenv::snap
