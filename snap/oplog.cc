@@ -20,7 +20,9 @@ constexpr std::array<std::string_view, 6> kOpKindNames = {"unknown",          "r
                                                           "tournament_apply", "bisect",  "repair"};
 
 // An operation row's field tags (docs/meta-format.md).
-enum Tag : uint64_t { kKind = 1, kFrom = 2, kTo = 3, kSaved = 4, kOrigin = 5, kClient = 6, kSession = 7, kTournament = 8 };
+enum Tag : uint64_t {
+  kKind = 1, kFrom = 2, kTo = 3, kSaved = 4, kOrigin = 5, kClient = 6, kSession = 7, kTournament = 8,
+};
 
 std::span<const uint8_t> Span(const MDB_val& v) { return {static_cast<const uint8_t*>(v.mv_data), v.mv_size}; }
 

@@ -62,7 +62,8 @@ std::string TournamentHead(const Provenance& p) {
     head += " #" + std::to_string(uint64_t(t->index) + 1);
     if (t->count) head += "/" + std::to_string(t->count);
     if (t->won) notes.push_back("won");
-    else if (t->test_exit_code && *t->test_exit_code != 0) notes.push_back("test exit " + std::to_string(*t->test_exit_code));
+    else if (t->test_exit_code && *t->test_exit_code != 0)
+      notes.push_back("test exit " + std::to_string(*t->test_exit_code));
   }
   if (std::string o = OutcomeText(p.outcome); !o.empty()) notes.push_back(o);
   return WithNotes(head, Join(notes, ", "));
@@ -79,7 +80,8 @@ std::string RestoredTitle(const Provenance& p) {
   std::string out = "restored";
   if (const auto& r = p.restore) {
     std::string list = Join(r->paths, ", ");
-    if (r->paths_omitted) list += (list.empty() ? "" : " ") + std::string("(+") + std::to_string(r->paths_omitted) + " more)";
+    if (r->paths_omitted)
+      list += (list.empty() ? "(+" : " (+") + std::to_string(r->paths_omitted) + " more)";
     if (!list.empty()) out += " " + list;
     if (r->source) out += " from " + Short(*r->source);
   }

@@ -235,5 +235,27 @@ TEST_CASE("oplog: retention drops the rows of the nodes it drops, past its horiz
   CHECK(*repo->meta().OperationCount() == 2);
 }
 
+TEST_CASE("oplog: fsck's repair logs the HEAD it moves", "[oplog]") {
+  TempDir t;
+  auto repo = *snap::Repo::Create(t.str() + "/r");
+  Snap(*repo, "f", "a");
+  ObjectId newest = Snap(*repo, "f", "b");
+  {
+    auto txn = repo->meta().Begin();
+    REQUIRE(txn);
+    REQUIRE((*txn)->SetRef("HEAD", Filled(0x66)));  // a node not in history
+    REQUIRE((*txn)->Commit());
+  }
+  auto repaired = repo->RepairHistory();
+  REQUIRE(repaired);
+  CHECK(*repo->Head() == newest);
+  auto ops = repo->meta().RecentOperations(10);
+  REQUIRE(ops);
+  REQUIRE(ops->size() == 1);
+  CHECK((*ops)[0].kind == OpKind::kRepair);
+  CHECK_FALSE((*ops)[0].from);
+  CHECK((*ops)[0].to == newest);
+}
+
 }  // namespace
 }  // namespace agentenv::test

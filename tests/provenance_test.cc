@@ -6,6 +6,7 @@
 // repository.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -295,7 +296,8 @@ TEST_CASE("provenance: a thinned span says what it held", "[provenance]") {
   CHECK(t.first_ns == 100);
   CHECK(t.last_ns == 400);
   CHECK(t.commands == std::vector<std::string>{"make test (exit 2)", "make test"});
-  CHECK(snap::ThinnedText(t) == "4 nodes thinned (1 capture, 2 exec, 1 unknown; 1 failed): make test (exit 2); make test");
+  CHECK(snap::ThinnedText(t) ==
+        "4 nodes thinned (1 capture, 2 exec, 1 unknown; 1 failed): make test (exit 2); make test");
   // A dropped node that had absorbed a span itself brings it along; the
   // newest commands are the ones kept.
   snap::Thinned later;
@@ -468,6 +470,37 @@ TEST_CASE("provenance: a restore's saved node and a partial restore's node say w
   CHECK(rec->provenance->restore->source == *second->node);
   CHECK(rec->provenance->restore->paths == std::vector<std::string>{"a"});
   CHECK(rec->flags == snap::NodeRecord::kTitleRendered);
+}
+
+TEST_CASE("provenance: seed and import record what they read", "[provenance]") {
+  TempDir t;
+  const std::string src = t.str() + "/src";
+  std::filesystem::create_directories(src + "/etc");
+  Write(src + "/etc/os-release", "ID=debian\n");
+  auto repo = *snap::Repo::Create(t.str() + "/r");
+  Provenance init;
+  init.kind = ProvenanceKind::kInit;
+  init.source = src;
+  init.who.origin = snap::Origin::kCli;
+  auto seeded = repo->Seed(src, "", init);
+  REQUIRE(seeded);
+  auto rec = repo->Record(*seeded->node);
+  REQUIRE(rec);
+  CHECK(rec->title == "init from " + src);
+  CHECK(rec->provenance->who.origin == snap::Origin::kCli);
+  Provenance imp;
+  imp.kind = ProvenanceKind::kImport;
+  imp.source = "backup.tar";
+  auto imported = repo->Import(src, "", imp);
+  REQUIRE(imported);
+  rec = repo->Record(*imported->node);
+  REQUIRE(rec);
+  CHECK(rec->title == "imported backup.tar");
+  CHECK(rec->provenance->kind == ProvenanceKind::kImport);
+  // A message is the title, as without provenance.
+  auto named = repo->Import(src, "the backup", imp);
+  REQUIRE(named);
+  CHECK(repo->Record(*named->node)->title == "the backup");
 }
 
 }  // namespace
