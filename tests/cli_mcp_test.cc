@@ -233,7 +233,9 @@ TEST_CASE("cli mcp: notifications/cancelled stops an exec, sends no reply, recor
   json log;
   bool recorded = WaitFor([&] {
     log = m.Call("log", {{"limit", 1}});
-    return log["result"]["structuredContent"]["nodes"][0]["title"].get<std::string>().starts_with("exec cancelled: ");
+    const json& n = log["result"]["structuredContent"]["nodes"][0];
+    return n.contains("provenance") && n["provenance"].value("cancelled", false) &&
+           n["title"].get<std::string>().find(" (signal 9, cancelled, killed)") != std::string::npos;
   }, 10000);
   INFO(log.dump());
   CHECK(recorded);
