@@ -48,6 +48,8 @@ Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r,
   AE_ASSIGN(auto existing, workspace::ListWorkspaces(repo.root()));
   for (const auto& ws : existing) {
     if (ws.tournament.empty() || workspace::WorkspaceBusy(ws)) continue;
+    auto fresh = workspace::LoadWorkspace(repo.root(), ws.name);  // kept since the listing: skip without a lock
+    if (!fresh || fresh->tournament.empty()) continue;
     auto lock = workspace::LockWorkspace(ws, "a tournament's sweep of workspaces killed tournaments left");
     if (!lock) continue;
     auto now = workspace::LoadWorkspace(repo.root(), ws.name);
