@@ -25,18 +25,24 @@ int64_t LocalNs(int y, int mo, int d, int h, int mi) {
   return int64_t(::mktime(&tm)) * 1000000000;
 }
 
-}  // namespace
-
-TEST_CASE("digest: a generated day of ~2,400 nodes fits 2,000 tokens and names every package change, rollback and "
-          "tournament",
-          "[control][digest]") {
-  TempDir t;
+// A repository in `t` holding bench/day_gen.h's scripted day of 2025-03-12.
+std::pair<Result<std::unique_ptr<snap::Repo>>, Result<bench::DayResult>> ScriptedDay(const TempDir& t) {
   auto repo = snap::Repo::Create(t.str() + "/repo");
   REQUIRE(repo);
   bench::DayGen gen(**repo, LocalNs(2025, 3, 12, 7, 0), 2400);
   auto day = gen.Run();
   INFO((day ? "" : day.error().message));
   REQUIRE(day);
+  return {std::move(repo), std::move(day)};
+}
+
+}  // namespace
+
+TEST_CASE("digest: a generated day of ~2,400 nodes fits 2,000 tokens and names every package change, rollback and "
+          "tournament",
+          "[control][digest]") {
+  TempDir t;
+  auto [repo, day] = ScriptedDay(t);
   CHECK(day->nodes >= 2300);
 
   control::DigestRequest req;
@@ -119,12 +125,7 @@ std::string LineWith(const std::string& text, const std::string& needle) {
 // answers the script knows: each must be read off one line of the digest.
 TEST_CASE("digest: a scripted day answers the questionnaire within 2,000 tokens", "[control][digest]") {
   TempDir t;
-  auto repo = snap::Repo::Create(t.str() + "/repo");
-  REQUIRE(repo);
-  bench::DayGen gen(**repo, LocalNs(2025, 3, 12, 7, 0), 2400);
-  auto day = gen.Run();
-  INFO((day ? "" : day.error().message));
-  REQUIRE(day);
+  auto [repo, day] = ScriptedDay(t);
   control::DigestRequest req;
   req.since = "2025-03-12";
   auto d = history::Digest(**repo, req, day->end_ns + int64_t(3600) * 1000000000);
