@@ -28,6 +28,7 @@ inline std::string Restoring(const std::string& root) { return root + "/restorin
 inline std::string Initializing(const std::string& root) { return root + "/initializing"; }  // init not finished
 inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
 inline std::string Mounts(const std::string& root) { return root + "/mounts"; }       // records of mounted views
+inline std::string Config(const std::string& root) { return root + "/config"; }       // settings (mounts/disk_limit.h)
 
 // Where scratch directories (snap/scratch.h) live, and the prefixes of
 // their names: each exists only while its maker or remover holds its lock,
