@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "capture/capture.h"
 #include "control/frames.h"
@@ -102,7 +103,7 @@ class Server {
   void StopCapture(bool deliver_pending);
   // The writer mutex, for a caller that writes through the repository
   // directly (shell's final snapshot).
-  std::unique_lock<std::mutex> LockWriters() { return std::unique_lock(writer_mu_); }
+  std::unique_lock<Mutex> LockWriters() { return std::unique_lock(writer_mu_); }
 
  private:
   Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r);
@@ -112,7 +113,7 @@ class Server {
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
   Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
   std::unique_ptr<snap::Repo> repo_;
-  std::mutex writer_mu_;  // see the file comment
+  Mutex writer_mu_;  // see the file comment
   run::JobTable jobs_;         // thread-safe itself
   // Set by StartCapture before any client is served, reset by
   // StopCapture after the last: read without a lock in between.

@@ -130,24 +130,24 @@ McpSession::McpSession(ToolRunner run, FileReader read, McpOptions opt)
 McpSession::~McpSession() { Drain(); }
 
 bool McpSession::initialized() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return initialized_;
 }
 
 size_t McpSession::in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return running_;
 }
 
 void McpSession::set_notifier(Outbox notify) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   notify_ = std::move(notify);
 }
 
 void McpSession::NotifyResourcesChanged() {
   Outbox n;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!listed_resources_ || !notify_) return;
     n = notify_;
   }
@@ -155,18 +155,18 @@ void McpSession::NotifyResourcesChanged() {
 }
 
 void McpSession::CancelAll() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [k, c] : in_flight_) c->cancelled = true;
 }
 
 void McpSession::Drain() {
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return running_ == 0; });
+  MutexLock lock(mu_);
+  while (running_ != 0) idle_.wait(lock);
 }
 
 void McpSession::Log(size_t level, const std::string& text, const Outbox& out) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (level < log_level_) return;
   }
   out(Notification("notifications/message", {{"level", kLogLevels[level]}, {"logger", "agentenv"}, {"data", text}}));
@@ -187,7 +187,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   const std::string key = id.dump();
   enum { kTaken, kFull, kIdUsed } slot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     slot = in_flight_.size() >= opt_.max_in_flight ? kFull : !in_flight_.emplace(key, call).second ? kIdUsed : kTaken;
     if (slot == kTaken) ++running_;
   }
@@ -205,7 +205,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   // Frees the request's slot and id, once: the id may already name a new
   // request of the client's.
   auto release = [this, call, key] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = in_flight_.find(key);
     if (it != in_flight_.end() && it->second == call) in_flight_.erase(it);
   };
@@ -217,7 +217,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   };
   auto finish = [this, release] {
     release();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (--running_ == 0) idle_.notify_all();
   };
   try {
@@ -264,7 +264,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
 
   if (!has_id) {  // a notification: never answered
     if (method == "notifications/cancelled" && params.contains("requestId")) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = in_flight_.find(params["requestId"].dump());
       if (it != in_flight_.end()) it->second->cancelled = true;
     }
@@ -277,7 +277,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
 
   if (method == "initialize") {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       initialized_ = true;
     }
     out(Reply(id, {{"protocolVersion", NegotiateProtocol(params)},
@@ -308,7 +308,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
     for (size_t i = 0; i < std::size(kLogLevels); ++i) {
       if (level != kLogLevels[i]) continue;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         log_level_ = i;
       }
       out(Reply(id, json::object()));
@@ -449,7 +449,7 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
 
 json McpSession::ListResources() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     listed_resources_ = true;
   }
   json resources = json::array();
