@@ -39,7 +39,7 @@ struct Fixes {
 };
 
 // Whether the loaded libarchive writes and reads -1.000000001 s as
-// "-2.999999999" (control/pax_time.h): one entry through its pax writer
+// "-2.999999999" (archive/pax_time.h): one entry through its pax writer
 // into memory, then the POSIX form of it through its reader.
 Fixes Probe(const ArchiveLib& A) {
   Fixes f;

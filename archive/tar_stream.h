@@ -1,5 +1,5 @@
 // Tar archives in and out through libarchive with pax times as POSIX
-// means them (control/pax_time.h): the uncompressed tar stream passes
+// means them (archive/pax_time.h): the uncompressed tar stream passes
 // through PaxTimeFilter between libarchive's tar format and the
 // (de)compression, when the loaded libarchive needs it. Whether it does is
 // probed once per process (a pax header written to and read from memory),

@@ -1,4 +1,4 @@
-// What an unpack (control/tarball.cc) keeps beside libarchive's disk
+// What an unpack (archive/tarball.cc) keeps beside libarchive's disk
 // writer: the owners an unprivileged process cannot give, and the POSIX
 // ACLs libarchive reads but does not set.
 #pragma once

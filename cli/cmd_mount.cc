@@ -1,4 +1,4 @@
-// mount, umount: a node as a read-only directory (control/mounts.h).
+// mount, umount: a node as a read-only directory (mounts/views.h).
 #include <algorithm>
 #include <cstring>
 

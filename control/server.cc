@@ -389,7 +389,7 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   rep.stale_cache_rows = res.stale_cache_rows;
   // Lowers are a cache: removed unless a process leases them or a
   // workspace's state or a mounted view's record names them (snap/lowers.h,
-  // control/mounts.h); records of views no longer mounted go first.
+  // mounts/views.h); records of views no longer mounted go first.
   AE_ASSIGN(rep.mounts_reclaimed, mounts::ReclaimStaleMounts(repo_->root()));
   AE_ASSIGN(snap::Repo::LowerSweep sweep, repo_->SweepLowers([&]() -> Result<std::set<std::string>> {
     AE_ASSIGN(auto spaces, workspace::ListWorkspaces(repo_->root()));

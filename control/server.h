@@ -51,7 +51,7 @@ class Server {
   Result<RollbackReply> Rollback(const RollbackRequest& r);
   Result<LogReply> Log(const LogRequest& r);
   Result<ShowReply> Show(const ShowRequest& r);
-  // control/digest.h: a span of history in one page.
+  // history/digest.h: a span of history in one page.
   Result<DigestReply> Digest(const DigestRequest& r);
   Result<DiffReply> Diff(const DiffRequest& r);
   Result<HeadReply> Head(const HeadRequest& r);
@@ -62,18 +62,18 @@ class Server {
   Result<GcReply> Gc(const GcRequest& r);
   Result<ImportReply> Import(const ImportRequest& r);
 
-  // Processes (control/exec.cc, control/jobs.cc). Jobs belong to this
-  // object and die with it. Exec streams its output to `emit` as frames
-  // (see README "Control socket"), or collects it into the reply when
-  // `emit` is null. An error with `partial` set: the command ran but its
-  // snapshot failed.
+  // Processes (server_exec.cc, server_jobs.cc; run/pipeline.h, run/jobs.h).
+  // Jobs belong to this object and die with it. Exec streams its output to
+  // `emit` as frames (see README "Control socket"), or collects it into the
+  // reply when `emit` is null. An error with `partial` set: the command ran
+  // but its snapshot failed.
   Result<ExecReply> Exec(const ExecRequest& r, const CallContext& call);
   Result<SpawnReply> Spawn(const SpawnRequest& r);
   Result<PsReply> Ps(const PsRequest& r);
   Result<KillReply> Kill(const KillRequest& r);
 
-  // Workspaces (control/workspace.h, workspace.cc) and tournaments
-  // (control/tournament.cc). Snapshot, Diff and Exec act on a workspace
+  // Workspaces (server_workspace.cc; workspace/workspace.h) and tournaments
+  // (trials/tournament.h). Snapshot, Diff and Exec act on a workspace
   // when the request names one. A workspace's command and snapshot hold
   // its lock (kBusy for a second one); nothing of it touches the live tree.
   Result<ForkReply> Fork(const ForkRequest& r);
@@ -90,7 +90,7 @@ class Server {
   Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
   // trials/bisect.h: the first node where a test fails, K at a time.
   Result<BisectReply> Bisect(const BisectRequest& r);
-  // Read-only views (control/mounts.h): mount a node's lower at a
+  // Read-only views (mounts/views.h): mount a node's lower at a
   // directory in this process's mount namespace, unmount it, list them.
   Result<MountReply> Mount(const MountRequest& r);
   Result<UmountReply> Umount(const UmountRequest& r);

@@ -1,4 +1,4 @@
-// spawn, ps and kill: the Server's jobs (control/jobs.h).
+// spawn, ps and kill: the Server's jobs (run/jobs.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

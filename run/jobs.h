@@ -31,7 +31,7 @@ struct RunRequest {
   std::string session;  // exec only
   bool snapshot = true;  // exec only
   std::string workspace;  // exec only: run in this workspace, snapshot it
-  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
+  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (mounts/disk_limit.h); 0: the default
   template <class V> void Fields(V& v) {
     v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
     v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);

@@ -1,4 +1,4 @@
-// supervise (control/supervisor.h).
+// supervise (serve/supervise.h).
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>

@@ -146,7 +146,7 @@ TEST_CASE("restore with a known dirty set saves those paths and restores the res
   for (const auto& d : CompareManifests(mb, Capture(w))) FAIL_CHECK(d);
 }
 
-// A change journal (control/capture.h) drains itself into history, then
+// A change journal (capture/capture.h) drains itself into history, then
 // restores with an empty dirty set; without a journal, no set: full scan.
 TEST_CASE("the dirty set decides between a full scan and trusting history", "[snap]") {
   TempDir t;
