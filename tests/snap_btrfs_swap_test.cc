@@ -59,15 +59,6 @@ pid_t ParkIn(const std::string& dir) {
   return pid;
 }
 
-// Polls `pred` for up to 10 s.
-bool WaitUntil(const std::function<bool()>& pred) {
-  for (int i = 0; i < 1000; ++i) {
-    if (pred()) return true;
-    ::usleep(10000);
-  }
-  return false;
-}
-
 void Reap(pid_t pid) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
@@ -215,10 +206,10 @@ TEST_CASE("btrfs restore by swap: a process in the live tree forces the in-place
   SECTION("a working directory") {
     pid_t pid = ParkIn(w + "/d");
     REQUIRE(pid > 0);
-    REQUIRE(WaitUntil([&] {
+    REQUIRE(WaitFor([&] {
       struct stat st;
       return ::stat(("/proc/" + std::to_string(pid) + "/cwd").c_str(), &st) == 0 && st.st_dev == StatOf(w).st_dev;
-    }));
+    }, 10000));
     snap::RestoreResult res = SwapTo(*r, n1);
     CHECK_FALSE(res.swapped);
     CHECK(res.not_swapped.find("pid " + std::to_string(pid)) != std::string::npos);
