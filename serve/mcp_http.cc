@@ -123,7 +123,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
   auto s = std::make_shared<McpSession>(run_, read_, opt_.session);
   std::vector<std::shared_ptr<McpSession>> expired;  // cancelled outside the lock
   MutexLock lock(mu_);
-  const auto now = Clock::now();
+  const auto now = opt_.now ? opt_.now() : Clock::now();
   Expire(now, &expired);
   size_t of_peer = 0;
   for (const auto& [sid, e] : sessions_) of_peer += e.peer == peer;
@@ -146,7 +146,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
 std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, std::string* why) {
   std::vector<std::shared_ptr<McpSession>> expired;
   MutexLock lock(mu_);
-  const auto now = Clock::now();
+  const auto now = opt_.now ? opt_.now() : Clock::now();
   Expire(now, &expired);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
