@@ -34,7 +34,7 @@ constexpr size_t kMaxQueuedDirs = 48;
 class Restorer {
  public:
   // Owners an EarlyWriter could not restore are counted in with ours.
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(opt.start_ns ? opt.start_ns : NowNs()) {
     if (opt.written) {
       unowned_ = opt.written->unowned;
       first_unowned_ = opt.written->first_unowned;

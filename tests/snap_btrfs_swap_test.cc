@@ -134,11 +134,11 @@ TEST_CASE("btrfs restore by swap keeps the stat cache matching, and gc drops the
   const std::string w = r->work_dir();
   REQUIRE(::mkdir((w + "/d").c_str(), 0750) == 0);
   for (int i = 0; i < 50; ++i) REQUIRE(WriteFileAt(w + "/d/f" + std::to_string(i), RandomString(3000, uint64_t(i))));
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window: rows are written
+  Settle(*r);  // past the racy window: rows are written
   store::ObjectId n1 = Snap(*r);
   REQUIRE(::mkdir((w + "/gone").c_str(), 0750) == 0);
   for (int i = 0; i < 20; ++i) REQUIRE(WriteFileAt(w + "/gone/g" + std::to_string(i), RandomString(3000, 100 + uint64_t(i))));
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  Settle(*r);
   Snap(*r);
   auto rows_match = [&](const std::string& prefix, int n) {
     auto dev = r->LiveStatDev();

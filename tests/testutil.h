@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,6 +188,31 @@ inline bool WaitChild(pid_t pid, int timeout_ms, int* status) {
   if (::waitpid(pid, &st, WNOHANG) != pid) return false;
   *status = st;
   return true;
+}
+
+// Waits until the kernel's coarse clock, which stamps file times, has
+// passed the present (one to two of its ticks: 1 to 20 ms), and returns
+// its time then. Every file changed before the call has a ctime before
+// it, and every file changed after has one at or after it. The coarse
+// clock may lag the real time by up to a tick even right after it moved,
+// and a change to a file whose time was read since its last change is
+// stamped with the fine-grained time (multigrain timestamps, Linux 6.13):
+// so the wait is for the coarse clock to pass the fine-grained now, not
+// merely to move.
+inline int64_t NextClockTick() {
+  auto read = [](clockid_t c) {
+    struct timespec ts;
+    ::clock_gettime(c, &ts);
+    return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  const int64_t changed_by = read(CLOCK_REALTIME);
+  int64_t now = read(CLOCK_REALTIME_COARSE);
+  while (now <= changed_by) {
+    struct timespec nap = {0, 200'000};
+    ::nanosleep(&nap, nullptr);
+    now = read(CLOCK_REALTIME_COARSE);
+  }
+  return now;
 }
 
 // A wait status as a shell says it: the exit code, or 128 + the signal.
