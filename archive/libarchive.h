@@ -22,6 +22,8 @@ struct ArchiveLib {
   decltype(&::archive_entry_pathname) archive_entry_pathname;
   decltype(&::archive_entry_size) archive_entry_size;
   decltype(&::archive_entry_sparse_add_entry) archive_entry_sparse_add_entry;
+  decltype(&::archive_entry_sparse_reset) archive_entry_sparse_reset;
+  decltype(&::archive_entry_sparse_next) archive_entry_sparse_next;
   decltype(&::archive_entry_uid) archive_entry_uid;
   decltype(&::archive_entry_gid) archive_entry_gid;
   decltype(&::archive_entry_mtime) archive_entry_mtime;
@@ -40,6 +42,7 @@ struct ArchiveLib {
   decltype(&::archive_entry_xattr_reset) archive_entry_xattr_reset;
   decltype(&::archive_entry_acl_reset) archive_entry_acl_reset;
   decltype(&::archive_entry_acl_next) archive_entry_acl_next;
+  decltype(&::archive_entry_acl_add_entry) archive_entry_acl_add_entry;
   decltype(&::archive_entry_xattr_next) archive_entry_xattr_next;
   decltype(&::archive_read_new) archive_read_new;
   decltype(&::archive_read_free) archive_read_free;
@@ -49,6 +52,7 @@ struct ArchiveLib {
   decltype(&::archive_read_support_format_tar) archive_read_support_format_tar;
   decltype(&::archive_read_support_format_raw) archive_read_support_format_raw;
   decltype(&::archive_read_open_filename) archive_read_open_filename;
+  decltype(&::archive_read_open_fd) archive_read_open_fd;
   decltype(&::archive_read_open_memory) archive_read_open_memory;
   decltype(&::archive_read_open) archive_read_open;
   decltype(&::archive_read_next_header) archive_read_next_header;
@@ -71,7 +75,8 @@ struct ArchiveLib {
   decltype(&::archive_write_close) archive_write_close;
   decltype(&::archive_write_disk_new) archive_write_disk_new;
   decltype(&::archive_write_disk_set_options) archive_write_disk_set_options;
-  decltype(&::archive_write_disk_set_standard_lookup) archive_write_disk_set_standard_lookup;
+  decltype(&::archive_write_disk_set_user_lookup) archive_write_disk_set_user_lookup;
+  decltype(&::archive_write_disk_set_group_lookup) archive_write_disk_set_group_lookup;
 };
 
 // Loads libarchive (once per process; thread-safe) and resolves every

@@ -14,6 +14,7 @@
 #include "common/platform.h"
 #include "common/read_all.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 #include "archive/libarchive.h"
 #include "archive/oci.h"
@@ -30,26 +31,69 @@ bool IsDir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// The file of blob `digest`, which must be "sha256:" and 64 lowercase hex
-// digits (anything else could name a path outside blobs/).
+// The path of blob `digest` in the layout, which must be "sha256:" and 64
+// lowercase hex digits (anything else could name a path outside blobs/).
 Result<std::string> BlobPath(const std::string& dir, const std::string& digest) {
   bool ok = digest.size() == 71 && digest.compare(0, 7, "sha256:") == 0;
   for (size_t i = 7; ok && i < digest.size(); ++i)
     ok = (digest[i] >= '0' && digest[i] <= '9') || (digest[i] >= 'a' && digest[i] <= 'f');
   if (!ok)
     return Fail(ErrorCode::kInvalid, dir + ": digest '" + digest + "' is not sha256:<64 hex digits>; refusing the image");
-  return dir + "/blobs/sha256/" + digest.substr(7);
+  return "blobs/sha256/" + digest.substr(7);
 }
 
-Result<json> ReadJson(const std::string& path, uint64_t max) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+// The file `rel` ("index.json", "blobs/sha256/<hex>") of the layout at
+// `dir`, opened without following a symlink anywhere below `dir` (a blob
+// that links out of the layout would be hashed and read from wherever it
+// points: the layout is the input, the rest of the machine is not) and
+// only when it is a regular file (opening a FIFO would wait for a writer).
+// Errors: the open's errno (ENOENT: no such file) with its text; kInvalid
+// for a symlink or a file that is not regular.
+Result<UniqueFd> OpenInLayout(const std::string& dir, const std::string& rel) {
+  UniqueFd at(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!at) return FailErrno(dir, errno);
+  for (size_t start = 0;;) {
+    size_t slash = rel.find('/', start);
+    const bool last = slash == std::string::npos;
+    std::string path = dir + "/" + rel.substr(0, slash);
+    int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY);
+    UniqueFd next(::openat(at.get(), rel.substr(start, last ? std::string::npos : slash - start).c_str(), flags));
+    if (!next) {
+      int err = errno;
+      struct stat st;
+      if ((err == ELOOP || err == ENOTDIR) && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        return Fail(ErrorCode::kInvalid, path + ": a symbolic link, which an image's files may not be "
+                                                "(it is never followed); refusing the image");
+      return FailErrno(path, err);
+    }
+    if (last) {
+      struct stat st;
+      if (::fstat(next.get(), &st) != 0) return FailErrno(path, errno);
+      if (!S_ISREG(st.st_mode))
+        return Fail(ErrorCode::kInvalid, path + ": not a regular file; refusing the image");
+      return next;
+    }
+    at = std::move(next);
+    start = slash + 1;
+  }
+}
+
+// The layout's JSON file `rel`, at most `max` bytes, from `fd` when given
+// (a blob already opened and verified), else opened in the layout.
+Result<json> ReadJson(const std::string& dir, const std::string& rel, uint64_t max, UniqueFd fd = {}) {
+  const std::string path = dir + "/" + rel;
   if (!fd) {
-    if (errno == ENOENT) return Fail(ErrorCode::kNotFound, path + ": missing; not an OCI image layout");
-    // A name the user gave that cannot be a layout's (a file on the way,
-    // a name too long): theirs to fix, not an I/O failure.
-    if (errno == ENOTDIR || errno == ENAMETOOLONG)
-      return Fail(ErrorCode::kNotFound, path + ": " + std::strerror(errno) + "; not an OCI image layout");
-    return FailErrno(path, errno);
+    auto opened = OpenInLayout(dir, rel);
+    if (!opened) {
+      int err = opened.error().errno_value;
+      if (err == ENOENT) return Fail(ErrorCode::kNotFound, path + ": missing; not an OCI image layout");
+      // A name the user gave that cannot be a layout's (a file on the way,
+      // a name too long): theirs to fix, not an I/O failure.
+      if (err == ENOTDIR || err == ENAMETOOLONG)
+        return Fail(ErrorCode::kNotFound, path + ": " + std::strerror(err) + "; not an OCI image layout");
+      return Unexpected<Error>(opened.error());
+    }
+    fd = std::move(*opened);
   }
   AE_ASSIGN(std::string text, ReadUpTo(fd.get(), path, max + 1));
   if (text.size() > max) return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(max) + " bytes");
@@ -72,21 +116,17 @@ Result<OciBlob> Descriptor(const std::string& where, const json& j) {
   return b;
 }
 
-Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return Fail(ErrorCode::kInvalid, path + ": blob missing; refusing the image");
-    return FailErrno(path, errno);
-  }
+// "sha256:<hex>" of the open file `fd` from its start; *size: its bytes.
+Result<std::string> Sha256File(int fd, const std::string& path, uint64_t* size) {
   Sha256 ctx;
   // Sized for the blob: a 1 MiB buffer zero-filled for each small JSON
   // blob was most of the time an import spent on them.
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return FailErrno(path, errno);
+  if (::fstat(fd, &st) != 0) return FailErrno(path, errno);
   std::vector<char> buf(size_t(std::clamp<int64_t>(st.st_size, 4096, 1 << 20)));
   *size = 0;
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), off_t(*size));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FailErrno(path, errno);
     if (n == 0) break;
@@ -96,11 +136,12 @@ Result<std::string> Sha256File(const std::string& path, uint64_t* size) {
   return ctx.OciDigest();
 }
 
-// "sha256:<hex>" of the file at `path` decompressed (gzip, xz, zstd, or
-// as it is): a compressed layer's diff_id.
-Result<std::string> Sha256Uncompressed(const std::string& path) {
+// "sha256:<hex>" of the open file `fd` decompressed (gzip, xz, zstd, or as
+// it is), read from its start: a compressed layer's diff_id.
+Result<std::string> Sha256Uncompressed(int fd, const std::string& path) {
   AE_ASSIGN(const ArchiveLib* lib, LoadArchiveLib());
   const ArchiveLib& A = *lib;
+  if (::lseek(fd, 0, SEEK_SET) != 0) return FailErrno(path, errno);
   std::unique_ptr<::archive, decltype(A.archive_read_free)> in(A.archive_read_new(), A.archive_read_free);
   A.archive_read_support_filter_gzip(in.get());
   A.archive_read_support_filter_xz(in.get());
@@ -111,7 +152,7 @@ Result<std::string> Sha256Uncompressed(const std::string& path) {
     return Fail(ErrorCode::kInvalid, path + ": " + (why ? why : "cannot be read") + "; refusing the image");
   };
   archive_entry* e = nullptr;
-  if (A.archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK ||
+  if (A.archive_read_open_fd(in.get(), fd, 1 << 16) != ARCHIVE_OK ||
       A.archive_read_next_header(in.get(), &e) != ARCHIVE_OK)
     return bad();
   Sha256 ctx;
@@ -127,25 +168,32 @@ Result<std::string> Sha256Uncompressed(const std::string& path) {
   return ctx.OciDigest();
 }
 
-Result<void> VerifyBlob(const std::string& dir, const OciBlob& b) {
-  AE_ASSIGN(std::string path, BlobPath(dir, b.digest));
+// The blob of descriptor `b`, open, once its size and SHA-256 match it:
+// what is read from here on is what was verified.
+Result<UniqueFd> OpenVerifiedBlob(const std::string& dir, const OciBlob& b) {
+  AE_ASSIGN(std::string rel, BlobPath(dir, b.digest));
+  const std::string path = dir + "/" + rel;
+  auto fd = OpenInLayout(dir, rel);
+  if (!fd && fd.error().errno_value == ENOENT)
+    return Fail(ErrorCode::kInvalid, path + ": blob missing; refusing the image");
+  if (!fd) return Unexpected<Error>(fd.error());
   uint64_t size = 0;
-  AE_ASSIGN(std::string digest, Sha256File(path, &size));
+  AE_ASSIGN(std::string digest, Sha256File(fd->get(), path, &size));
   if (size != b.size)
     return Fail(ErrorCode::kInvalid, path + ": " + std::to_string(size) + " bytes, the manifest says " +
                                          std::to_string(b.size) + "; refusing the image");
   if (digest != b.digest)
     return Fail(ErrorCode::kInvalid, path + ": content hashes to " + digest + ", not " + b.digest +
                                          "; refusing the image");
-  return {};
+  return std::move(*fd);
 }
 
 // The descriptor's blob, read as JSON after checking its size and digest.
 Result<json> ReadJsonBlob(const std::string& dir, const OciBlob& b) {
   if (b.size > kMaxJson) return Fail(ErrorCode::kInvalid, dir + ": " + b.digest + " is too large for a manifest");
-  AE_TRY(VerifyBlob(dir, b));
-  AE_ASSIGN(std::string path, BlobPath(dir, b.digest));
-  return ReadJson(path, kMaxJson);
+  AE_ASSIGN(UniqueFd fd, OpenVerifiedBlob(dir, b));
+  AE_ASSIGN(std::string rel, BlobPath(dir, b.digest));
+  return ReadJson(dir, rel, kMaxJson, std::move(fd));
 }
 
 // j[key] when j is an object whose key holds a string, else "" (json's
@@ -228,10 +276,10 @@ Result<OciImage> OpenOciImage(const std::string& spec) {
     img.tag = spec.substr(colon + 1);
   }
   while (img.dir.size() > 1 && img.dir.back() == '/') img.dir.pop_back();
-  AE_ASSIGN(json layout, ReadJson(img.dir + "/oci-layout", 4096));
+  AE_ASSIGN(json layout, ReadJson(img.dir, "oci-layout", 4096));
   if (StringAt(layout, "imageLayoutVersion") != "1.0.0")
     return Fail(ErrorCode::kUnsupported, img.dir + "/oci-layout: imageLayoutVersion is not 1.0.0");
-  AE_ASSIGN(json index, ReadJson(img.dir + "/index.json", kMaxJson));
+  AE_ASSIGN(json index, ReadJson(img.dir, "index.json", kMaxJson));
   AE_ASSIGN(img.manifest, PickManifest(img.dir, img.dir + "/index.json", index, img.tag, 0));
   AE_ASSIGN(json man, ReadJsonBlob(img.dir, img.manifest));
   std::string what = img.dir + " " + img.manifest.digest;
@@ -254,8 +302,8 @@ namespace {
 // The config's rootfs.diff_ids name the layers' tars, uncompressed, in
 // order. A layer whose digest is its diff_id is plain; any other is read
 // through its decompression and hashed: one more pass over a compressed
-// layer, before anything is applied.
-Result<void> CheckDiffIds(const OciImage& image, const json& config) {
+// layer, before anything is applied. `layers`: the layers' blobs, open.
+Result<void> CheckDiffIds(const OciImage& image, const json& config, const std::vector<UniqueFd>& layers) {
   std::string what = image.dir + " " + image.config.digest;
   if (!config.contains("rootfs") || !config["rootfs"].is_object() || !config["rootfs"].contains("diff_ids") ||
       !config["rootfs"]["diff_ids"].is_array())
@@ -271,8 +319,9 @@ Result<void> CheckDiffIds(const OciImage& image, const json& config) {
       return Fail(ErrorCode::kInvalid, what + ": the diff_id of " + layer + " is not a string; refusing the image");
     const std::string& want = ids[i].get_ref<const std::string&>();
     if (want == image.layers[i].digest) continue;
-    AE_ASSIGN(std::string path, BlobPath(image.dir, image.layers[i].digest));
-    AE_ASSIGN(std::string got, Sha256Uncompressed(path));
+    AE_ASSIGN(std::string rel, BlobPath(image.dir, image.layers[i].digest));
+    std::string path = image.dir + "/" + rel;
+    AE_ASSIGN(std::string got, Sha256Uncompressed(layers[i].get(), path));
     if (got != want)
       return Fail(ErrorCode::kInvalid, path + ": " + layer + " is a tar that hashes to " + got +
                                            ", but the config's diff_id of layer " + std::to_string(i + 1) + " is " +
@@ -287,11 +336,17 @@ Result<void> UnpackOciImage(const OciImage& image, const std::string& dest,
                             const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
                             const std::function<Result<void>(size_t layer)>& after_layer) {
   AE_ASSIGN(json config, ReadJsonBlob(image.dir, image.config));
-  for (const OciBlob& l : image.layers) AE_TRY(VerifyBlob(image.dir, l));
-  AE_TRY(CheckDiffIds(image, config));
+  std::vector<UniqueFd> layers;
+  for (const OciBlob& l : image.layers) {
+    AE_ASSIGN(UniqueFd fd, OpenVerifiedBlob(image.dir, l));
+    layers.push_back(std::move(fd));
+  }
+  AE_TRY(CheckDiffIds(image, config, layers));
+  uint64_t sparse_holes = 0;  // the image's layers share the limit of one archive
   for (size_t i = 0; i < image.layers.size(); ++i) {
-    AE_ASSIGN(std::string path, BlobPath(image.dir, image.layers[i].digest));
-    AE_TRY(ApplyLayer(path, dest, warn, devices));
+    AE_ASSIGN(std::string rel, BlobPath(image.dir, image.layers[i].digest));
+    if (::lseek(layers[i].get(), 0, SEEK_SET) != 0) return FailErrno(image.dir + "/" + rel, errno);
+    AE_TRY(ApplyLayer(layers[i].get(), image.dir + "/" + rel, dest, warn, devices, &sparse_holes));
     if (after_layer) AE_TRY(after_layer(i));
   }
   return {};
@@ -311,6 +366,14 @@ std::optional<std::vector<OciNode>> OciHistory(const OciImage& image) {
     if (const std::string* p = get("dev.agentenv.parent")) n.parent = *p;
     if (const std::string* m = get("dev.agentenv.message")) n.message = *m;
     if (const std::string* lb = get("dev.agentenv.label")) n.label = *lb;
+    if (const std::string* pv = get("dev.agentenv.provenance")) {
+      // Carried, not trusted: one that does not decode is left out.
+      if (auto bytes = Base64Decode(*pv)) {
+        auto p = snap::DecodeProvenance(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()),
+                                        "image annotation");
+        if (p) n.provenance = std::move(*p);
+      }
+    }
     char* end = nullptr;
     n.time_ns = std::strtoll(time->c_str(), &end, 10);
     if (*end || n.time_ns <= 0) return std::nullopt;

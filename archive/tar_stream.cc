@@ -1,6 +1,7 @@
 #include "archive/tar_stream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <type_traits>
 
@@ -60,7 +61,7 @@ Fixes Probe(const ArchiveLib& A) {
   f.write = bytes.find("mtime=-2.999999999\n") != std::string::npos;
   std::string posix;
   if (f.write) {
-    PaxTimeFilter filter(PaxTimeDirection::kToPosix);
+    TarFilter filter({.times = PaxTimeDirection::kToPosix});
     filter.Feed({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, &posix);
     filter.Finish(&posix);
   } else {
@@ -83,8 +84,19 @@ const Fixes& ProbeOnce(const ArchiveLib& A) {
 }  // namespace
 
 Result<std::unique_ptr<TarReader>> TarReader::Open(const ArchiveLib& A, const std::string& path) {
+  return Open(A, -1, path, true);
+}
+
+Result<std::unique_ptr<TarReader>> TarReader::Open(const ArchiveLib& A, int fd, const std::string& path) {
+  return Open(A, fd, path, false);
+}
+
+Result<std::unique_ptr<TarReader>> TarReader::Open(const ArchiveLib& A, int fd, const std::string& path,
+                                                   bool by_name) {
   std::unique_ptr<TarReader> r(new TarReader(A));
   auto invalid = [&](::archive* a) {
+    // Refused by the check of its first header: a tar, but a bad one.
+    if (r->filter_ && r->filter_->refused()) return Fail(ErrorCode::kInvalid, path + ": " + Message(A, a));
     return Fail(ErrorCode::kInvalid,
                 path + ": " + Message(A, a) + " (a tar archive, plain or .gz/.xz/.zst, is expected)");
   };
@@ -94,10 +106,12 @@ Result<std::unique_ptr<TarReader>> TarReader::Open(const ArchiveLib& A, const st
   A.archive_read_support_filter_zstd(r->file_);
   A.archive_read_support_format_raw(r->file_);
   archive_entry* e = nullptr;
-  if (A.archive_read_open_filename(r->file_, path.c_str(), 1 << 16) != ARCHIVE_OK ||
-      A.archive_read_next_header(r->file_, &e) != ARCHIVE_OK)
-    return invalid(r->file_);
-  if (ProbeOnce(A).read) r->filter_.emplace(PaxTimeDirection::kToLibarchive);
+  int opened = by_name ? A.archive_read_open_filename(r->file_, path.c_str(), 1 << 16)
+                       : A.archive_read_open_fd(r->file_, fd, 1 << 16);
+  if (opened != ARCHIVE_OK || A.archive_read_next_header(r->file_, &e) != ARCHIVE_OK) return invalid(r->file_);
+  TarFilterOptions options{.check = true};
+  if (ProbeOnce(A).read) options.times = PaxTimeDirection::kToLibarchive;
+  r->filter_.emplace(options);
   r->tar_ = A.archive_read_new();
   A.archive_read_support_format_tar(r->tar_);
   if (A.archive_read_open(r->tar_, r.get(), nullptr, Read, nullptr) != ARCHIVE_OK) return invalid(r->tar_);
@@ -112,28 +126,29 @@ TarReader::~TarReader() {
 long TarReader::Read(::archive*, void* self, const void** buf) {
   auto* r = static_cast<TarReader*>(self);
   const ArchiveLib& A = r->A;
+  TarFilter& filter = *r->filter_;
   r->buf_.clear();
-  while (!r->eof_) {
+  while (!r->eof_ && !filter.refused()) {
     const void* block;
     size_t len;
     la_int64_t offset;
     int s = A.archive_read_data_block(r->file_, &block, &len, &offset);
     if (s == ARCHIVE_EOF) {
       r->eof_ = true;
-      if (r->filter_) r->filter_->Finish(&r->buf_);
+      filter.Finish(&r->buf_);
       break;
     }
     if (s != ARCHIVE_OK) {
       A.archive_set_error(r->tar_, A.archive_errno(r->file_), "%s", Message(A, r->file_).c_str());
       return -1;
     }
-    if (!r->filter_) {
-      if (len == 0) continue;  // 0 would mean the end
-      *buf = block;
-      return la_ssize_t(len);
-    }
-    r->filter_->Feed({static_cast<const uint8_t*>(block), len}, &r->buf_);
+    filter.Feed({static_cast<const uint8_t*>(block), len}, &r->buf_);
     if (!r->buf_.empty()) break;
+  }
+  // What came before the header at fault is read first; the next call fails.
+  if (r->buf_.empty() && filter.refused()) {
+    A.archive_set_error(r->tar_, EINVAL, "%s; refusing the archive", filter.refused()->c_str());
+    return -1;
   }
   *buf = r->buf_.data();
   return la_ssize_t(r->buf_.size());
@@ -143,7 +158,9 @@ Result<std::unique_ptr<TarOutput>> TarOutput::Open(const ArchiveLib& A, const st
   std::unique_ptr<TarOutput> o(new TarOutput(A));
   o->out_ = out;
   o->sink_ = sink;
-  if (ProbeOnce(A).write) o->filter_.emplace(PaxTimeDirection::kToPosix);
+  TarFilterOptions options{.ustar_names = true};
+  if (ProbeOnce(A).write) options.times = PaxTimeDirection::kToPosix;
+  o->filter_.emplace(options);
   if (!sink) {
     o->file_ = A.archive_write_new();
     A.archive_write_set_format_raw(o->file_);

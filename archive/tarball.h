@@ -2,11 +2,13 @@
 // `import`.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "common/progress.h"
 #include "common/result.h"
+#include "snap/scan.h"
 
 namespace agentenv::archive {
 
@@ -17,25 +19,35 @@ enum class UnprivilegedDevices {
 };
 
 // Extracts the archive at `archive` into the existing empty directory
-// `dest`, keeping modes, numeric owners (when privileged), ns mtimes,
-// xattrs, POSIX ACLs (as SCHILY.acl.* records or system.posix_acl_*
-// xattrs; one the filesystem refuses is a warning), hardlinks and
-// symlinks. `dest` itself takes the mode, owner and
-// mtime of the archive's root entry ("./", "." or "/"; kInvalid when it is
-// not a directory), or without one mode 0755 and the newest mtime of the
-// entries (the owner stays the caller). Refuses (kInvalid, "<archive>: entry
-// '<name>' ...; refusing the archive") entries whose path is absolute or
-// contains "..", hardlinks that point outside the archive, any entry that
-// would be written through a symlink, and entries that would replace one
-// already extracted. Device nodes that cannot be made without privilege
-// are handled as `devices` says (skips are reported via `warn`). Errors
+// `dest`, keeping modes, numeric owners (given as root, else kept in
+// snap::kOwnerXattr; names are looked up only where the archive has no
+// id), ns mtimes, xattrs, POSIX ACLs (as SCHILY.acl.* records or
+// system.posix_acl_* xattrs; one the filesystem refuses is a warning),
+// hardlinks and symlinks. `dest` itself takes the mode, owner and mtime of
+// the archive's root entry ("./", "." or "/"; kInvalid when it is not a
+// directory), or without one mode 0755 and the newest mtime of the
+// entries (the owner stays the caller); a directory the archive leaves
+// implicit takes mode 0755, the root's owner and the newest mtime of the
+// entries below it. As GNU tar and bsdtar do, with one warning each: a
+// leading '/' is removed from names and hardlink targets, and a name
+// given twice (tar -r) is the last entry's. Refuses (kInvalid,
+// "<archive>: entry '<name>' ...; refusing the archive") names with a
+// ".." component, hardlinks that point outside the archive, any entry that
+// would be written through a symlink, a non-directory that would replace a
+// directory that is not empty, and sparse entries whose holes add up to
+// more than 1 GiB (a hole costs the archive nothing, recording it costs a
+// read and a hash of every byte). Device nodes that cannot be made without
+// privilege are handled as `devices` says (skips are reported via `warn`).
+// `ignored` (may be empty): the repository's ignore rules; the entries
+// they will leave out of the node are counted in one warning. Errors
 // writing `dest` are kIo. On error `dest` may hold a partial tree: the
-// caller removes it.
-// `progress` (may be null) counts entries and bytes unpacked.
+// caller removes it. `progress` (may be null) counts entries and bytes
+// unpacked. Changes the process's current directory while it runs: not
+// to be run beside anything that uses it.
 Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
                             const std::function<void(const std::string&)>& warn,
                             UnprivilegedDevices devices = UnprivilegedDevices::kSkip,
-                            Progress* progress = nullptr);
+                            Progress* progress = nullptr, const snap::PathFilter& ignored = {});
 
 // Applies one image layer (tar, plain or compressed) onto `dest`, which
 // holds the layers below it: the same refusals as ExtractTarball within
@@ -48,5 +60,12 @@ Result<void> ExtractTarball(const std::string& archive, const std::string& dest,
 Result<void> ApplyLayer(const std::string& layer, const std::string& dest,
                         const std::function<void(const std::string&)>& warn,
                         UnprivilegedDevices devices = UnprivilegedDevices::kSkip);
+// The same, reading the layer from the open file `fd` (from its current
+// offset; `layer` names it). `sparse_holes` carries the holes of sparse
+// entries from layer to layer: the layers of one image share the limit
+// of one archive.
+Result<void> ApplyLayer(int fd, const std::string& layer, const std::string& dest,
+                        const std::function<void(const std::string&)>& warn, UnprivilegedDevices devices,
+                        uint64_t* sparse_holes);
 
 }  // namespace agentenv::archive

@@ -26,6 +26,10 @@ struct CaptureOptions {
   // ...", warnings, failures): the serving process's log. Called from the
   // capture's and the watcher's threads; empty: dropped.
   std::function<void(const std::string&)> log;
+  // What the nodes it makes record as their provenance: the daemon's watcher
+  // (kCapture), or supervise's (kSupervise, who: the agent).
+  snap::ProvenanceKind kind = snap::ProvenanceKind::kCapture;
+  snap::Requester who{snap::Origin::kCapture, "", ""};
 };
 
 // How automatic capture is doing (status, the socket's status reply).
@@ -62,8 +66,9 @@ class Capture {
   CaptureHealth Health() const;
 
  private:
-  Capture(snap::Repo& repo, Mutex& writers, std::function<void(const std::string&)> log)
-      : repo_(repo), writers_(writers), log_(std::move(log)) {}
+  Capture(snap::Repo& repo, Mutex& writers, std::function<void(const std::string&)> log,
+          snap::Provenance made_by)
+      : repo_(repo), writers_(writers), log_(std::move(log)), made_by_(std::move(made_by)) {}
   void Loop();
   // Queues a change set (the watcher's callback).
   void Queue(watch::ChangeSet cs);
@@ -76,6 +81,7 @@ class Capture {
   snap::Repo& repo_;
   Mutex& writers_;
   const std::function<void(const std::string&)> log_;  // never empty
+  const snap::Provenance made_by_;  // each node's provenance
   std::unique_ptr<watch::Watcher> watcher_;
   std::thread thread_;
   mutable Mutex mu_;

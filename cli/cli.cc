@@ -108,6 +108,29 @@ std::string NodeLine(const control::NodeInfo& n) {
   return n.short_id + "  " + n.time + "  " + (n.damaged ? "[damaged] " : "") + n.title;
 }
 
+std::string OutcomeColumn(const control::NodeInfo& n) {
+  std::string mark;
+  if (n.provenance) {
+    const auto& p = *n.provenance;
+    if (p.cancelled) mark = "cancelled";
+    else if (p.timed_out) mark = "timed out";
+    else if (p.signal) mark = "signal " + std::to_string(p.signal);
+    else if (p.exit_code && *p.exit_code != 0) mark = "exit " + std::to_string(*p.exit_code);
+    else if (p.thinned && p.thinned->failed) mark = std::to_string(p.thinned->failed) + " failed";
+  }
+  mark.resize(std::max<size_t>(mark.size(), 9), ' ');
+  return mark;
+}
+
+std::string OperationLine(const control::OperationInfo& op) {
+  std::string what = op.kind == "tournament_apply" ? "tournament " + op.tournament + " applied" : op.kind;
+  std::string line = "  " + std::string(12, '-') + "  " + op.time + "  rollback   " + what + ": HEAD " +
+                     (op.from.empty() ? "(none)" : op.from.substr(0, 12)) + " -> " + op.to.substr(0, 12) + " (" +
+                     op.who.origin + (op.who.client.empty() ? "" : " " + op.who.client) + ")";
+  if (!op.saved.empty()) line += "; unsaved changes saved as " + op.saved.substr(0, 12);
+  return line;
+}
+
 std::string PackageLine(const control::PackageInfo& p) {
   std::string version = p.op == "~" ? p.old_version + " -> " + p.new_version
                         : p.op == "-" ? p.old_version
@@ -120,5 +143,50 @@ std::string PackageLine(const control::PackageInfo& p) {
 }
 
 std::string ChangeLine(const control::ChangeInfo& c) { return c.op + " " + c.path + (c.dir ? "/" : ""); }
+
+
+// One line per blob on stderr, redrawn as bytes move, when stderr is a
+// terminal and the output is not --json.
+control::TransferProgress TtyProgress(const Globals& g, const char* verb) {
+  if (g.json || !::isatty(STDERR_FILENO)) return nullptr;
+  return [verb, last = std::string()](const registry::Progress& p) mutable {
+    std::string head = (p.count ? std::to_string(p.index) + "/" + std::to_string(p.count) + " " : "") + p.what + " " +
+                       p.digest.substr(7, 12);
+    std::string now = head + " " + std::to_string(p.done) + (p.finished ? " done" : "");
+    if (now == last) return;  // libcurl reports often; redraw only on news
+    last = now;
+    if (p.skipped) {
+      std::fprintf(stderr, "\r\033[K%s: already there, skipped\n", head.c_str());
+    } else if (p.finished) {
+      std::fprintf(stderr, "\r\033[K%s: %s %s\n", head.c_str(), verb, HumanBytes(p.total).c_str());
+    } else {
+      std::fprintf(stderr, "\r\033[K%s: %s / %s", head.c_str(), HumanBytes(p.done).c_str(), HumanBytes(p.total).c_str());
+    }
+    std::fflush(stderr);
+  };
+}
+
+void AddRegistryOptions(CLI::App& app, bool& insecure, std::string& auth_file) {
+  app.add_flag("--insecure", insecure, "Plain HTTP (and no TLS verification)");
+  app.add_option("--auth-file", auth_file,
+                 "docker/podman config.json with credentials (default: $XDG_RUNTIME_DIR/containers/auth.json, "
+                 "then ~/.docker/config.json)");
+}
+
+std::string Warnings(const std::vector<std::string>& ws) {
+  std::string text;
+  for (const auto& w : ws) text += "warning: " + w + "\n";
+  return text;
+}
+
+std::string MountLine(const control::MountInfo& m) {
+  return m.dir + "  " + m.node.substr(0, 12) + "  " + m.created + "  uid " + std::to_string(m.uid) +
+         (m.mounted ? "" : "  [stale: no longer mounted; gc removes the record]");
+}
+
+std::string WorkspaceLine(const control::WorkspaceInfo& w) {
+  return w.name + "  from " + w.base.substr(0, 12) + (w.head != w.base ? "  at " + w.head.substr(0, 12) : "") +
+         "  " + w.created + (w.busy ? "  [busy]" : "");
+}
 
 }  // namespace agentenv::cli

@@ -13,6 +13,7 @@
 #include "common/result.h"
 #include "common/fields.h"
 #include "history/node_view.h"
+#include "control/push.h"
 #include "control/types.h"
 
 namespace agentenv::cli {
@@ -82,9 +83,25 @@ int Print(const Globals& g, const Result<Reply>& r, Render render) {
 // One line per node: "<short>  <time>  <title>" ("[damaged] " before the
 // title of a damaged node).
 std::string NodeLine(const control::NodeInfo& n);
+// log's outcome column, 9 wide: "exit 2", "signal 9", "timed out",
+// "cancelled", "3 failed" (in a thinned span); blanks when all went well.
+std::string OutcomeColumn(const control::NodeInfo& n);
+// A HEAD move as log lists it among the nodes ("rollback" in the outcome
+// column, from -> to, who asked).
+std::string OperationLine(const control::OperationInfo& op);
 // "+ path" / "- dir/" / "M path".
 // "apt ~libc6 2.36-9 -> 2.36-9+deb12u4", "pip +requests 2.31.0 (dependency)  in usr/local/lib/...".
 std::string PackageLine(const control::PackageInfo& p);
 std::string ChangeLine(const control::ChangeInfo& c);
+
+
+// Lines the commands of one kind share.
+std::string Warnings(const std::vector<std::string>& ws);          // "warning: ..." lines
+std::string MountLine(const control::MountInfo& m);                // a view, as mount lists it
+std::string WorkspaceLine(const control::WorkspaceInfo& w);        // a workspace, as workspace ls lists it
+// push and pull: a transfer's progress on a terminal (none with --json or off a terminal),
+// and the registry options they share.
+control::TransferProgress TtyProgress(const Globals& g, const char* verb);
+void AddRegistryOptions(CLI::App& app, bool& insecure, std::string& auth_file);
 
 }  // namespace agentenv::cli

@@ -1,5 +1,5 @@
-// bisect: the first node where a test fails, K nodes tested at a time in
-// forked workspaces (trials/bisect.h).
+// agentenv bisect: the first node where a test fails, K nodes tested at a time in forked
+// workspaces (trials/bisect.h).
 #include <cstdio>
 
 #include "cli/cli.h"

@@ -1,5 +1,5 @@
-// agentenv daemon: automatic capture plus the control socket; ctl: one
-// operation sent to it.
+// agentenv daemon (and serve, which is the daemon with --listen): capture every change of the
+// live tree automatically and serve the control socket.
 #include <signal.h>
 
 #include "cli/cli.h"
@@ -15,9 +15,7 @@
 #include "web/dvr_routes.h"
 
 namespace agentenv::cli {
-namespace {
 
-// daemon and serve: one command; serve's help leads with the listener.
 int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   Globals g;
   int quiet_ms = 300, max_delay_ms = 3000;
@@ -97,69 +95,12 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   return kExitOk;
 }
 
-}  // namespace
-
 int CmdDaemon(int argc, char** argv) {
   return RunDaemon(argc, argv, "daemon",
                    "Capture every change of the live tree automatically and serve the control socket "
                    "(<root>/agentenv.sock, newline-delimited JSON) until SIGINT/SIGTERM. Holds the repository "
                    "lock while it runs: CLI writers (snap, restore, tag, ...) run through it. With --listen, "
                    "also MCP over HTTP (as `serve`)");
-}
-
-int CmdServe(int argc, char** argv) {
-  return RunDaemon(argc, argv, "serve",
-                   "The daemon (automatic capture, the control socket) plus MCP over Streamable HTTP with "
-                   "--listen HOST:PORT, for an agent host on another machine: POST http://HOST:PORT/mcp (DELETE ends a "
-                   "session), Mcp-Session-Id, a bearer token for any non-loopback bind; and the web DVR, a browser UI for "
-                   "the history, at http://HOST:PORT/ (its URL with the action token is logged at start). One "
-                   "process serves them all");
-}
-
-int CmdCtl(int argc, char** argv) {
-  // `ctl --root R exec ...`: the options go behind the op too, so that exec
-  // is seen and its own parser gets them.
-  std::vector<char*> lifted = GlobalsAfterName(argc, argv);
-  if (!lifted.empty()) {
-    argc = int(lifted.size());
-    argv = lifted.data();
-  }
-  // exec streams its output and takes its command after "--".
-  if (argc >= 2 && std::string_view(argv[1]) == "exec") return CmdCtlExec(argc - 1, argv + 1);
-  Globals g;
-  std::string op, args_json;
-  std::vector<std::string> kv;
-  std::string names;
-  for (const control::OpSpec& spec : control::Ops()) names += (names.empty() ? "" : ", ") + spec.name;
-  CLI::App app{"Send one operation to a running daemon: ctl <op> [key=value ...] (ops: " + names +
-                   "; `ctl exec -- CMD...` streams)",
-               "ctl"};
-  AddGlobals(app, g);
-  app.add_option("op", op, "Operation")->required();
-  app.add_option("args", kv, "Arguments as key=value (values parsed as JSON when they are JSON)");
-  app.add_option("--args", args_json, "Arguments as one JSON object");
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  json args = json::object();
-  if (!args_json.empty()) {
-    args = json::parse(args_json, nullptr, false);
-    if (args.is_discarded() || !args.is_object())
-      return ReportError(g, Error{"ctl: --args must be a JSON object", 0, ErrorCode::kInvalid});
-  }
-  for (const auto& a : kv) {
-    size_t eq = a.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return ReportError(g, Error{"ctl: argument '" + a + "': expected key=value", 0, ErrorCode::kInvalid});
-    auto v = json::parse(a.substr(eq + 1), nullptr, false);
-    args[a.substr(0, eq)] = v.is_discarded() ? json(a.substr(eq + 1)) : v;
-  }
-  control::Client client(g.root);
-  auto resp = client.AskDaemon(op, args);
-  if (!resp) return ReportError(g, resp.error());
-  if (!*resp)
-    return ReportError(g, Error{snap::layout::Socket(g.root) + ": no daemon is running (start one with `agentenv daemon`)",
-                                0, ErrorCode::kNotFound});
-  json result = std::move(**resp);
-  return ReportOk(g, result, result.dump(2, ' ', false, json::error_handler_t::replace));
 }
 
 }  // namespace agentenv::cli

@@ -1,4 +1,4 @@
-// export and import: nodes as tarballs.
+// agentenv export: write a node as a tar (pax
 #include <iostream>
 
 #include "cli/cli.h"
@@ -8,7 +8,6 @@
 #include "control/oci.h"
 
 namespace agentenv::cli {
-
 namespace {
 
 int ExportOci(const Globals& g, const archive::OciExportRequest& req) {
@@ -57,30 +56,6 @@ int CmdExport(int argc, char** argv) {
   return Print(g, r, [](const control::ExportReply& e) {
     return "exported " + e.node.substr(0, 12) + " to " + e.output + ": " + std::to_string(e.entries) + " entries, " +
            HumanBytes(e.bytes) + (e.diff ? ", " + std::to_string(e.whiteouts) + " whiteouts" : "");
-  });
-}
-
-int CmdImport(int argc, char** argv) {
-  Globals g;
-  control::ImportArchiveRequest req;
-  CLI::App app{"Record a tarball or an OCI image as a new node (child of HEAD); the live tree is not touched: "
-               "restore it to use it", "import"};
-  AddGlobals(app, g);
-  auto* archive = app.add_option("archive", req.archive, "tar, tar.gz, tar.zst, ...");
-  app.add_option("--oci", req.oci, "An OCI image layout, DIR or DIR:TAG (its layers applied with whiteouts)")
-      ->excludes(archive);
-  app.add_option("-m,--message", req.message, "Message of the node (default: imported <archive>)");
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  if (req.archive.empty() && req.oci.empty())
-    return ReportError(g, Error{"import: name a tarball, or an OCI image layout with --oci DIR[:TAG]", 0,
-                                ErrorCode::kInvalid});
-  control::Client client(g.root);
-  auto r = WithProgress(g, client, [&] { return control::ImportArchive(client, req); });
-  return Print(g, r, [&req](const control::ImportArchiveReply& r) {
-    std::string text;
-    for (const auto& w : r.warnings) text += "warning: " + w + "\n";
-    std::string s = r.node.substr(0, 12);
-    return text + "imported " + (req.oci.empty() ? req.archive : req.oci) + " as " + s + " (agentenv restore " + s + " to use it)";
   });
 }
 

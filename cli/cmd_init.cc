@@ -1,13 +1,25 @@
+// agentenv init: create a repository and its live tree from a directory, a tarball, an OCI image
+// layout or a registry's image.
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "control/archive.h"
+#include "control/oci.h"
 
 namespace agentenv::cli {
+namespace {
 
-// cmd_push.cc: the first node pulled from a registry.
+// init --from-image: the first node pulled from a registry.
 int InitFromImage(const Globals& g, const std::string& image, bool insecure, const std::string& auth_file,
-                  const std::string& message);
+                  const std::string& message) {
+  control::PullRequest req{image, insecure, auth_file, message == "init" ? "" : message};
+  return Print(g, control::InitFromImage(g.root, req, TtyProgress(g, "received")), [](const control::InitReply& r) {
+    return Warnings(r.warnings) + "initialized " + r.root + " at " + r.node.short_id + " (" +
+           std::to_string(r.entries) + " entries); live tree: " + r.work;
+  });
+}
+
+}  // namespace
 
 int CmdInit(int argc, char** argv) {
   Globals g;

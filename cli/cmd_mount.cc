@@ -1,4 +1,5 @@
-// mount, umount: a node as a read-only directory (mounts/views.h).
+// agentenv mount: show a node as a read-only directory, without FUSE: its materialized tree
+// bind-mounted read-only (or, with -- CMD, in a mount namespace of its own for one command).
 #include <algorithm>
 #include <cstring>
 
@@ -8,14 +9,6 @@
 #include "mounts/views.h"
 
 namespace agentenv::cli {
-namespace {
-
-std::string MountLine(const control::MountInfo& m) {
-  return m.dir + "  " + m.node.substr(0, 12) + "  " + m.created + "  uid " + std::to_string(m.uid) +
-         (m.mounted ? "" : "  [stale: no longer mounted; gc removes the record]");
-}
-
-}  // namespace
 
 int CmdMount(int argc, char** argv) {
   Globals g;
@@ -66,19 +59,6 @@ int CmdMount(int argc, char** argv) {
   return Print(g, client.Call(req), [](const control::MountReply& r) {
     return "mounted " + r.mount.node.substr(0, 12) + " read-only at " + r.mount.dir + " (agentenv umount " +
            r.mount.dir + " removes it)";
-  });
-}
-
-int CmdUmount(int argc, char** argv) {
-  Globals g;
-  control::UmountRequest req;
-  CLI::App app{"Unmount a view that `agentenv mount REF DIR` made and release its materialized node", "umount"};
-  AddGlobals(app, g);
-  app.add_option("dir", req.dir, "Where the view is mounted")->required();
-  if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  control::Client client(g.root);
-  return Print(g, client.Call(req), [](const control::UmountReply& r) {
-    return "unmounted " + r.unmounted.dir + " (" + r.unmounted.node.substr(0, 12) + ")";
   });
 }
 

@@ -17,6 +17,8 @@ int CmdStatus(int argc, char** argv);
 int CmdFsck(int argc, char** argv);
 int CmdDaemon(int argc, char** argv);
 int CmdServe(int argc, char** argv);
+// daemon and serve are one command; serve's help leads with the listener.
+int RunDaemon(int argc, char** argv, const char* name, const char* about);
 int CmdCtl(int argc, char** argv);
 int CmdCtlExec(int argc, char** argv);
 int CmdMcp(int argc, char** argv);

@@ -45,10 +45,12 @@ class Server {
 
   // History. Errors: whatever the repository reports (kNotFound for refs,
   // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
-  Result<SnapshotReply> Snapshot(const SnapshotRequest& r);
+  // `call.who` is recorded in the provenance of the nodes made.
+  Result<SnapshotReply> Snapshot(const SnapshotRequest& r, const CallContext& call = {});
   // With a capture running, its pending changes become a node first
   // (Capture::Drain), so the restore saves nothing by walking the tree.
-  Result<RollbackReply> Rollback(const RollbackRequest& r);
+  Result<RollbackReply> Rollback(const RollbackRequest& r, const CallContext& call = {},
+                                 const snap::OpOptions& op = {});
   Result<LogReply> Log(const LogRequest& r);
   Result<ShowReply> Show(const ShowRequest& r);
   // history/digest.h: a span of history in one page.
@@ -60,7 +62,7 @@ class Server {
   Result<StatusReply> Status(const StatusRequest& r);
   Result<RetainReply> Retain(const RetainRequest& r);
   Result<GcReply> Gc(const GcRequest& r);
-  Result<ImportReply> Import(const ImportRequest& r);
+  Result<ImportReply> Import(const ImportRequest& r, const CallContext& call = {});
 
   // Processes (server_exec.cc, server_jobs.cc; run/pipeline.h, run/jobs.h).
   // Jobs belong to this object and die with it. Exec streams its output to
@@ -87,7 +89,7 @@ class Server {
   // is only probed (null frames): once it answers false (the caller
   // cancelled or left) every candidate is killed, none is tested or
   // snapshotted, nothing is applied and the reply says `cancelled`.
-  Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
+  Result<TournamentReply> Tournament(const TournamentRequest& r, const CallContext& call = {});
   // trials/bisect.h: the first node where a test fails, K at a time.
   Result<BisectReply> Bisect(const BisectRequest& r);
   // Read-only views (mounts/views.h): mount a node's lower at a
@@ -106,7 +108,7 @@ class Server {
   std::unique_lock<Mutex> LockWriters() { return std::unique_lock(writer_mu_); }
 
  private:
-  Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r);
+  Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who);
   // With the workspace's lock held: snapshots it and moves its head.
   Result<SnapshotReply> SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt);
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);

@@ -142,6 +142,68 @@ def tars():
     return basic
 
 
+def raw_tar(entries):
+    """A tar built header by header, for what no writer makes: entries are
+    (name, type, data, link); type "x" is a pax header with data as its body."""
+    out = b""
+    for name, typ, data, link in entries:
+        h = bytearray(512)
+        h[0:len(name)] = name
+        h[100:108] = b"%07o\0" % (0o755 if typ == b"5" else 0o644)
+        h[108:116] = h[116:124] = b"%07o\0" % 0
+        h[124:136] = b"%011o\0" % len(data)
+        h[136:148] = b"%011o\0" % MTIME
+        h[156:157] = typ
+        h[157:157 + len(link)] = link
+        h[257:265] = b"ustar\x0000"
+        h[148:156] = b" " * 8
+        h[148:156] = b"%06o\0 " % sum(h)
+        out += bytes(h) + data + b"\0" * (-len(data) % 512)
+    return out + b"\0" * 1024
+
+
+def pax_record(key, value):
+    body = key + b"=" + value + b"\n"
+    n = len(body) + 2
+    while len(str(n)) + 1 + len(body) != n:
+        n += 1
+    return str(n).encode() + b" " + body
+
+
+def hostile():
+    """Archives GNU tar refuses and libarchive read leniently, and a sparse
+    entry whose holes no archive may have."""
+    sparse = (pax_record(b"GNU.sparse.major", b"1") + pax_record(b"GNU.sparse.minor", b"0") +
+              pax_record(b"GNU.sparse.name", b"big") + pax_record(b"GNU.sparse.realsize", b"1099511627776"))
+    put("tar_import", "sparse-1tib", raw_tar([(b"PaxHeader/big", b"x", sparse, b""),
+                                              (b"GNUSparseFile.0/big", b"0", b"1\n0\n0\n".ljust(512, b"\0"), b"")]))
+    for name, body in [("pax-length-past-end", b"999999 path=zz\n"), ("pax-length-zero", b"0 path=zz\n"),
+                       ("pax-length-negative", b"-5 path=zz\n"), ("pax-length-not-digits", b"abc path=zz\n"),
+                       ("pax-length-wrong", b"10 path=zz\n"), ("pax-uid-not-number", b"11 uid=abc\n")]:
+        stream = raw_tar([(b"PaxHeader/f", b"x", body, b""), (b"f", b"0", b"hi\n", b"")])
+        put("tar_import", name, stream)
+        put("tar_filter", name, b"\x03" + stream)
+    link = raw_tar([(b"PaxHeader/h", b"x", pax_record(b"linkpath", b"/etc/shadow"), b""), (b"h", b"1", b"", b"")])
+    put("tar_import", "pax-linkpath-out", link)
+    put("tar_filter", "pax-linkpath", b"\x02" + link)
+    put("tar_filter", "link-no-target", b"\x00" + raw_tar([(b"h", b"1", b"", b""), (b"s", b"2", b"", b"")]))
+    # A name that is not UTF-8 with the hdrcharset libarchive writes for it.
+    put("tar_filter", "hdrcharset", b"\x06" + raw_tar([
+        (b"PaxHeader/caf\xe9", b"x", pax_record(b"hdrcharset", b"BINARY") + pax_record(b"path", b"caf\xe9") +
+         pax_record(b"mtime", b"-2.5"), b""), (b"caf\xe9", b"0", b"x", b"")]))
+    # What tar tools accept with a warning: a leading '/', a name appended
+    # again, directories left implicit, ACL entries named without ids.
+    put("tar_import", "leading-slash", raw_tar([(b"/etc/a", b"0", b"a", b""), (b"/etc/h", b"1", b"", b"/etc/a")]))
+    put("tar_import", "appended", raw_tar([(b"f", b"0", b"1", b""), (b"d", b"5", b"", b""), (b"f", b"0", b"2", b""),
+                                           (b"d", b"5", b"", b""), (b"d/x", b"0", b"x", b""), (b"d", b"0", b"f", b"")]))
+    put("tar_import", "implied-dirs", raw_tar([(b"a/b/c/f", b"0", b"f", b""), (b"a/b", b"5", b"", b"")]))
+    put("tar_import", "acl-names", raw_tar([(b"PaxHeader/f", b"x", pax_record(
+        b"SCHILY.acl.access", b"user::rw-,user:lp:rw-:4242,group::r--,group:daemon:r--,mask::rw-,other::r--") +
+        pax_record(b"uname", b"nobody") + pax_record(b"uid", b"32757"), b""), (b"f", b"0", b"f", b"")]))
+    put("tar_filter", "pax-nul-tail", b"\x04" + raw_tar([(b"PaxHeader/f", b"x", pax_record(b"path", b"g") + b"\0junk", b""),
+                                                         (b"f", b"0", b"", b"")]))
+
+
 def layers():
     put("oci_layer", "whiteouts", tar([("etc", "dir"), ("etc/.wh.passwd", "file"), ("etc/new", "file", "new\n"),
                                        ("usr/bin/.wh.tool", "file"), (".wh.fifo", "file")]))
@@ -221,6 +283,10 @@ def layouts(base):
     two = index(desc(MANIFEST, 0, annotations=ref),
                 desc(MANIFEST, 0, annotations={"org.opencontainers.image.ref.name": "u"}))
     put("oci_layout", "two-tags", layout("u", two, [manifest(1, [2]), config([2]), lower]))
+    # The layer's blob is a symlink to a file outside the layout holding its
+    # bytes (oci_layout_fuzzer.cc: "@LINK\n"): it must never be followed.
+    put("oci_layout", "symlinked-blob", layout("t", index(desc(MANIFEST, 0, annotations=ref)),
+                                               [manifest(1, [2]), config([2]), b"@LINK\n" + lower]))
 
 
 def texts():
@@ -270,10 +336,10 @@ def texts():
         put("refs", name, ref)
 
 
-def pax_time(basic):
-    put("pax_time", "pax", b"\x05" + basic)
-    put("pax_time", "gnu-sparse", b"\x01" + gnu_tar("gnu"))
-    put("pax_time", "value", b"\x00-2.999999999")
+def tar_filter(basic):
+    put("tar_filter", "pax", b"\x05" + basic)
+    put("tar_filter", "gnu-sparse", b"\x01" + gnu_tar("gnu"))
+    put("tar_filter", "value", b"\x00-2.999999999")
 
 
 def main():
@@ -281,7 +347,8 @@ def main():
     layers()
     layouts(base)
     texts()
-    pax_time(base)
+    tar_filter(base)
+    hostile()
 
 
 main()

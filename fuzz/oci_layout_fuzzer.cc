@@ -8,7 +8,9 @@
 //
 // and in every part "@D<n>" becomes "sha256:<digest of blob n>" and "@S<n>"
 // the size of blob n, after substitution in blob n itself, so that a blob
-// may name only blobs after it (a manifest its config and layers).
+// may name only blobs after it (a manifest its config and layers). A blob
+// that starts with "@LINK\n" is the rest of it, written outside the layout
+// with a symlink to it as the blob: an image that uses it must be refused.
 // fuzz/make_seeds.py writes real layouts in this form. Nothing may change
 // outside the destination tree, and an image that unpacks leaves no
 // whiteout behind.
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,7 +30,7 @@ namespace {
 
 using namespace agentenv;
 
-std::string layout, dest, outside, outside_before;
+std::string layout, dest, outside, outside_before, linked;
 
 std::string Sha256(const std::string& s) {
   unsigned char d[EVP_MAX_MD_SIZE];
@@ -95,6 +98,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   layout = fuzz::WorkDir() + "/layout";
   dest = fuzz::WorkDir() + "/tree";
   outside = fuzz::WorkDir() + "/outside";
+  linked = fuzz::WorkDir() + "/linked";
   fuzz::MakeDir(outside);
   fuzz::WriteFile(outside + "/keep", "keep\n");
   outside_before = Describe(outside);
@@ -105,11 +109,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> parts = Split(std::string_view(reinterpret_cast<const char*>(data), size));
   if (parts.size() < 3 || parts[0].find('/') != std::string::npos) return 0;
   std::vector<std::string> blobs(parts.begin() + 3, parts.end());
+  std::set<std::string> links;  // digests of the blobs that are symlinks
+  std::vector<bool> is_link(blobs.size());
+  for (size_t i = 0; i < blobs.size(); ++i)
+    if (blobs[i].starts_with("@LINK\n")) is_link[i] = true, blobs[i].erase(0, 6);
   for (size_t i = blobs.size(); i-- > 0;) blobs[i] = Substitute(blobs[i], blobs, i + 1);
   fuzz::MakeDir(layout + "/blobs/sha256");
+  fuzz::MakeDir(linked);
   fuzz::WriteFile(layout + "/oci-layout", Substitute(parts[1], blobs, 0));
   fuzz::WriteFile(layout + "/index.json", Substitute(parts[2], blobs, 0));
-  for (const std::string& b : blobs) fuzz::WriteFile(layout + "/blobs/sha256/" + Sha256(b), b);
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    std::string hex = Sha256(blobs[i]), path = layout + "/blobs/sha256/" + hex;
+    if (!is_link[i]) {
+      fuzz::WriteFile(path, blobs[i]);
+      continue;
+    }
+    fuzz::WriteFile(linked + "/" + hex, blobs[i]);
+    std::error_code ec;
+    std::filesystem::remove(path, ec);  // a plain blob of the same bytes
+    std::filesystem::create_symlink(linked + "/" + hex, path, ec);
+    if (!ec) links.insert("sha256:" + hex);
+  }
   fuzz::MakeDir(dest);
   auto image = archive::OpenOciImage(parts[0].empty() ? layout : layout + ":" + parts[0]);
   // What the layout holds is the input's fault, never the system's.
@@ -124,9 +144,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                        return {};
                                      });
     if (r) FUZZ_CHECK(!LeftWhiteout(dest), "an unpacked image left a whiteout in the tree");
+    if (r) {
+      FUZZ_CHECK(!links.count(image->manifest.digest) && !links.count(image->config.digest),
+                 "an image was read through a symlinked blob");
+      for (const auto& l : image->layers) FUZZ_CHECK(!links.count(l.digest), "a layer was read through a symlinked blob");
+    }
     FUZZ_CHECK(Describe(outside) == outside_before, "the image changed a directory outside the tree");
   }
   fuzz::RemoveTree(dest);
   fuzz::RemoveTree(layout);
+  fuzz::RemoveTree(linked);
   return 0;
 }

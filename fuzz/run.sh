@@ -17,12 +17,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
-targets=(tar_import pax_time oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages http_head)
+targets=(tar_import tar_filter oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages http_head provenance)
 
 # Longest input per target: archives and layouts need room.
 max_len() {
   case $1 in
-    tar_import|oci_layer|pax_time) echo 16384 ;;
+    tar_import|oci_layer|tar_filter) echo 16384 ;;
     oci_layout) echo 32768 ;;
     socket) echo 1024 ;;
     mcp) echo 512 ;;

@@ -1,6 +1,6 @@
 // `agentenv import FILE.tar` (control/archive.cc ImportArchive): the input
-// is the archive (tar, plain or compressed; its pax headers pass through
-// PaxTimeFilter when the loaded libarchive needs it), unpacked into a
+// is the archive (tar, plain or compressed; its headers checked and its pax
+// times converted by TarFilter before libarchive reads them), unpacked into a
 // scratch directory beside the live tree (archive/tarball.cc) and recorded
 // as a node of a repository made once per process. A refused archive must
 // record nothing and leave no scratch directory; an accepted one records

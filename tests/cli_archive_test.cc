@@ -1,6 +1,7 @@
 // Archives round-trip everything a node records: the root directory's own
 // metadata, POSIX ACLs, negative sub-second mtimes; what tar cannot hold
-// (sockets) is named in a warning; import leaves no scratch behind.
+// (sockets) is named in a warning; import leaves no scratch behind; a
+// sparse file costs its data; names that are not UTF-8 reach both tools.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -175,13 +176,14 @@ std::string Getfacl(const fs::path& p) { return MustRun({"/usr/bin/getfacl", "-n
 
 }  // namespace
 
-TEST_CASE("archive: POSIX ACLs survive import, init --tarball, export and GNU tar", "[archive]") {
+TEST_CASE("archive: POSIX ACLs survive import, init --tarball, export, GNU tar and bsdtar", "[archive]") {
   REQUIRE(fs::exists("/usr/bin/setfacl"));  // scripts/install-deps.sh installs acl
   TempDir tmp;
   fs::path src = tmp / "src";
   fs::create_directories(src / "d");
   WriteFile(src / "g", "acl\n");
-  CmdResult set = RunCmd({"/usr/bin/setfacl", "-m", "u:1234:rw-,g:2345:r--", (src / "g").string()});
+  // A mask wider than the group entry: the mode's group bits are the mask's.
+  CmdResult set = RunCmd({"/usr/bin/setfacl", "-m", "u:1234:rw-,g:2345:r--,g::r--,m::rwx", (src / "g").string()});
   if (set.code != 0) Skip("setfacl does not work here: " + set.err);
   MustRun({"/usr/bin/setfacl", "-m", "u:1234:rwx", "-d", "-m", "u:1234:r-x", (src / "d").string()});
   MustRun({"/usr/bin/setfacl", "-d", "-m", "g:2345:rwx", src.string()});
@@ -189,32 +191,46 @@ TEST_CASE("archive: POSIX ACLs survive import, init --tarball, export and GNU ta
   for (const char* p : {"", "g", "d"}) want[p] = Getfacl(src / p);
   REQUIRE(want["g"].find("user:1234:rw-") != std::string::npos);
   REQUIRE(want["d"].find("default:user:1234:r-x") != std::string::npos);
-  auto check = [&](const fs::path& dir) {
+  // bsdtar sets a default ACL only on directories it makes, never on the
+  // one it extracts into.
+  auto check = [&](const fs::path& dir, bool root = true) {
     for (const auto& [p, acl] : want) {
+      if (p.empty() && !root) continue;
       INFO(dir / p);
       CHECK(Getfacl(dir / p) == acl);
     }
+    CHECK(ModeOf(dir / "g") == ModeOf(src / "g"));
   };
 
   // GNU tar writes ACLs as SCHILY.acl.* records (--acls) and as the
   // system.posix_acl_* xattrs (--xattrs): either is enough.
-  fs::path both = tmp / "both.tar", records = tmp / "records.tar";
+  fs::path both = tmp / "both.tar", records = tmp / "records.tar", xattrs = tmp / "xattrs.tar";
   MustRun({kTar, "--format=pax", "--acls", "--xattrs", "-C", src.string(), "-cf", both.string(), "."});
   MustRun({kTar, "--format=pax", "--acls", "-C", src.string(), "-cf", records.string(), "."});
+  MustRun({kTar, "--format=pax", "--xattrs", "--xattrs-include=*", "-C", src.string(), "-cf", xattrs.string(), "."});
   fs::path root = tmp / "repo";
   MustAgentenv(root, {"init"});
-  ImportAndRestore(root, records);
-  check(Work(root));
-  ImportAndRestore(root, both);
-  check(Work(root));
+  for (const fs::path& archive : {records, both, xattrs}) {
+    INFO(archive);
+    ImportAndRestore(root, archive);
+    check(Work(root));
+  }
 
-  // The node's export carries them back out: to GNU tar, and to import.
+  // The node's export carries them as the tools read them: SCHILY.acl
+  // text, numeric ids, not the xattrs (which bsdtar does not set).
   fs::path out = tmp / "out.tar";
   MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
-  fs::path gnu = tmp / "gnu";
+  std::string bytes = ReadFile(out);
+  CHECK(bytes.find("SCHILY.acl.access=") != std::string::npos);
+  CHECK(bytes.find("SCHILY.acl.default=") != std::string::npos);
+  CHECK(bytes.find("posix_acl") == std::string::npos);
+  fs::path gnu = tmp / "gnu", bsd = tmp / "bsd";
   fs::create_directories(gnu);
-  MustRun({kTar, "--xattrs", "--xattrs-include=*", "-C", gnu.string(), "-xpf", out.string()});
+  fs::create_directories(bsd);
+  MustRun({kTar, "--xattrs", "--xattrs-include=*", "--acls", "-C", gnu.string(), "-xpf", out.string()});
+  MustRun({"/usr/bin/bsdtar", "-C", bsd.string(), "-xpf", out.string()});
   check(gnu);
+  check(bsd, false);
   fs::path again = tmp / "again";
   MustAgentenv(again, {"init", "--tarball", out.string()});
   check(Work(again));
@@ -386,6 +402,89 @@ TEST_CASE("archive: an import with read-only directories leaves no scratch direc
   for (const auto& e : fs::directory_iterator(root / "work"))
     if (e.path().filename().string().rfind("import-", 0) == 0) left.push_back(e.path().filename());
   CHECK(left.empty());
+}
+
+TEST_CASE("archive: a sparse file's export costs its data and a map, and both tools make it sparse again", "[archive]") {
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src);
+  // 512-byte data regions 1 MiB apart: 8 data blocks of 4 KiB in 9 MiB.
+  {
+    UniqueFd fd(::open((src / "sparse").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    REQUIRE(fd);
+    std::string region(512, 'd');
+    for (off_t at = 0; at < (off_t(8) << 20); at += off_t(1) << 20)
+      REQUIRE(::pwrite(fd.get(), region.data(), region.size(), at + 1000) == ssize_t(region.size()));
+    REQUIRE(::ftruncate(fd.get(), off_t(9) << 20) == 0);
+  }
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init", "--from", src.string()});
+  fs::path out = tmp / "out.tar";
+  MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
+  // Its data as a filesystem holds it (8 blocks of 4 KiB), the headers and
+  // the map: a few KiB more, where whole 256 KiB chunks were written.
+  INFO(fs::file_size(out) << " bytes");
+  CHECK(fs::file_size(out) <= 8 * 4096 + 8 * 1024);
+  for (const char* tar : {"/usr/bin/tar", "/usr/bin/bsdtar"}) {
+    INFO(tar);
+    fs::path x = tmp / (std::string("x-") + fs::path(tar).filename().string());
+    fs::create_directories(x);
+    CmdResult r = RunCmd({tar, "-xf", out.string(), "-C", x.string()});
+    CHECK(r.code == 0);
+    CHECK(r.err == "");
+    CHECK(ReadFile(x / "sparse") == ReadFile(src / "sparse"));
+    struct stat st;
+    REQUIRE(::stat((x / "sparse").c_str(), &st) == 0);
+    CHECK(uint64_t(st.st_blocks) * 512 <= 8 * 4096);  // its holes are holes again
+  }
+  // And it imports as the node it came from.
+  CmdResult again = MustAgentenv(root, {"import", out.string(), "--json"});
+  fs::path back = tmp / "back.tar";
+  MustAgentenv(root, {"export", again.Json().value("node", ""), "-o", back.string()});
+  CHECK(ReadFile(back) == ReadFile(out));
+}
+
+TEST_CASE("archive: a name that is not UTF-8 goes in ustar's fields, hdrcharset only where it does not fit", "[archive]") {
+  TempDir tmp;
+  fs::path src = tmp / "src";
+  fs::create_directories(src / "d");
+  const std::string short_name = "caf\xe9", long_name = std::string(120, 'n') + "\xe9";
+  WriteFile(src / "d" / short_name, "short\n");
+  fs::create_symlink(short_name, src / "d" / ("l\xe9"));
+  fs::path root = tmp / "repo";
+  MustAgentenv(root, {"init", "--from", src.string()});
+  fs::path out = tmp / "out.tar";
+  MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
+  // GNU tar does not know hdrcharset and warns about it; bsdtar fails on
+  // a pax path that is not UTF-8 without it: ustar's fields trouble neither.
+  CHECK(ReadFile(out).find("hdrcharset") == std::string::npos);
+  for (const char* tar : {"/usr/bin/tar", "/usr/bin/bsdtar"}) {
+    INFO(tar);
+    CmdResult list = RunCmd({tar, "-tvf", out.string()});
+    CHECK(list.code == 0);
+    CHECK(list.err == "");
+    fs::path x = tmp / (std::string("x-") + fs::path(tar).filename().string());
+    fs::create_directories(x);
+    CmdResult r = RunCmd({tar, "-xf", out.string(), "-C", x.string()});
+    CHECK(r.code == 0);
+    CHECK(ReadFile(x / "d" / short_name) == "short\n");
+    CHECK(fs::read_symlink(x / "d" / ("l\xe9")) == short_name);
+  }
+  // A name too long for the name field keeps its pax path and the
+  // hdrcharset it needs: bsdtar reads it silently, GNU tar with a warning
+  // about the keyword, and both extract the exact bytes.
+  WriteFile(Work(root) / long_name, "long\n");
+  MustAgentenv(root, {"snap"});
+  MustAgentenv(root, {"export", "HEAD", "-o", out.string()});
+  CHECK(ReadFile(out).find("hdrcharset=BINARY") != std::string::npos);
+  for (const char* tar : {"/usr/bin/tar", "/usr/bin/bsdtar"}) {
+    INFO(tar);
+    fs::path x = tmp / (std::string("long-") + fs::path(tar).filename().string());
+    fs::create_directories(x);
+    CmdResult r = RunCmd({tar, "-xf", out.string(), "-C", x.string()});
+    CHECK(r.code == 0);
+    CHECK(ReadFile(x / long_name) == "long\n");
+  }
 }
 
 }  // namespace agentenv::test

@@ -77,7 +77,8 @@ class NobodyDaemon {
     REQUIRE(ready);
   }
   Child& child() { return child_; }
-  std::string Log() const { return ReadFile(root_.parent_path() / "daemon.log"); }
+  fs::path LogPath() const { return root_.parent_path() / "daemon.log"; }
+  std::string Log() const { return ReadFile(LogPath()); }
   ~NobodyDaemon() {
     child_.Signal(SIGTERM);
     if (child_.Wait(10000) < 0) child_.Kill();

@@ -1,9 +1,11 @@
-// Everything that shares state, at once, for a bounded time: the daemon
-// capturing a stream of writes, tournaments (some applied), forks checked
-// from inside, workspace rm, retain, gc and ctl snapshot, as root and as
-// uid 65534. No command may fail for another's reason; afterwards fsck
-// (with --lowers) is clean, no node is lost but those retain dropped, and
-// every workspace showed exactly its node's tree.
+// Everything that shares state, at once, for a bounded time: `serve
+// --listen` capturing a stream of writes, tournaments (some applied), forks
+// checked from inside, execs in workspaces removed at once, bisects,
+// mounted views, workspace rm, retain, gc, ctl snapshot and an MCP client
+// over HTTP, on a tree with hardlink groups, as root and as uid 65534. No
+// command may fail for another's reason; afterwards fsck (with --lowers) is
+// clean, no node is lost but those retain dropped, and every workspace
+// showed exactly its node's tree.
 // AGENTENV_STRESS_SECONDS sets the time per mode (default 30), longer when
 // fewer than 11 kept nodes were made by then.
 #include <catch2/catch.hpp>
@@ -13,6 +15,7 @@
 #include <random>
 
 #include "tests/lifecycle_testutil.h"
+#include "tests/mcp_http_testutil.h"
 
 namespace agentenv::test {
 namespace {
@@ -64,11 +67,14 @@ int StressSeconds() {
 void Stress(As as) {
   INFO(ModeName(as));
   TempDir tmp;
-  fs::path root = MakeRepoAs(as, tmp, 1500);
+  fs::path root = MakeRepoAs(as, tmp, 1500, /*hardlinks=*/true);
+  const std::string first = JsonAs(as, root, {"head"})["node"]["id"];
   Child daemon;
-  daemon.Start(AgentenvArgv(as, root, {"daemon", "--quiet-ms", "50", "--max-delay-ms", "300"}), false, false,
-               (tmp / "daemon.log").string());
+  daemon.Start(AgentenvArgv(as, root, {"serve", "--listen", "127.0.0.1:0", "--quiet-ms", "50", "--max-delay-ms", "300"}),
+               false, false, (tmp / "daemon.log").string());
   REQUIRE(WaitFor([&] { return fs::exists(root / "agentenv.sock") && RunAs(as, root, {"head"}).code == 0; }, 20000));
+  const int port = ListenPort(tmp / "daemon.log");
+  REQUIRE(port > 0);
 
   Findings f;
   std::atomic<bool> stop{false};
@@ -122,9 +128,48 @@ void Stress(As as) {
       else if (got != want) f.Fail("workspace " + name + " does not show node " + base + ": " + err + ViewDiff(want, got));
       call("forker", {"workspace", "rm", name});
       call("forker", {"tag", "-d", name});
+      // A command and its node in a workspace, removed the moment it returns.
+      if (call("forker", {"fork", "HEAD", "--name", name + "-x"}).empty()) continue;
+      call("forker", {"exec", "--workspace", name + "-x", "--", "/bin/sh", "-c", "echo x > /x; cat /bin/hl-c > /y"});
+      call("forker", {"workspace", "rm", name + "-x"});
     }
   };
   std::thread fork1(forker, 1), fork2(forker, 2);
+  // Bisects over the whole history: the first node where the writer's
+  // directory exists. Their workspaces come and go beside everyone's.
+  std::thread bisects([&] {
+    while (!stop) {
+      json b = call("bisect", {"bisect", "--good", first, "--test", "test ! -e /data/live", "--jobs", "2"});
+      if (!b.empty() && !b.value("found", false)) f.Fail("bisect: no first bad node: " + b.dump().substr(0, 300));
+    }
+  });
+  // Read-only views of HEAD, for one command each (rootless and as root).
+  std::thread views([&] {
+    while (!stop) {
+      // The command's own output, not a reply: its exit code is the answer.
+      CmdResult r = RunAs(as, root, {"mount", "HEAD", "--", "/bin/sh", "-c", "test -f \"$AGENTENV_VIEW/bin/hl-b\""}, 180000);
+      if (r.code != 0) f.Fail("views: mount HEAD -- test -f bin/hl-b: " + r.Describe());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  // An agent host over MCP on HTTP: reads, execs on the live tree, tags.
+  std::thread mcp([&] {
+    HttpMcp m(port);
+    if (!m.Initialize()) return f.Fail("mcp: initialize failed");
+    for (int i = 0; !stop; ++i) {
+      for (const auto& [tool, args] : std::vector<std::pair<std::string, json>>{
+               {"log", {{"limit", 5}}},
+               {"exec", {{"command", "echo mcp " + std::to_string(i) + " > /data/mcp"}}},
+               {"tag", {{"name", "mcp"}, {"ref", "HEAD"}, {"force", true}}}}) {
+        json r = m.Request("tools/call", {{"name", tool}, {"arguments", args}});
+        if (!r.contains("result") || r["result"].value("isError", true))
+          f.Fail("mcp " + tool + ": " + r.dump().substr(0, 300));
+        else if (tool == "exec" && r["result"]["structuredContent"]["node"].is_object())
+          f.Seen(r["result"]["structuredContent"]["node"].value("id", ""));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
   // Tournaments: candidates race, one in three applied to the live tree.
   std::thread tournaments([&] {
     for (int i = 0; !stop; ++i) {
@@ -162,7 +207,7 @@ void Stress(As as) {
   // anything, so the load goes on until there are (at most 9 times as long).
   WaitFor([&] { return f.KeptNodes().size() > 10; }, StressSeconds() * 9000);
   stop = true;
-  for (std::thread* t : {&writer, &fork1, &fork2, &tournaments, &keeper}) t->join();
+  for (std::thread* t : {&writer, &fork1, &fork2, &tournaments, &keeper, &bisects, &views, &mcp}) t->join();
   daemon.Signal(SIGTERM);
   CHECK(daemon.Wait(30000) == 0);
 

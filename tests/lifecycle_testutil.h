@@ -67,9 +67,22 @@ inline fs::path MakeBusyboxTree(const fs::path& dir, int files) {
   return dir;
 }
 
-// A repository of that tree, owned by the user `as` runs as.
-inline fs::path MakeRepoAs(As as, const TempDir& tmp, int files) {
+// Hardlink groups as a rootfs has them (perl and perl5.36.0, gzip and
+// uncompress): a group of three in bin/, a pair in data/.
+inline void AddHardlinks(const fs::path& dir) {
+  WriteFile(dir / "bin/hl-a", "one file, three names\n");
+  fs::create_hard_link(dir / "bin/hl-a", dir / "bin/hl-b");
+  fs::create_hard_link(dir / "bin/hl-a", dir / "bin/hl-c");
+  fs::create_directories(dir / "data/hl");
+  WriteFile(dir / "data/hl/x", "one file, two names\n");
+  fs::create_hard_link(dir / "data/hl/x", dir / "data/hl/y");
+}
+
+// A repository of that tree (with hardlinks when asked), owned by the user
+// `as` runs as.
+inline fs::path MakeRepoAs(As as, const TempDir& tmp, int files, bool hardlinks = false) {
   fs::path src = MakeBusyboxTree(tmp / "src", files);
+  if (hardlinks) AddHardlinks(src);
   if (as == As::kNobody) {
     REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
     for (auto& e : fs::recursive_directory_iterator(src)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);
