@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "common/durable.h"
+#include "common/read_all.h"
 #include "common/platform.h"
 #include "common/sha256.h"
 #include "common/text.h"
@@ -35,6 +35,7 @@ constexpr const char* kLayerType = "application/vnd.oci.image.layer.v1.tar";
 constexpr const char* kConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kManifestType = "application/vnd.oci.image.manifest.v1+json";
 constexpr size_t kPathDepthStride = 16;
+constexpr size_t kMaxIndexBytes = 4 << 20;  // an index.json this export would extend
 
 // One blob written under blobs/sha256: to a temporary file there, hashed
 // while written, fsynced, then renamed to its digest (or dropped when a
@@ -147,7 +148,8 @@ Result<std::vector<LayerPlan>> Plan(size_t nodes, const std::string& mode) {
 // The digest and size of layer `key` ("<node>-<base node or root>"), as
 // an earlier export wrote it: the same node and base give the same bytes.
 std::optional<OciBlob> RecallLayer(const std::string& memo, const std::string& key) {
-  std::ifstream in(memo + "/" + key);
+  auto text = ReadFileUpTo(memo + "/" + key, 256);
+  std::istringstream in(text ? *text : std::string());
   std::string digest;
   uint64_t size = 0;
   if (!(in >> digest >> size) || digest.size() != 71 || !digest.starts_with("sha256:")) return std::nullopt;
@@ -157,13 +159,7 @@ std::optional<OciBlob> RecallLayer(const std::string& memo, const std::string& k
 // Remembers a layer's digest (a cache: failing to write it loses nothing).
 void RememberLayer(const std::string& memo, const std::string& key, const OciBlob& b) {
   if (::mkdir(memo.c_str(), 0755) != 0 && errno != EEXIST) return;
-  std::string tmp = memo + "/." + key + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << b.digest << " " << b.size << "\n";
-    if (!out.flush()) return;
-  }
-  ::rename(tmp.c_str(), (memo + "/" + key).c_str());
+  (void)WriteFileDurably(memo, key, b.digest + " " + std::to_string(b.size) + "\n");
 }
 
 Result<bool> HaveBlob(const std::string& blobs, const OciBlob& b) {
@@ -272,8 +268,10 @@ Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
   // index.json: this tag now names the manifest; other tags stay.
   json index = {{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"},
                 {"manifests", json::array()}};
-  if (std::ifstream in(r.dir + "/index.json"); in) {
-    json old = json::parse(in, nullptr, false);
+  auto old_text = ReadFileUpTo(r.dir + "/index.json", kMaxIndexBytes + 1);
+  if (!old_text && old_text.error().errno_value != ENOENT) return Unexpected<Error>(old_text.error());
+  if (old_text) {
+    json old = old_text->size() > kMaxIndexBytes ? json() : json::parse(*old_text, nullptr, false);
     if (old.is_discarded() || !old.is_object() || !old.contains("manifests") || !old["manifests"].is_array())
       return Fail(ErrorCode::kInvalid, r.dir + "/index.json: not an OCI image index; refusing to replace it");
     for (const json& m : old["manifests"]) {

@@ -37,7 +37,7 @@ class CpuWallTimer {
 
 }  // namespace
 
-Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt) {
+Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, Mutex& writers, const CaptureOptions& opt) {
   AE_ASSIGN(watch::IgnoreRules rules, watch::IgnoreRules::WithFile(snap::layout::Ignore(repo.root())));
   watch::WatcherOptions wo;
   wo.timing.quiet = std::chrono::milliseconds(opt.quiet_ms);
@@ -53,7 +53,7 @@ Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& wr
   // The watch starts before the baseline scan, so nothing falls between.
   AE_ASSIGN(c->watcher_, watch::Watcher::Start(repo.work_dir(), wo, [self](watch::ChangeSet cs) { self->Queue(std::move(cs)); }));
   {
-    std::lock_guard writer(writers);
+    MutexLock writer(writers);
     c->Snapshot(watch::ChangeSet{{}, true});
   }
   c->thread_ = std::thread([self] { self->Loop(); });
@@ -63,7 +63,7 @@ Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& wr
 Capture::~Capture() { Stop(false); }
 
 void Capture::Queue(watch::ChangeSet cs) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   pending_.Merge(std::move(cs));
   wake_.notify_one();
 }
@@ -80,19 +80,21 @@ void Capture::Loop() {
   for (;;) {
     bool retry = false;
     {
-      std::unique_lock lock(mu_);
-      auto ready = [&] { return stopping_ || !pending_.empty(); };
-      if (health_.failing) {
-        wake_.wait_for(lock, backoff, ready);
-      } else {
-        wake_.wait(lock, ready);
+      MutexLock lock(mu_);
+      const auto until = std::chrono::steady_clock::now() + backoff;
+      while (!stopping_ && pending_.empty()) {
+        if (!health_.failing) {
+          wake_.wait(lock);
+        } else if (wake_.wait_until(lock, until) == std::cv_status::timeout) {
+          break;
+        }
       }
       if (stopping_ && pending_.empty()) return;
       retry = pending_.empty();  // the timer: nothing new, retry the failed one
       if (retry) ++health_.retries;
     }
     // A running exec's changes belong to its own node: wait for it.
-    std::lock_guard writer(writers_);
+    MutexLock writer(writers_);
     if (retry) {
       Snapshot(watch::ChangeSet{{}, true});
     } else {
@@ -103,14 +105,14 @@ void Capture::Loop() {
 }
 
 CaptureHealth Capture::Health() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return health_;
 }
 
 void Capture::SnapshotPending() {
   watch::ChangeSet cs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cs = std::exchange(pending_, {});
   }
   if (cs.empty()) return;
@@ -128,14 +130,14 @@ void Capture::Stop(bool deliver_pending) {
   if (!watcher_) return;
   watcher_->Stop(deliver_pending);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     if (!deliver_pending) pending_ = {};
     wake_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
   if (deliver_pending && Health().failing) {  // what the failed snapshot held is in no node yet
-    std::lock_guard writer(writers_);
+    MutexLock writer(writers_);
     Snapshot(watch::ChangeSet{{}, true});
   }
 }
@@ -166,7 +168,7 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   if (!r) {
     complete_ = false;  // until a full scan succeeds
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!health_.failing) health_ = CaptureHealth{true, "", snap::NowNs(), 0};
       health_.last_error = r.error().message;
     }
@@ -174,7 +176,7 @@ void Capture::Snapshot(const watch::ChangeSet& cs) {
   }
   if (!opt.paths) {
     complete_ = true;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (health_.failing) log_("capture recovered after " + std::to_string(health_.retries) + " retries");
     health_ = {};
   }

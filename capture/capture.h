@@ -7,13 +7,12 @@
 // itself while it holds that mutex.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "snap/repo.h"
 #include "watch/debounce.h"
@@ -47,7 +46,7 @@ class Capture {
   // changed while nothing watched. `writers` is the mutex every writer of
   // this process holds. What it does goes to opt.log. Errors: I/O, bad
   // ignore file.
-  static Result<std::unique_ptr<Capture>> Start(snap::Repo& repo, std::mutex& writers, const CaptureOptions& opt);
+  static Result<std::unique_ptr<Capture>> Start(snap::Repo& repo, Mutex& writers, const CaptureOptions& opt);
   // Stops without delivering.
   ~Capture();
   Capture(const Capture&) = delete;
@@ -67,7 +66,7 @@ class Capture {
   CaptureHealth Health() const;
 
  private:
-  Capture(snap::Repo& repo, std::mutex& writers, std::function<void(const std::string&)> log,
+  Capture(snap::Repo& repo, Mutex& writers, std::function<void(const std::string&)> log,
           snap::Provenance made_by)
       : repo_(repo), writers_(writers), log_(std::move(log)), made_by_(std::move(made_by)) {}
   void Loop();
@@ -80,16 +79,16 @@ class Capture {
   void Snapshot(const watch::ChangeSet& cs);
 
   snap::Repo& repo_;
-  std::mutex& writers_;
+  Mutex& writers_;
   const std::function<void(const std::string&)> log_;  // never empty
   const snap::Provenance made_by_;  // each node's provenance
   std::unique_ptr<watch::Watcher> watcher_;
   std::thread thread_;
-  mutable std::mutex mu_;  // guards pending_, stopping_, health_
-  std::condition_variable wake_;
-  watch::ChangeSet pending_;
-  bool stopping_ = false;
-  CaptureHealth health_;
+  mutable Mutex mu_;
+  CondVar wake_;
+  watch::ChangeSet pending_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CaptureHealth health_ GUARDED_BY(mu_);
   // Under the writer mutex:
   bool complete_ = false;  // history holds every change snapshotted so far
   int since_retain_ = 0;

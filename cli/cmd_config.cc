@@ -1,9 +1,8 @@
 // agentenv config: the repository's settings (<root>/config).
-#include <unistd.h>
-
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "mounts/disk_limit.h"
+#include "snap/repo.h"
 
 namespace agentenv::cli {
 
@@ -17,8 +16,9 @@ int CmdConfig(int argc, char** argv) {
   app.add_option("key", key, "Setting: disk")->check(CLI::IsMember({"disk"}));
   auto* val = app.add_option("value", value, "New value (bytes: 500M, 2G; 0 for none)")->transform(CLI::AsSizeValue(false));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
-  if (::access((g.root + "/meta").c_str(), F_OK) != 0)
-    return ReportError(g, Fail(ErrorCode::kNotFound, g.root + ": not an agentenv repository (agentenv init makes one)").error());
+  // Opened as every command opens it, so anything that is not a whole
+  // repository (no repository, a half-made one) is refused the same way.
+  if (auto repo = snap::Repo::Open(g.root); !repo) return ReportError(g, repo.error());
   auto c = mounts::LoadConfig(g.root);
   if (!c) return ReportError(g, c.error());
   if (val->count()) {

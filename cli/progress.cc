@@ -12,23 +12,30 @@ using Clock = std::chrono::steady_clock;
 ProgressLine::ProgressLine(const Globals& g) : on_(!g.json && !g.quiet && ::isatty(STDERR_FILENO)) {
   if (!on_) return;
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     const char* phase = nullptr;
     Clock::time_point phase_start = Clock::now();
     // Quick commands stay quiet: the first line after half a second.
-    if (cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop_; })) return;
+    if (WaitForStop(lock, std::chrono::milliseconds(500))) return;
     do {
       const char* now = p_.phase.load(std::memory_order_acquire);
       if (now != phase) phase = now, phase_start = Clock::now();
       Draw(phase_start);
-    } while (!cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_; }));
+    } while (!WaitForStop(lock, std::chrono::milliseconds(200)));
   });
+}
+
+bool ProgressLine::WaitForStop(MutexLock& lock, std::chrono::milliseconds d) {
+  const Clock::time_point until = Clock::now() + d;
+  while (!stop_ && cv_.wait_until(lock, until) == std::cv_status::no_timeout) {
+  }
+  return stop_;
 }
 
 ProgressLine::~ProgressLine() {
   if (!on_) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();

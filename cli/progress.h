@@ -5,11 +5,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "cli/cli.h"
+#include "common/mutex.h"
 #include "common/progress.h"
 #include "control/client.h"
 
@@ -28,12 +27,14 @@ class ProgressLine {
 
  private:
   void Draw(std::chrono::steady_clock::time_point phase_start);
+  // Waits up to `d` for stop_; whether it is set.
+  bool WaitForStop(MutexLock& lock, std::chrono::milliseconds d) REQUIRES(mu_);
 
   Progress p_;
   bool on_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   bool drawn_ = false;  // only the drawing thread touches it until join
   std::thread thread_;
 };

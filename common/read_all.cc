@@ -1,9 +1,12 @@
 #include "common/read_all.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+
+#include "common/unique_fd.h"
 
 namespace agentenv {
 
@@ -18,6 +21,12 @@ Result<std::string> ReadUpTo(int fd, std::string_view path, size_t limit) {
     out.append(buf, size_t(n));
   }
   return out;
+}
+
+Result<std::string> ReadFileUpTo(const std::string& path, size_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return FailErrno(path, errno);
+  return ReadUpTo(fd.get(), path, limit);
 }
 
 }  // namespace agentenv

@@ -1,11 +1,12 @@
 #include "control/check.h"
 
-#include <future>
-#include <mutex>
+#include <optional>
 
+#include "common/mutex.h"
 #include "history/node_view.h"
 #include "fsck/fsck.h"
 #include "snap/scratch.h"
+#include "store/worker_pool.h"
 
 namespace agentenv::control {
 
@@ -13,9 +14,9 @@ Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks
   AE_ASSIGN(Server* server, client.Local());
   snap::Repo& repo = server->repo();
   FsckReply rep;
-  std::mutex mu;  // rep.findings and the callbacks: the store and history checks run side by side
+  Mutex mu;  // rep.findings and the callbacks: the store and history checks run side by side
   auto report = [&](FsckFinding f) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (cb.finding) cb.finding(f);
     rep.findings.push_back(std::move(f));
   };
@@ -29,7 +30,7 @@ Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks
   };
   if (cb.progress) {
     store_cb.progress = [&](const fsck::FsckProgress& p) {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       cb.progress({p.bytes_done, p.bytes_total, p.records});
     };
   }
@@ -102,14 +103,17 @@ Result<FsckReply> Fsck(Client& client, const FsckRequest& r, const FsckCallbacks
   } else {
     // History and the live tree only read what the store check reads too:
     // check them meanwhile (the store check is the long part).
-    auto above = std::async(std::launch::async, check_above);
     fsck::FsckOptions opt;
     opt.verify_content = !r.structure_only;
     opt.subset_percent = r.subset;
-    auto checked = fsck::CheckStore(repo.store(), opt, store_cb);
-    history = above.get();
-    if (!checked) return Unexpected<Error>(checked.error());
-    store = *checked;
+    std::optional<Result<fsck::FsckReport>> checked;
+    {
+      store::WorkerPool above(1);  // joined at the end of this scope
+      above.Submit([&] { history = check_above(); });
+      checked = fsck::CheckStore(repo.store(), opt, store_cb);
+    }
+    if (!*checked) return Unexpected<Error>(checked->error());
+    store = **checked;
   }
   if (!history) return Unexpected<Error>(history.error());
   rep.objects = store.objects;

@@ -13,7 +13,7 @@ Client::Client(std::string root) : root_(std::move(root)) {}
 Client::~Client() = default;
 
 Result<Server*> Client::Local() {
-  std::lock_guard lock(local_mu_);
+  MutexLock lock(local_mu_);
   if (!local_) {
     AE_ASSIGN(auto repo, OpenRepo(root_));
     local_ = std::make_unique<Server>(std::move(repo));
@@ -27,6 +27,7 @@ Result<Server*> Client::Local() {
 
 void Client::set_progress(Progress* p) {
   progress_ = p;
+  MutexLock lock(local_mu_);
   if (local_) local_->repo().set_progress(p);
 }
 

@@ -10,10 +10,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "common/mutex.h"
 #include "control/ops.h"
 #include "control/server.h"
 
@@ -65,8 +65,8 @@ class Client {
 
  private:
   std::string root_;
-  std::mutex local_mu_;  // guards the opening of local_
-  std::unique_ptr<Server> local_;
+  Mutex local_mu_;  // guards the opening of local_
+  std::unique_ptr<Server> local_ GUARDED_BY(local_mu_);
   Progress* progress_ = nullptr;
 };
 

@@ -71,7 +71,7 @@ Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r, const CallConte
       opt.paths->push_back(p);
     }
   }
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   AE_ASSIGN(snap::SnapResult res, repo_->Snapshot(opt));
   return SnapshotReplyOf(res);
 }
@@ -159,7 +159,7 @@ Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::
 
 Result<RollbackReply> Server::Rollback(const RollbackRequest& r, const CallContext& call, const snap::OpOptions& op) {
   if (r.ref.empty()) return Fail(ErrorCode::kInvalid, "rollback: which node? (argument 'ref')");
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   // With a capture, history is brought up to date from the journal first:
   // the restore then saves nothing by walking the whole live tree.
   std::optional<std::vector<std::string>> dirty;
@@ -284,7 +284,7 @@ Result<DiffReply> Server::Diff(const DiffRequest& r) {
   AE_ASSIGN(store::ObjectId from, TreeOf(*repo_, r.from));
   store::ObjectId to;
   if (r.to.empty()) {
-    std::lock_guard writer(writer_mu_);  // the live tree's content is stored
+    MutexLock writer(writer_mu_);  // the live tree's content is stored
     AE_ASSIGN(to, repo_->LiveTree());
   } else {
     AE_ASSIGN(to, TreeOf(*repo_, r.to));
@@ -315,7 +315,7 @@ Result<TagReply> Server::Tag(const TagRequest& r) {
     for (const auto& [name, id] : tags) rep.tags->push_back({name, id.Hex()});
     return rep;
   }
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   if (r.del) {
     AE_TRY(repo_->Untag(r.name));
     rep.deleted = r.name;
@@ -338,7 +338,7 @@ Result<TagReply> Server::Tag(const TagRequest& r) {
 Result<StatusReply> Server::Status(const StatusRequest&) {
   snap::RepoStatus st;
   {
-    std::lock_guard writer(writer_mu_);
+    MutexLock writer(writer_mu_);
     auto full = repo_->Status();
     // It could not store what it read (a full disk): answer read-only.
     if (!full && full.error().code == ErrorCode::kIo) full = repo_->PeekStatus();
@@ -382,7 +382,7 @@ Result<RetainReply> Server::Retain(const RetainRequest& r) {
   snap::RetentionPolicy policy;
   policy.keep_last = r.keep_last;
   policy.keep_within = std::chrono::seconds(r.keep_within_s);
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   AE_ASSIGN(snap::RetentionResult res, repo_->Retain(policy, r.dry_run, snap::NowNs()));
   RetainReply rep;
   rep.dry_run = r.dry_run;
@@ -398,14 +398,14 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
     return Fail(ErrorCode::kInvalid, "gc: compact_above must be a percentage from 0 to 100");
   store::CompactOptions compact;
   compact.min_dead_fraction = r.compact_above / 100;
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   AE_ASSIGN(snap::GcResult res, repo_->Gc(compact, r.full));
   GcReply rep{res.live_objects, res.dropped_objects, res.dropped_bytes, res.bytes_freed, res.packs_rewritten,
               res.counted,      res.objects_read};
   rep.stale_cache_rows = res.stale_cache_rows;
   // Lowers are a cache: removed unless a process leases them or a
   // workspace's state or a mounted view's record names them (snap/lowers.h,
-  // control/mounts.h); records of views no longer mounted go first.
+  // mounts/views.h); records of views no longer mounted go first.
   AE_ASSIGN(rep.mounts_reclaimed, mounts::ReclaimStaleMounts(repo_->root()));
   AE_ASSIGN(snap::Repo::LowerSweep sweep, repo_->SweepLowers([&]() -> Result<std::set<std::string>> {
     AE_ASSIGN(auto spaces, workspace::ListWorkspaces(repo_->root()));
@@ -439,7 +439,7 @@ Result<ImportReply> Server::Import(const ImportRequest& r, const CallContext& ca
     prov.who = call.who;
   }
   prov.source = r.source;
-  std::lock_guard writer(writer_mu_);
+  MutexLock writer(writer_mu_);
   AE_ASSIGN(snap::SnapResult res, repo_->Import(r.dir, r.message, prov));
   if (!res.node) return Fail(r.dir + ": import made no node");
   return ImportReply{res.node->Hex()};

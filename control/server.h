@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "capture/capture.h"
 #include "control/frames.h"
@@ -52,7 +53,7 @@ class Server {
                                  const snap::OpOptions& op = {});
   Result<LogReply> Log(const LogRequest& r);
   Result<ShowReply> Show(const ShowRequest& r);
-  // control/digest.h: a span of history in one page.
+  // history/digest.h: a span of history in one page.
   Result<DigestReply> Digest(const DigestRequest& r);
   Result<DiffReply> Diff(const DiffRequest& r);
   Result<HeadReply> Head(const HeadRequest& r);
@@ -63,18 +64,18 @@ class Server {
   Result<GcReply> Gc(const GcRequest& r);
   Result<ImportReply> Import(const ImportRequest& r, const CallContext& call = {});
 
-  // Processes (control/exec.cc, control/jobs.cc). Jobs belong to this
-  // object and die with it. Exec streams its output to `emit` as frames
-  // (see README "Control socket"), or collects it into the reply when
-  // `emit` is null. An error with `partial` set: the command ran but its
-  // snapshot failed.
+  // Processes (server_exec.cc, server_jobs.cc; run/pipeline.h, run/jobs.h).
+  // Jobs belong to this object and die with it. Exec streams its output to
+  // `emit` as frames (see README "Control socket"), or collects it into the
+  // reply when `emit` is null. An error with `partial` set: the command ran
+  // but its snapshot failed.
   Result<ExecReply> Exec(const ExecRequest& r, const CallContext& call);
   Result<SpawnReply> Spawn(const SpawnRequest& r);
   Result<PsReply> Ps(const PsRequest& r);
   Result<KillReply> Kill(const KillRequest& r);
 
-  // Workspaces (control/workspace.h, workspace.cc) and tournaments
-  // (control/tournament.cc). Snapshot, Diff and Exec act on a workspace
+  // Workspaces (server_workspace.cc; workspace/workspace.h) and tournaments
+  // (trials/tournament.h). Snapshot, Diff and Exec act on a workspace
   // when the request names one. A workspace's command and snapshot hold
   // its lock (kBusy for a second one); nothing of it touches the live tree.
   Result<ForkReply> Fork(const ForkRequest& r);
@@ -91,7 +92,7 @@ class Server {
   Result<TournamentReply> Tournament(const TournamentRequest& r, const CallContext& call = {});
   // trials/bisect.h: the first node where a test fails, K at a time.
   Result<BisectReply> Bisect(const BisectRequest& r);
-  // Read-only views (control/mounts.h): mount a node's lower at a
+  // Read-only views (mounts/views.h): mount a node's lower at a
   // directory in this process's mount namespace, unmount it, list them.
   Result<MountReply> Mount(const MountRequest& r);
   Result<UmountReply> Umount(const UmountRequest& r);
@@ -104,7 +105,7 @@ class Server {
   void StopCapture(bool deliver_pending);
   // The writer mutex, for a caller that writes through the repository
   // directly (shell's final snapshot).
-  std::unique_lock<std::mutex> LockWriters() { return std::unique_lock(writer_mu_); }
+  std::unique_lock<Mutex> LockWriters() { return std::unique_lock(writer_mu_); }
 
  private:
   Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who);
@@ -114,7 +115,7 @@ class Server {
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
   Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
   std::unique_ptr<snap::Repo> repo_;
-  std::mutex writer_mu_;  // see the file comment
+  Mutex writer_mu_;  // see the file comment
   run::JobTable jobs_;         // thread-safe itself
   // Set by StartCapture before any client is served, reset by
   // StopCapture after the last: read without a lock in between.

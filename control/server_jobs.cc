@@ -1,4 +1,4 @@
-// spawn, ps and kill: the Server's jobs (control/jobs.h).
+// spawn, ps and kill: the Server's jobs (run/jobs.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@ namespace agentenv::control {
 namespace {
 
 JobEntry Describe(run::Job& j) {
-  std::lock_guard lock(j.mu);
+  MutexLock lock(j.mu);
   j.PollLocked();
   JobEntry e;
   e.job = j.id;
@@ -61,7 +61,7 @@ Result<KillReply> Server::Kill(const KillRequest& r) {
   for (const auto& j : jobs_.List()) {
     if (!r.all && j->id != *r.job) continue;
     found = true;
-    std::lock_guard lock(j->mu);
+    MutexLock lock(j->mu);
     j->PollLocked();
     if (j->status) continue;
     j->KillLocked();

@@ -1,5 +1,5 @@
 // The workspace operations of control::Server: fork, list, remove, and the
-// workspace forms of snapshot, diff and exec (control/workspace.h).
+// workspace forms of snapshot, diff and exec (workspace/workspace.h).
 #include "workspace/workspace.h"
 #include "mounts/views.h"
 

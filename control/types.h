@@ -1,6 +1,6 @@
 // The typed requests and replies of every control operation. Their JSON
-// forms come from each struct's Fields list (control/fields.h); the JSON
-// schemas that MCP shows are in control/schema.cc and are checked against
+// forms come from each struct's Fields list (common/fields.h); the JSON
+// schemas that MCP shows are in control/ops.cc and are checked against
 // these lists by tests/control_test.cc.
 #pragma once
 
@@ -279,7 +279,7 @@ struct GcReply {
   uint64_t scratch_removed = 0, scratch_bytes = 0;
   uint64_t stale_cache_rows = 0;  // stat/entry cache rows of paths gone or changed since
   uint64_t leases_released = 0;   // node leases of workspaces gone (killed fork or workspace rm)
-  uint64_t mounts_reclaimed = 0;  // records of views no longer mounted (control/mounts.h)
+  uint64_t mounts_reclaimed = 0;  // records of views no longer mounted (mounts/views.h)
   template <class V> void Fields(V& v) {
     v("live_objects", live_objects); v("dropped_objects", dropped_objects); v("dropped_bytes", dropped_bytes);
     v("bytes_freed", bytes_freed); v("packs_rewritten", packs_rewritten); v("counted", counted);
@@ -401,7 +401,7 @@ struct KillReply {
   template <class V> void Fields(V& v) { v("killed", killed); }
 };
 
-// --- workspaces (control/workspace.h) ---
+// --- workspaces (workspace/workspace.h) ---
 
 struct WorkspaceInfo {
   std::string name;
@@ -448,7 +448,7 @@ struct WorkspaceRmReply {
   template <class V> void Fields(V& v) { v("removed", removed); v("existed", existed); }
 };
 
-// Read-only views (control/mounts.h).
+// Read-only views (mounts/views.h).
 struct MountInfo {
   std::string dir, node, lower, created;
   int64_t uid = 0, pid = 0;

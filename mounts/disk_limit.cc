@@ -4,50 +4,38 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
-#include "common/write_all.h"
+#include "common/durable.h"
 #include "common/fields.h"
+#include "common/read_all.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
 
 namespace agentenv::mounts {
 namespace {
 
-std::string ConfigPath(const std::string& root) { return root + "/config"; }
-
 // The smallest limit: overlayfs makes its work directories on the tmpfs.
 constexpr uint64_t kMinDiskBytes = 1 << 20;
+// A config is a few keys; anything larger is not one.
+constexpr size_t kMaxConfigBytes = 64 << 10;
 
 }  // namespace
 
 Result<RepoConfig> LoadConfig(const std::string& root) {
-  const std::string path = ConfigPath(root);
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return RepoConfig{};
-    return FailErrno(path, errno);
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
+  const std::string path = snap::layout::Config(root);
+  auto text = ReadFileUpTo(path, kMaxConfigBytes + 1);
+  if (!text && text.error().errno_value == ENOENT) return RepoConfig{};
+  if (!text) return Unexpected<Error>(text.error());
+  if (text->size() > kMaxConfigBytes) return Fail(ErrorCode::kCorrupt, path + ": over 64 KiB, not a config");
+  json j = json::parse(*text, nullptr, false);
   auto c = ReadReply<RepoConfig>("config", j);
   if (!c) return Fail(ErrorCode::kCorrupt, path + ": " + c.error().message);
   return *c;
 }
 
 Result<void> SaveConfig(const std::string& root, const RepoConfig& c) {
-  const std::string path = ConfigPath(root), tmp = path + ".tmp";
-  const std::string text = ToJson(c).dump() + "\n";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd) return FailErrno(tmp, errno);
-  AE_TRY(WriteAll(fd.get(), text.data(), text.size(), tmp));
-  if (::fsync(fd.get()) != 0) return FailErrno(tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return FailErrno(path, errno);
-  UniqueFd d(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!d || ::fsync(d.get()) != 0) return FailErrno(root, errno);
-  return {};
+  const std::string path = snap::layout::Config(root);
+  const size_t slash = path.rfind('/');
+  return WriteFileDurably(path.substr(0, slash), path.substr(slash + 1), ToJson(c).dump() + "\n");
 }
 
 Result<uint64_t> DiskBytesFor(const std::string& root, uint64_t requested, uint64_t workspace) {

@@ -28,7 +28,8 @@ struct RepoConfig {
   uint64_t disk_bytes = 0;  // default limit of exec and workspace commands; 0: none
   template <class V> void Fields(V& v) { v("disk_bytes", disk_bytes); }
 };
-// <root>/config; absent: the defaults. Errors: kCorrupt (unreadable), I/O.
+// <root>/config; absent: the defaults. Errors: kCorrupt (not a config,
+// or over 64 KiB), I/O.
 Result<RepoConfig> LoadConfig(const std::string& root);
 // Replaces it durably. Errors: I/O.
 Result<void> SaveConfig(const std::string& root, const RepoConfig& c);

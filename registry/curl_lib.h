@@ -1,4 +1,4 @@
-// libcurl, loaded on first use, as control/libarchive.h loads libarchive:
+// libcurl, loaded on first use, as archive/libarchive.h loads libarchive:
 // only push and pull need it, and linking it would load it and its own
 // dependencies (TLS, HTTP/2, SSH, LDAP, ...) at every CLI start-up.
 #pragma once

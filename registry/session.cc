@@ -10,15 +10,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/read_all.h"
 #include "common/text.h"
 #include "common/unique_fd.h"
 
 namespace agentenv::registry {
 namespace {
+
+constexpr size_t kMaxAuthFileBytes = 1 << 20;  // a few credentials
 
 using json = nlohmann::json;
 
@@ -41,9 +43,10 @@ std::string DefaultAuthFile() {
 
 // The base64 "user:password" for `host` in the auth file ("" if none).
 Result<std::string> Credentials(const std::string& file, const std::string& host) {
-  std::ifstream in(file);
-  if (!in) return Fail(ErrorCode::kInvalid, file + ": cannot be read (the auth file)");
-  json j = json::parse(in, nullptr, false);
+  auto text = ReadFileUpTo(file, kMaxAuthFileBytes + 1);
+  if (!text) return Fail(ErrorCode::kInvalid, file + ": cannot be read (the auth file)");
+  if (text->size() > kMaxAuthFileBytes) return Fail(ErrorCode::kInvalid, file + ": over 1 MiB, not an auth file");
+  json j = json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Fail(ErrorCode::kInvalid, file + ": not JSON (an auth file has {\"auths\": {HOST: {\"auth\": ...}}})");
   if (!j.contains("auths") || !j["auths"].is_object()) return std::string();

@@ -60,13 +60,16 @@ std::shared_ptr<Job> JobTable::Add(uint64_t id, std::string kind, std::string co
   j->command = std::move(command);
   j->started_ns = snap::NowNs();
   j->log = std::move(log);
-  j->env.emplace(std::move(env));
-  std::lock_guard lock(mu_);
+  {
+    MutexLock jl(j->mu);
+    j->env.emplace(std::move(env));
+  }
+  MutexLock lock(mu_);
   jobs_[id] = j;
   // Forget the oldest ended jobs beyond kKeepEnded (newest first here).
   std::vector<uint64_t> ended;
   for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
-    std::lock_guard jl(it->second->mu);
+    MutexLock jl(it->second->mu);
     if (it->second->status) ended.push_back(it->first);
   }
   for (size_t i = kKeepEnded; i < ended.size(); ++i) jobs_.erase(ended[i]);
@@ -74,17 +77,17 @@ std::shared_ptr<Job> JobTable::Add(uint64_t id, std::string kind, std::string co
 }
 
 uint64_t JobTable::NextId() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return next_++;
 }
 
 void JobTable::Remove(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(id);
 }
 
 std::vector<std::shared_ptr<Job>> JobTable::List() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::shared_ptr<Job>> v;
   for (const auto& [id, j] : jobs_) v.push_back(j);
   return v;

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "runner/runner.h"
 #include "common/fields.h"
@@ -31,7 +31,7 @@ struct RunRequest {
   std::string session;  // exec only
   bool snapshot = true;  // exec only
   std::string workspace;  // exec only: run in this workspace, snapshot it
-  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (control/disk_quota.h); 0: the default
+  uint64_t disk_bytes = 0;  // exec only: writes past it fail with ENOSPC (mounts/disk_limit.h); 0: the default
   template <class V> void Fields(V& v) {
     v("command", command); v("argv", argv); v("cwd", cwd); v("env", env); v("network", network);
     v("timeout_s", timeout_s); v("output_cap", output_cap); v("memory_bytes", memory_bytes); v("pids", pids);
@@ -53,15 +53,15 @@ struct Job {
   std::string command;  // as shown in ps and labels
   int64_t started_ns = 0;
   std::string log;      // spawn: host path of its output
-  std::mutex mu;
-  std::optional<runner::Env> env;           // until the job has ended and been reaped
-  std::optional<runner::ExitStatus> status;  // once it has ended
-  bool killed = false;                       // ended by kill
+  Mutex mu;
+  std::optional<runner::Env> env GUARDED_BY(mu);           // until the job has ended and been reaped
+  std::optional<runner::ExitStatus> status GUARDED_BY(mu);  // once it has ended
+  bool killed GUARDED_BY(mu) = false;                       // ended by kill
 
-  // Under mu: reaps the env if it has ended (never blocks).
-  void PollLocked();
-  // Under mu: SIGKILLs every process of the env and reaps it.
-  void KillLocked();
+  // Reaps the env if it has ended (never blocks).
+  void PollLocked() REQUIRES(mu);
+  // SIGKILLs every process of the env and reaps it.
+  void KillLocked() REQUIRES(mu);
 };
 
 // Jobs of this process. Thread-safe.
@@ -75,9 +75,9 @@ class JobTable {
   uint64_t NextId();
 
  private:
-  std::mutex mu_;
-  uint64_t next_ = 1;
-  std::map<uint64_t, std::shared_ptr<Job>> jobs_;
+  Mutex mu_;
+  uint64_t next_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
 };
 
 // The environment for a run request in repository `repo`: exec (with its

@@ -153,7 +153,7 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
     ~Unlist() { jobs.Remove(id); }
   } unlist{host.jobs, id};
   opt.kill = [&job] {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     job->KillLocked();
   };
   // False once the client is gone or cancelled the request: the command
@@ -171,7 +171,7 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
   runner::ExitStatus st;
   bool killed = false;
   {
-    std::lock_guard lock(job->mu);
+    MutexLock lock(job->mu);
     job->PollLocked();
     if (!job->status) job->KillLocked();
     st = *job->status;

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "run/jobs.h"
 #include "run/session.h"
@@ -41,7 +42,7 @@ using FrameSink = std::function<bool(nlohmann::json frame)>;
 // serving Server's repository, writer mutex and jobs.
 struct Host {
   snap::Repo& repo;
-  std::mutex& writers;
+  Mutex& writers;
   JobTable& jobs;
 };
 

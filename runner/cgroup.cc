@@ -10,9 +10,10 @@
 #include <cstdio>
 #include <atomic>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "common/read_all.h"
 
 namespace agentenv::runner::internal {
 namespace {
@@ -35,18 +36,24 @@ bool Has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// A /proc or cgroup file ("" when it cannot be read).
+std::string ReadAll(const std::string& path) {
+  auto text = ReadFileUpTo(path, 64 << 20);
+  return text ? std::move(*text) : std::string();
+}
+
 // Joins /proc/self/cgroup (our path per hierarchy) with /proc/self/mountinfo
 // (where each hierarchy is mounted, and which part of it the mount shows).
 std::vector<Hierarchy> Discover() {
   std::vector<std::pair<std::string, std::string>> member;  // controllers ("" = v2), path
-  std::ifstream cg("/proc/self/cgroup");
+  std::istringstream cg(ReadAll("/proc/self/cgroup"));
   for (std::string line; std::getline(cg, line);) {
     auto a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     member.emplace_back(line.substr(a + 1, b - a - 1), line.substr(b + 1));
   }
   std::vector<Hierarchy> out;
-  std::ifstream mi("/proc/self/mountinfo");
+  std::istringstream mi(ReadAll("/proc/self/mountinfo"));
   for (std::string line; std::getline(mi, line);) {
     auto dash = line.find(" - ");
     if (dash == std::string::npos) continue;
@@ -71,13 +78,6 @@ std::vector<Hierarchy> Discover() {
     if (!dup) out.push_back(std::move(h));
   }
   return out;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 int WriteString(const std::string& path, const std::string& data) {

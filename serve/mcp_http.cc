@@ -5,7 +5,6 @@
 
 #include <httplib.h>
 
-#include <condition_variable>
 #include <deque>
 #include <vector>
 
@@ -22,13 +21,13 @@ namespace {
 // is the request's Outbox (any thread); the handler's thread takes them.
 // Locking rule: mu guards q and ended; nothing else is done holding it.
 struct Stream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<json> q;
-  bool ended = false;
+  Mutex mu;
+  CondVar cv;
+  std::deque<json> q GUARDED_BY(mu);
+  bool ended GUARDED_BY(mu) = false;
 
   void Push(const json& m) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (ended) return;
     if (m.is_null()) {
       ended = true;  // cancelled: no reply comes
@@ -41,7 +40,7 @@ struct Stream {
   // Waits until a message is queued or the stream ended (or stop is set),
   // or with `briefly` at most 200 ms; then takes what is queued.
   std::deque<json> Take(const std::atomic<bool>& stop, bool* ended_out, bool briefly = false) {
-    std::unique_lock lock(mu);
+    MutexLock lock(mu);
     while (q.empty() && !ended && !stop) {
       cv.wait_for(lock, std::chrono::milliseconds(200));
       if (briefly) break;
@@ -124,7 +123,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
   auto s = std::make_shared<McpSession>(run_, read_, opt_.session);
   std::vector<std::shared_ptr<McpSession>> expired;  // cancelled outside the lock
   MutexLock lock(mu_);
-  const auto now = Clock::now();
+  const auto now = opt_.now ? opt_.now() : Clock::now();
   Expire(now, &expired);
   size_t of_peer = 0;
   for (const auto& [sid, e] : sessions_) of_peer += e.peer == peer;
@@ -148,7 +147,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
 std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, std::string* why) {
   std::vector<std::shared_ptr<McpSession>> expired;
   MutexLock lock(mu_);
-  const auto now = Clock::now();
+  const auto now = opt_.now ? opt_.now() : Clock::now();
   Expire(now, &expired);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,9 @@ struct McpHttpOptions {
   size_t max_sessions_per_peer = 32;
   std::chrono::milliseconds idle_ttl = std::chrono::minutes(30);
   McpOptions session;
+  // The clock idle times are read from; empty: steady_clock (tests set
+  // one they move by hand, so expiry is tested without waiting for it).
+  std::function<std::chrono::steady_clock::time_point()> now;
 };
 
 class McpHttpEndpoint {

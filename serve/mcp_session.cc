@@ -130,29 +130,29 @@ McpSession::McpSession(ToolRunner run, FileReader read, McpOptions opt)
 McpSession::~McpSession() { Drain(); }
 
 void McpSession::set_session_id(std::string id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   session_ = std::move(id);
 }
 
 bool McpSession::initialized() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return initialized_;
 }
 
 size_t McpSession::in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return running_;
 }
 
 void McpSession::set_notifier(Outbox notify) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   notify_ = std::move(notify);
 }
 
 void McpSession::NotifyResourcesChanged() {
   Outbox n;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!listed_resources_ || !notify_) return;
     n = notify_;
   }
@@ -160,18 +160,18 @@ void McpSession::NotifyResourcesChanged() {
 }
 
 void McpSession::CancelAll() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [k, c] : in_flight_) c->cancelled = true;
 }
 
 void McpSession::Drain() {
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return running_ == 0; });
+  MutexLock lock(mu_);
+  while (running_ != 0) idle_.wait(lock);
 }
 
 void McpSession::Log(size_t level, const std::string& text, const Outbox& out) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (level < log_level_) return;
   }
   out(Notification("notifications/message", {{"level", kLogLevels[level]}, {"logger", "agentenv"}, {"data", text}}));
@@ -192,7 +192,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   const std::string key = id.dump();
   enum { kTaken, kFull, kIdUsed } slot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     slot = in_flight_.size() >= opt_.max_in_flight ? kFull : !in_flight_.emplace(key, call).second ? kIdUsed : kTaken;
     if (slot == kTaken) ++running_;
   }
@@ -210,7 +210,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   // Frees the request's slot and id, once: the id may already name a new
   // request of the client's.
   auto release = [this, call, key] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = in_flight_.find(key);
     if (it != in_flight_.end() && it->second == call) in_flight_.erase(it);
   };
@@ -222,7 +222,7 @@ bool McpSession::Spawn(const json& id, const Outbox& out, std::function<void(std
   };
   auto finish = [this, release] {
     release();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (--running_ == 0) idle_.notify_all();
   };
   try {
@@ -269,7 +269,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
 
   if (!has_id) {  // a notification: never answered
     if (method == "notifications/cancelled" && params.contains("requestId")) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = in_flight_.find(params["requestId"].dump());
       if (it != in_flight_.end()) it->second->cancelled = true;
     }
@@ -282,7 +282,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
 
   if (method == "initialize") {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       initialized_ = true;
       if (params.contains("clientInfo") && params["clientInfo"].is_object())
         client_ = snap::CutUtf8(params["clientInfo"].value("name", ""), snap::Provenance::kMaxName);
@@ -315,7 +315,7 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
     for (size_t i = 0; i < std::size(kLogLevels); ++i) {
       if (level != kLogLevels[i]) continue;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         log_level_ = i;
       }
       out(Reply(id, json::object()));
@@ -427,7 +427,7 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   progress("", false);
   control::CallContext ctx(emit);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ctx.who = {snap::Origin::kMcp, client_, session_};
   }
   Result<json> r = run_(name, args, ctx);
@@ -461,7 +461,7 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
 
 json McpSession::ListResources() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     listed_resources_ = true;
   }
   json resources = json::array();

@@ -14,14 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "control/browse.h"
 #include "control/frames.h"
@@ -116,16 +115,16 @@ class McpSession {
   McpOptions opt_;
   // mu_ guards everything below; never held while calling run_, read_ or
   // an Outbox.
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  bool initialized_ = false;
-  std::string client_;   // clientInfo.name from initialize
-  std::string session_;  // the transport's session id (Streamable HTTP), if any
-  bool listed_resources_ = false;
-  size_t log_level_ = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
-  Outbox notify_;
-  std::map<std::string, std::shared_ptr<Call>> in_flight_;  // by id.dump(), until the reply
-  size_t running_ = 0;  // requests not finished (their reply may be going out)
+  mutable Mutex mu_;
+  CondVar idle_;
+  bool initialized_ GUARDED_BY(mu_) = false;
+  std::string client_ GUARDED_BY(mu_);   // clientInfo.name from initialize
+  std::string session_ GUARDED_BY(mu_);  // the transport's session id (Streamable HTTP), if any
+  bool listed_resources_ GUARDED_BY(mu_) = false;
+  size_t log_level_ GUARDED_BY(mu_) = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
+  Outbox notify_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Call>> in_flight_ GUARDED_BY(mu_);  // by id.dump(), until the reply
+  size_t running_ GUARDED_BY(mu_) = 0;  // requests not finished (their reply may be going out)
   // Runs tool calls and resource reads; declared last, so it ends first,
   // after Drain (nothing runs then).
   RequestThreads threads_;

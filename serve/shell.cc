@@ -1,4 +1,4 @@
-// shell (control/shell.h): an interactive shell inside the environment on a pty,
+// shell (serve/shell.h): an interactive shell inside the environment on a pty,
 // with automatic capture while it runs and a snapshot when it ends.
 //
 // The pty is ours (opened here, outside the env); the shell gets the slave

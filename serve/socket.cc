@@ -51,8 +51,8 @@ void SocketServer::Stop() {
   uint64_t one = 1;
   (void)!::write(stop_.get(), &one, sizeof one);
   if (acceptor_.joinable()) acceptor_.join();
-  std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return clients_ == 0; });
+  MutexLock lock(mu_);
+  while (clients_ != 0) idle_.wait(lock);
   ::unlink(path_.c_str());
 }
 
@@ -80,12 +80,12 @@ void SocketServer::AcceptLoop() {
       continue;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++clients_;
     }
     std::thread([this, fd = std::make_shared<UniqueFd>(std::move(c))]() mutable {
       Serve(std::move(*fd));
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (--clients_ == 0) idle_.notify_all();
     }).detach();
   }
@@ -96,20 +96,20 @@ void SocketServer::AcceptLoop() {
 // done holding it; mu guards in_flight and running.
 struct SocketServer::Connection {
   UniqueFd fd;
-  std::mutex write_mu;
-  std::mutex mu;
-  std::condition_variable idle;
-  std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight;  // id.dump() -> cancelled
-  size_t running = 0;
+  Mutex write_mu;
+  Mutex mu;
+  CondVar idle;
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight GUARDED_BY(mu);  // id.dump() -> cancelled
+  size_t running GUARDED_BY(mu) = 0;
 
   bool Send(const nlohmann::json& j) {
     std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::lock_guard lock(write_mu);
+    MutexLock lock(write_mu);
     return SendAll(fd.get(), line);
   }
   // Ends a request: its id leaves in_flight, and Serve may end once none runs.
   void Done(bool has_id, const std::string& key) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (has_id) in_flight.erase(key);
     if (--running == 0) idle.notify_all();
   }
@@ -176,7 +176,7 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
     }
     bool found = false;
     {
-      std::lock_guard lock(conn->mu);
+      MutexLock lock(conn->mu);
       auto it = conn->in_flight.find(args["id"].dump());
       if (it != conn->in_flight.end()) *it->second = found = true;
     }
@@ -187,7 +187,7 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
   }
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   {
-    std::lock_guard lock(conn->mu);
+    MutexLock lock(conn->mu);
     if (conn->running >= kMaxInFlight) {
       conn->Send(ErrorResponse(req, ErrorCode::kBusy, "busy: " + std::to_string(kMaxInFlight) +
                                                           " requests of this connection are already running (the limit); "
@@ -303,8 +303,8 @@ void SocketServer::Serve(UniqueFd client) {
   // The requests already read still run to their responses (a client may
   // shut down its side after sending); a reply still being written holds
   // the connection open through its task's reference.
-  std::unique_lock lock(conn->mu);
-  conn->idle.wait(lock, [&] { return conn->running == 0; });
+  MutexLock lock(conn->mu);
+  while (conn->running != 0) conn->idle.wait(lock);
 }
 
 }  // namespace agentenv::serve

@@ -18,14 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/frames.h"
@@ -73,9 +72,9 @@ class SocketServer {
   std::thread acceptor_;
   // Client threads run detached (a long-lived daemon sees many clients);
   // Stop waits until none is left.
-  std::mutex mu_;
-  std::condition_variable idle_;
-  size_t clients_ = 0;
+  Mutex mu_;
+  CondVar idle_;
+  size_t clients_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> stopping_{false};
   // Runs the requests of every connection; declared last, so it ends
   // first, after Stop (nothing runs then).

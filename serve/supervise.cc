@@ -1,12 +1,12 @@
-// supervise (control/supervisor.h).
+// supervise (serve/supervise.h).
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
 #include "control/open_repo.h"
 #include "run/jobs.h"
 #include "control/ops.h"
@@ -27,7 +27,7 @@ class Supervisor {
   Supervisor(control::Server& server, runner::EnvSpec spec) : server_(server), spec_(std::move(spec)) {}
 
   Result<void> Launch() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     AE_ASSIGN(runner::Env env, runner::Env::Start(spec_));
     serve::Log("agent started (pid " + std::to_string(env.pid()) + ")");
     env_.emplace(std::move(env));
@@ -37,7 +37,7 @@ class Supervisor {
   // Operator rollback: stop the world, restore, relaunch.
   Result<json> OperatorRollback(const json& args) {
     AE_ASSIGN(control::RollbackRequest req, control::ReadRequest<control::RollbackRequest>("rollback", args));
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (env_) {
       env_->KillAll();
       env_.reset();
@@ -57,21 +57,21 @@ class Supervisor {
     AE_ASSIGN(control::PsRequest req, control::ReadRequest<control::PsRequest>("ps", args));
     AE_ASSIGN(control::PsReply rep, server_.Ps(req));
     rep.supervised = true;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (env_) rep.agent = control::AgentEntry{env_->pid(), run::EnvProcesses(*env_)};
     return control::ToJson(rep);
   }
 
   // The pidfd of the running agent env, -1 while none runs.
   int pidfd() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return env_ ? env_->pidfd() : -1;
   }
 
   // Called when the pidfd is readable: the exit status if the agent ended
   // by itself (not killed for a relaunch).
   std::optional<runner::ExitStatus> Reap(int fd) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // The env may have been replaced meanwhile (even reusing the fd
     // number): only an env that has really ended is reaped.
     if (!env_ || env_->pidfd() != fd) return std::nullopt;
@@ -82,7 +82,7 @@ class Supervisor {
   }
 
   void Stop() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (env_) env_->KillAll();
     env_.reset();
   }
@@ -90,8 +90,8 @@ class Supervisor {
  private:
   control::Server& server_;
   runner::EnvSpec spec_;
-  std::mutex mu_;  // guards env_: rollbacks and the main loop race for it
-  std::optional<runner::Env> env_;
+  Mutex mu_;  // rollbacks and the main loop race for env_
+  std::optional<runner::Env> env_ GUARDED_BY(mu_);
 };
 
 }  // namespace

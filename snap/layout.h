@@ -28,14 +28,15 @@ inline std::string Restoring(const std::string& root) { return root + "/restorin
 inline std::string Initializing(const std::string& root) { return root + "/initializing"; }  // init not finished
 inline std::string OciLayers(const std::string& root) { return root + "/oci-layers"; }   // digests of exported layers
 inline std::string Mounts(const std::string& root) { return root + "/mounts"; }       // records of mounted views
+inline std::string Config(const std::string& root) { return root + "/config"; }       // settings (mounts/disk_limit.h)
 
 // Where scratch directories (snap/scratch.h) live, and the prefixes of
 // their names: each exists only while its maker or remover holds its lock,
 // and is reclaimed by gc and by the next command that makes one there.
 //   lowers/.tmp-*      a lower being built (snap/lowers.h)
-//   workspaces/.new-*  a workspace being made (control/workspace.h)
+//   workspaces/.new-*  a workspace being made (workspace/workspace.h)
 //   work/{import,push,pull}-*  an archive or image being unpacked or packed
-//   work/disk-*        the mount point of a live-tree exec's disk-limit tmpfs (control/disk_quota.h)
+//   work/disk-*        the mount point of a live-tree exec's disk-limit tmpfs (mounts/disk_limit.h)
 //   work/export-*      a tarball the web DVR made, until it is downloaded
 //   .pull-*            init --from-image: the image, before the repository exists
 //   .rm-*              (everywhere) a directory being removed

@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "common/read_all.h"
 #include "common/unique_fd.h"
 
 namespace agentenv::snap {
@@ -55,7 +55,8 @@ std::pair<unsigned long, unsigned long> ParseDev(const std::string& s, int base)
 Mounts ReadMounts(const std::string& dir) {
   Mounts m;
   size_t best = 0;
-  std::ifstream in("/proc/self/mountinfo");
+  auto text = ReadFileUpTo("/proc/self/mountinfo", 64 << 20);
+  std::istringstream in(text ? *text : std::string());
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
@@ -72,7 +73,8 @@ Mounts ReadMounts(const std::string& dir) {
 }
 
 std::string Comm(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/comm");
+  auto text = ReadFileUpTo("/proc/" + pid + "/comm", 64);
+  std::istringstream in(text ? *text : std::string());
   std::string name;
   std::getline(in, name);
   return name;

@@ -13,7 +13,7 @@
 //                 fork until its workspace's state is durable, an exec,
 //                 shell or tournament for its run, a `mount -- CMD` for
 //                 CMD's; and each workspace whose state names it, and each
-//                 mounted view whose record does (control/mounts.h), holds
+//                 mounted view whose record does (mounts/views.h), holds
 //                 it for its whole life;
 //   unused        no lease of either kind;
 //   being removed lowers/.rm-<tree id>-XXXXXX, deleted by the one process

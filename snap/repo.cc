@@ -182,6 +182,8 @@ Result<std::string> Repo::Backend() {
   return *backend_;
 }
 
+int64_t Repo::ScanStart() const { return scan_clock_ ? scan_clock_() : NowNs(); }
+
 Result<RestoreOptions> Repo::RestoreOpts() {
   AE_ASSIGN(std::string backend, Backend());
   RestoreOptions ro;
@@ -190,6 +192,7 @@ Result<RestoreOptions> Repo::RestoreOpts() {
   ro.ignored = ignored_;
   ro.progress = progress_;
   AE_ASSIGN(ro.stat_dev, LiveStatDev());
+  if (scan_clock_) ro.start_ns = scan_clock_();
   // Reflinks from a materialized lower cover compressed content too,
   // which the store's packs cannot clone.
   if (ro.reflink) ro.sources = CloneSources::Open(*store_, layout::Lowers(root_));
@@ -275,7 +278,7 @@ Result<ScanOutput> Repo::ScanFd(int fd, const std::optional<Node>& base,
                                 std::unique_ptr<store::Batch>* batch, uint64_t stat_dev, bool live,
                                 const decltype(ScanContext::on_dir)& on_dir) {
   AE_ASSIGN(*batch, store_->BeginBatch());
-  ScanContext ctx{*store_, **batch, *meta_, ignored_, NowNs()};
+  ScanContext ctx{*store_, **batch, *meta_, ignored_, ScanStart()};
   ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
@@ -315,7 +318,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
-  int64_t scanned_from = NowNs();
+  int64_t scanned_from = ScanStart();
   AE_ASSIGN(UniqueFd work, OpenWork());
   AE_ASSIGN(RestoreOptions ro, RestoreOpts());
   // What the scan reads stays there: files unchanged since are copied (or
@@ -394,7 +397,7 @@ Result<Repo::Scanned> Repo::ScanOverlay(const std::string& upper, const store::O
   AE_ASSIGN(Node lower, LoadNode(*store_, base));
   Scanned sc;
   AE_ASSIGN(sc.batch, store_->BeginBatch());
-  ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, NowNs()};
+  ScanContext ctx{*store_, *sc.batch, *meta_, ignored_, ScanStart()};
   ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   BeginPhase(progress_, "scanning");
@@ -665,7 +668,7 @@ Result<RepoStatus> Repo::PeekStatus() {
   AE_TRY(LoadHead(sc));
   AE_ASSIGN(UniqueFd work, OpenWork());
   std::unique_ptr<store::Batch> hashing = store_->HashingBatch();
-  ScanContext ctx{*store_, *hashing, *meta_, ignored_, NowNs()};
+  ScanContext ctx{*store_, *hashing, *meta_, ignored_, ScanStart()};
   ctx.ignored_dir = ignored_dir_;
   ctx.progress = progress_;
   AE_ASSIGN(sc.out, ScanTree(ctx, work.get()));

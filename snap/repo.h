@@ -215,6 +215,12 @@ class Repo {
   // Counters that scans, restores and gc advance from now on (null: none).
   // Not owned; must outlive the calls that use it.
   void set_progress(Progress* p) { progress_ = p; }
+  // The clock scans and restores take their start from, which the
+  // racy-clean rule compares file times with (kRacyWindowNs): the wall
+  // clock (NowNs) unless set. A test sets one past the time its files
+  // were written by more than the window, so that they count as settled
+  // without waiting it out. Not thread-safe: set before use.
+  void set_scan_clock(std::function<int64_t()> now) { scan_clock_ = std::move(now); }
   // "btrfs" when the live tree is a btrfs subvolume (Create makes it one
   // on btrfs), "reflink" when files can be cloned from the store into the
   // live tree (probed once), else "copy". AGENTENV_BACKEND=copy|reflink|
@@ -512,6 +518,8 @@ class Repo {
   // How this repository writes trees: reflink when the backend clones,
   // privileged as root, ignored paths kept.
   Result<RestoreOptions> RestoreOpts();
+  // When a scan or restore starts, by scan_clock_.
+  int64_t ScanStart() const;
   Result<UniqueFd> LockFile();
   Result<RepoStatus> StatusOf(const Scanned& sc);
   // The `restoring` marker (snap/restore_marker.cc): Begin writes it,
@@ -557,6 +565,7 @@ class Repo {
   DirFilter ignored_dir_;
   std::vector<std::string> ignored_literal_;
   Progress* progress_ = nullptr;
+  std::function<int64_t()> scan_clock_;  // empty: NowNs
   std::optional<std::string> backend_;
   std::optional<bool> subvols_;  // UseSubvols, probed once
   std::optional<uint64_t> live_stat_dev_;  // LiveStatDev, probed once

@@ -45,7 +45,7 @@ bool Restorer::TryOwner(int fd, const Entry& e, const std::string& rel) {
 }
 
 void Restorer::LoseOwner(const Entry& e, const std::string& rel) {
-  std::lock_guard lock(meta_mu_);
+  MutexLock lock(meta_mu_);
   if (unowned_++ == 0)
     first_unowned_ = rel + ": owner " + std::to_string(e.meta.uid) + ":" + std::to_string(e.meta.gid);
 }
@@ -68,7 +68,7 @@ Result<void> Restorer::SetRootMeta(int root_fd, const Meta& m) {
 
 Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel, bool* warned) {
   {
-    std::lock_guard lock(meta_mu_);
+    MutexLock lock(meta_mu_);
     ++stats.meta_updated;
   }
   const bool symlink = e.kind == Kind::kSymlink;
@@ -86,7 +86,7 @@ Result<void> Restorer::SetMeta(int fd, const Entry& e, const std::string& rel, b
   r = ApplyMeta(fd, e.name, e.meta, symlink, false, rel);
   if (!r && r.error().errno_value == EPERM) {
     // e.g. security.* xattrs need privilege: report, do not stop.
-    std::lock_guard lock(meta_mu_);
+    MutexLock lock(meta_mu_);
     stats.warnings.push_back(r.error().message);
     if (warned) *warned = true;
     return {};
@@ -114,7 +114,7 @@ Result<void> Restorer::Create(const DirFd& dir, const Entry& e, const std::strin
       if (::symlinkat(e.target.c_str(), fd, e.name.c_str()) != 0) return FailErrno(rel, errno);
       return SetMeta(fd, e, rel);
     case Kind::kHardlink: {  // joined by Link() once every file exists
-      std::lock_guard lock(links_mu_);
+      MutexLock lock(links_mu_);
       walked_links_.emplace_back(rel, e.target);
       return {};
     }

@@ -72,6 +72,10 @@ struct RestoreOptions {
   // Nonzero: the device number stat cache entries record instead of the
   // files' st_dev (Repo::LiveStatDev).
   uint64_t stat_dev = 0;
+  // Nonzero: the time the racy-clean rule takes as the restore's start
+  // (files restored with an mtime within kRacyWindowNs of it get no stat
+  // cache entry); 0: the wall clock when the restore begins.
+  int64_t start_ns = 0;
   // Where stat cache entries go in bounded batches while the restore runs
   // (memory would otherwise grow with the tree); called on a thread of its
   // own, one call at a time, while the restore goes on, and the restore

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "common/read_all.h"
 #include "common/write_all.h"
 #include "snap/btrfs.h"
 #include "snap/fsops.h"
@@ -22,12 +23,10 @@ namespace {
 constexpr std::string_view kSwept = "swept\n";
 constexpr std::string_view kSwap = "swap\n";
 
+// The marker's text ("" when it cannot be read): a node id and two words.
 std::string ReadAll(int fd) {
-  std::string s;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::pread(fd, buf, sizeof buf, off_t(s.size()))) > 0) s.append(buf, size_t(n));
-  return s;
+  auto text = ReadUpTo(fd, "restoring", 4096);
+  return text ? std::move(*text) : std::string();
 }
 
 // Unlinks restore temp files under directory `fd`; best effort.

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -33,18 +32,18 @@ void Restorer::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   unsigned helpers = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()) - 1, n > 0 ? n - 1 : 0);
   if (helpers == 0) return work();
   if (!pool_) pool_ = std::make_unique<store::WorkerPool>(std::max(1u, std::thread::hardware_concurrency()) - 1);
-  std::mutex mu;
-  std::condition_variable cv;
-  unsigned running = helpers;
+  Mutex mu;
+  CondVar cv;
+  unsigned running = helpers;  // under mu
   for (unsigned t = 0; t < helpers; ++t)
     pool_->Submit([&] {
       work();
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       if (--running == 0) cv.notify_all();
     });
   work();
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return running == 0; });
+  MutexLock lock(mu);
+  while (running != 0) cv.wait(lock);
 }
 
 void Restorer::SeedStat(int fd, const Entry& e, const std::string& rel) {

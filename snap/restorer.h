@@ -12,11 +12,11 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "snap/bulk_io.h"
 #include "snap/fsops.h"
 #include "snap/restore.h"
@@ -34,7 +34,7 @@ constexpr size_t kMaxQueuedDirs = 48;
 class Restorer {
  public:
   // Owners an EarlyWriter could not restore are counted in with ours.
-  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(NowNs()) {
+  Restorer(const store::Store& s, const RestoreOptions& opt) : s_(s), opt_(opt), start_ns_(opt.start_ns ? opt.start_ns : NowNs()) {
     if (opt.written) {
       unowned_ = opt.written->unowned;
       first_unowned_ = opt.written->first_unowned;
@@ -73,7 +73,7 @@ class Restorer {
   // list of pairs is the restore's to-do list, and these are joined too,
   // so a list that lacks a pair its tree has cannot lose a name.
   std::vector<std::pair<std::string, std::string>> TakeWalkedLinks() {
-    std::lock_guard lock(links_mu_);
+    MutexLock lock(links_mu_);
     return std::move(walked_links_);
   }
   // Waits for the stat cache batch being handed to opt_.stat_sink, if
@@ -189,9 +189,9 @@ class Restorer {
   int64_t start_ns_;
   // stats.meta_updated, stats.warnings, unowned_, first_unowned_ while
   // SetMeta runs on several threads (Flush).
-  std::mutex meta_mu_;
-  std::mutex links_mu_;  // guards walked_links_
-  std::vector<std::pair<std::string, std::string>> walked_links_;
+  Mutex meta_mu_;
+  Mutex links_mu_;
+  std::vector<std::pair<std::string, std::string>> walked_links_ GUARDED_BY(links_mu_);
   uint64_t unowned_ = 0;           // GUARDED_BY(meta_mu_) during Flush
   std::string first_unowned_;      // GUARDED_BY(meta_mu_) during Flush
   std::unique_ptr<store::WorkerPool> pool_;  // made by the first ParallelFor that needs it

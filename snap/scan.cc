@@ -10,11 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "snap/fsops.h"
@@ -154,7 +152,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
       e->id = ref.id;
       e->content = ref.type;
       e->size = ref.size;
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       out.hashed_files++;
       out.hashed_bytes += ref.size;
       Advance(ctx_.progress, 1, ref.size);
@@ -217,7 +215,7 @@ Result<void> Scanner::ReadEntry(int dirfd, const std::string& name, const std::s
 }
 
 void Scanner::RecordEntry(const std::string& rel, EntryStat e) {
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   // Bounded: a first scan of a tree of a million symlinks records the
   // first kMaxEntryUpdates, the next scans the rest.
   if (out.entry_updates.size() < kMaxEntryUpdates) out.entry_updates.emplace_back(rel, std::move(e));
@@ -299,7 +297,7 @@ Result<void> Scanner::ListDir(ScanDir& d, int fd, const MetaDb::StatReader& cach
   }
   if (!linked.empty()) {
     d.deferred = true;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (const auto& [i, inode] : linked) links_[inode].push_back({&d, i});
   }
   return {};
@@ -318,8 +316,8 @@ Result<std::optional<UniqueFd>> Scanner::OpenTask(const WalkTask& task, int pare
 Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& rel) {
   auto root = std::make_unique<ScanDir>();
   root->rel = rel;
-  std::mutex qmu;
-  std::condition_variable cv;
+  Mutex qmu;  // guards stack, busy and failed
+  CondVar cv;
   std::vector<WalkTask> stack;
   stack.push_back({root.get(), std::move(fd), nullptr});
   size_t busy = 0;
@@ -349,8 +347,8 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
     for (;;) {
       WalkTask task;
       {
-        std::unique_lock lock(qmu);
-        cv.wait(lock, [&] { return !stack.empty() || busy == 0 || !failed; });
+        MutexLock lock(qmu);
+        while (stack.empty() && busy != 0 && failed) cv.wait(lock);
         if (!failed || stack.empty()) return;
         task = std::move(stack.back());
         stack.pop_back();
@@ -358,7 +356,7 @@ Result<std::unique_ptr<ScanDir>> Scanner::Walk(UniqueFd fd, const std::string& r
       }
       std::vector<WalkTask> subdirs;
       Result<void> r = cache ? list(task, **cache, &subdirs) : Result<void>(Unexpected<Error>(cache.error()));
-      std::unique_lock lock(qmu);
+      MutexLock lock(qmu);
       --busy;
       if (!r && failed) failed = r;
       // Deepest first: a parent's fd is closed once its last subdirectory
@@ -428,7 +426,7 @@ Result<store::ObjectId> Scanner::PutTree(const Tree& t, const std::optional<stor
   bool stored_before = false;
   AE_ASSIGN(store::ObjectId id, ctx_.batch.Put(store::ObjectType::kTree, bytes, &stored_before));
   if (stored_before) return id;
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   out.trees.emplace(id, std::move(bytes));
   out.new_trees.push_back(id);
   if (out.trees.size() >= prune_at_) {

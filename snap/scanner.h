@@ -9,12 +9,12 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "snap/meta.h"
@@ -108,7 +108,7 @@ class Scanner {
   }
 
   ScanOutput out;
-  std::mutex mu;  // guards out, links_, prune_at_
+  Mutex mu;  // guards out, links_, prune_at_ while the walk runs
   // Entry cache entries one scan records at most (~100 bytes each).
   static constexpr size_t kMaxEntryUpdates = 65536;
   // out.trees is pruned of committed trees each time it grows by this many.

@@ -5,13 +5,13 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
 
+#include "common/random.h"
 #include "snap/fsops.h"
 
 namespace agentenv::snap {
@@ -27,17 +27,8 @@ UniqueFd OpenToLock(const std::string& path) {
   return fd;
 }
 
-std::string RandomSuffix() {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  unsigned char raw[6];
-  if (::getrandom(raw, sizeof raw, 0) != ssize_t(sizeof raw)) {
-    uint64_t t = uint64_t(NowNs()) ^ uint64_t(::getpid()) << 20;
-    for (unsigned char& c : raw) c = uint8_t(t), t >>= 7;
-  }
-  std::string s;
-  for (unsigned char c : raw) s += kChars[c % (sizeof kChars - 1)];
-  return s;
-}
+// The six characters after a `.rm-<name>-` (IsRetiredName counts them).
+Result<std::string> RetiredSuffix() { return RandomHex(3); }
 
 // rename(2) that never replaces `to`: EEXIST when it exists.
 int RenameNoReplace(const std::string& from, const std::string& to) {
@@ -97,8 +88,10 @@ ScratchDir::~ScratchDir() {
   std::string gone = path_;
   std::string parent = std::filesystem::path(path_).parent_path().string();
   std::string name = std::filesystem::path(path_).filename().string();
-  std::string target = parent + "/.rm-" + name + "-" + RandomSuffix();
-  if (RenameNoReplace(path_, target) == 0) gone = target;
+  if (auto suffix = RetiredSuffix()) {
+    std::string target = parent + "/.rm-" + name + "-" + *suffix;
+    if (RenameNoReplace(path_, target) == 0) gone = target;
+  }
   (void)RemoveTree(gone);
 }
 
@@ -140,7 +133,8 @@ Result<DirLock> RenameAside(DirLock lock) {
   std::string parent = p.parent_path().string(), name = p.filename().string();
   if (name.rfind(".rm-", 0) == 0) return lock;
   for (int attempt = 0;; ++attempt) {
-    std::string target = parent + "/.rm-" + name.substr(0, 200) + "-" + RandomSuffix();
+    AE_ASSIGN(std::string suffix, RetiredSuffix());
+    std::string target = parent + "/.rm-" + name.substr(0, 200) + "-" + suffix;
     if (RenameNoReplace(lock.path(), target) == 0) {
       lock.path_ = target;
       return lock;

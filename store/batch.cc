@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cassert>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <set>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "store/codec.h"
 #include "store/inspect.h"
 #include "store/store_impl.h"
@@ -93,12 +93,12 @@ class BatchImpl final : public Batch {
   Result<ObjectId> Store(ObjectType t, const ObjectId& id, std::span<const uint8_t> data,
                          bool* was_stored = nullptr);
   // Under mu_: creates a new pack file and returns its number. Errors: I/O.
-  Result<uint32_t> NewPack();
+  Result<uint32_t> NewPack() REQUIRES(mu_);
   // Under mu_, with no write in flight: makes the pending objects durable
   // and visible (fsyncs of the packs written to, then one index commit)
   // and forgets them. Drops go only with the `last` step (Commit's), so
   // they are atomic with the batch's last puts.
-  Result<void> CommitPending(bool last);
+  Result<void> CommitPending(bool last) REQUIRES(mu_);
 
   // New objects after which the batch commits a step: ~100 bytes each of
   // pending_ plus the LMDB page each of their (random) ids dirties, up to
@@ -117,31 +117,32 @@ class BatchImpl final : public Batch {
   const bool hash_only_;  // computes ids, writes nothing, cannot commit
   std::atomic<uint64_t> new_bytes_{0};
 
-  mutable std::mutex mu_;
-  Result<void> failed_;  // first write error; the batch cannot commit after it
-  bool committed_ = false;
+  mutable Mutex mu_;
+  Result<void> failed_ GUARDED_BY(mu_);  // first write error; the batch cannot commit after it
+  bool committed_ GUARDED_BY(mu_) = false;
   // Appends under way (slot taken, record not yet written). A step waits
   // for them: the last one to finish commits it, and no new append starts
   // while `step_wanted_` (they wait on `step_done_`), nor while another is
   // under way in a batch still below kOnePackBytes.
-  size_t writing_ = 0;
-  uint64_t slotted_bytes_ = 0;  // new bytes given a slot so far
-  bool step_wanted_ = false;
-  std::condition_variable step_done_;
-  uint64_t steps_ = 0;  // steps committed: pending_ forgot what they held
-  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> pending_;
-  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> drops_;  // committed objects to remove
-  std::map<uint32_t, PackInfo> packs_;  // every pack known, with this batch's additions
-  std::map<uint32_t, OpenPack> open_;   // packs written by this batch
+  size_t writing_ GUARDED_BY(mu_) = 0;
+  uint64_t slotted_bytes_ GUARDED_BY(mu_) = 0;  // new bytes given a slot so far
+  bool step_wanted_ GUARDED_BY(mu_) = false;
+  CondVar step_done_;
+  uint64_t steps_ GUARDED_BY(mu_) = 0;  // steps committed: pending_ forgot what they held
+  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> pending_ GUARDED_BY(mu_);
+  std::unordered_map<ObjectId, ObjectInfo, ObjectIdHash> drops_ GUARDED_BY(mu_);  // committed objects to remove
+  std::map<uint32_t, PackInfo> packs_ GUARDED_BY(mu_);  // every pack known, with this batch's additions
+  std::map<uint32_t, OpenPack> open_ GUARDED_BY(mu_);   // packs written by this batch
   // Open packs with room that no thread is appending to. Each Store takes
   // one for its append and gives it back: threads then write to different
   // files, because buffered writes to one file serialize on its inode lock
   // (that cost a third of a 2-core ingest's parallelism).
-  std::vector<uint32_t> idle_;
-  uint32_t next_pack_ = 1;
+  std::vector<uint32_t> idle_ GUARDED_BY(mu_);
+  uint32_t next_pack_ GUARDED_BY(mu_) = 1;
 };
 
 Result<void> BatchImpl::Init() {
+  MutexLock lock(mu_);  // no other thread has the batch yet; taken for the analysis
   AE_ASSIGN(packs_, s_.index().Packs());
   AE_ASSIGN(next_pack_, s_.NextPackNumber());
   // Keep filling the newest packs that have room (as many as threads may
@@ -206,7 +207,7 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   }
   uint64_t steps_seen;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!failed_) return Unexpected<Error>(failed_.error());
     if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": put after the batch committed");
     if (pending_.count(id)) return id;
@@ -227,8 +228,8 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   std::string path;
   uint64_t end;
   {
-    std::unique_lock lock(mu_);
-    step_done_.wait(lock, [&] { return !step_wanted_ && (writing_ == 0 || slotted_bytes_ >= kOnePackBytes); });
+    MutexLock lock(mu_);
+    while (step_wanted_ || (writing_ != 0 && slotted_bytes_ < kOnePackBytes)) step_done_.wait(lock);
     AE_TRY(failed_);
     if (pending_.count(id)) return id;  // another thread stored it meanwhile
     if (steps_ != steps_seen) {  // ... and a step may have moved it to the index
@@ -261,7 +262,7 @@ Result<ObjectId> BatchImpl::Store(ObjectType t, const ObjectId& id, std::span<co
   new_bytes_ += data.size();
   auto h = EncodeRecordHeader(RecordHeader{t, enc.codec, data.size(), payload.size(), id});
   Result<void> w = WriteRecord(fd, h, payload, info.offset, path);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --writing_;
   if (end < kPackTarget) idle_.push_back(info.pack);  // a full pack is done
   if (writing_ == 0) step_done_.notify_all();  // for appends waiting to be the only one
@@ -346,7 +347,7 @@ Result<FileRef> BatchImpl::PutFile(int fd, std::string_view path) {
 
 Result<void> BatchImpl::Drop(const ObjectId& id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     AE_TRY(failed_);
     if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": drop after the batch committed");
     auto it = pending_.find(id);
@@ -359,7 +360,7 @@ Result<void> BatchImpl::Drop(const ObjectId& id) {
   // The index cannot change under us: this batch holds the writer lock.
   AE_ASSIGN(auto known, s_.index().Lookup(id));
   if (!known) return {};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   drops_.emplace(id, *known);
   return {};
 }
@@ -369,7 +370,7 @@ Result<std::vector<uint8_t>> BatchImpl::GetPending(const ObjectId& id) const {
   int fd = -1;
   std::string path;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = pending_.find(id);
     if (it == pending_.end() || committed_)
       return Fail(ErrorCode::kNotFound, "object " + id.Hex() + ": not pending in this batch");
@@ -438,7 +439,7 @@ Result<void> BatchImpl::CommitPending(bool last) {
 
 Result<void> BatchImpl::Commit() {
   if (hash_only_) return Fail(ErrorCode::kInvalid, s_.dir() + ": a hashing batch stores nothing and cannot commit");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   AE_TRY(failed_);
   if (committed_) return Fail(ErrorCode::kInvalid, s_.dir() + ": batch already committed");
   assert(writing_ == 0 && "Commit while a Put is under way");

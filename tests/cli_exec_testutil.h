@@ -26,14 +26,22 @@ inline CmdResult Run(const fs::path& root, std::vector<std::string> args, int ti
   return RunCmd(AsNobody(args), "", timeout_ms);
 }
 
-// A repository (owned by 65534 when we are root) whose tree is busybox.
-inline fs::path BusyboxRepo(const TempDir& tmp) {
+// A repository (owned by 65534 when we are root) whose tree is busybox,
+// plus `files` (path -> content) with an mtime in 2023: init's restore of
+// the live tree caches their stat (they are past the racy window), so the
+// first snapshot after it reads none of them.
+inline fs::path BusyboxRepo(const TempDir& tmp, const std::map<std::string, std::string>& files = {}) {
   fs::path src = tmp / "src";
   for (const char* d : {"bin", "proc", "dev", "sys", "etc", "tmp", "root", "run"}) fs::create_directories(src / d);
   fs::copy_file("/bin/busybox", src / "bin/busybox");
   for (const char* a : {"sh", "echo", "cat", "sleep", "ls", "printf", "pwd", "mkdir", "head", "yes", "wc", "tr", "true", "stty"})
     fs::create_symlink("busybox", src / "bin" / a);
   WriteFile(src / "etc/hosts", "");
+  for (const auto& [path, content] : files) {
+    WriteFile(src / path, content);
+    struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (src / path).c_str(), ts, 0) == 0);
+  }
   if (::geteuid() == 0) {
     REQUIRE(::chown(tmp.path().c_str(), 65534, 65534) == 0);
     for (auto& e : fs::recursive_directory_iterator(src)) REQUIRE(::lchown(e.path().c_str(), 65534, 65534) == 0);

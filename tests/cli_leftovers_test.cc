@@ -41,16 +41,11 @@ bool KillWhen(const fs::path& root, std::vector<std::string> args, const std::fu
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  bool killed = false;
-  for (int i = 0; i < 60000; ++i) {
-    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
-    if (when()) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-      break;
-    }
-    ::usleep(1000);
-  }
+  bool ended = false;
+  const bool held = WaitFor([&] { return (ended = ::waitpid(pid, nullptr, WNOHANG) == pid) || when(); }, 60000, 1);
+  if (ended) return false;
+  const bool killed = held;  // else a minute passed without `when`: let it finish
+  if (killed) ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   return killed;
 }

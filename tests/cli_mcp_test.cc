@@ -91,8 +91,8 @@ TEST_CASE("cli mcp: a ping and a read are answered while an exec runs", "[cli][m
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   InitializedMcp m(root);
-  int exec = m.Send("tools/call", {{"name", "exec"}, {"arguments", {{"command", "sleep 3"}, {"snapshot", false}}}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the command is running
+  int exec = m.Send("tools/call", {{"name", "exec"}, {"arguments", {{"command", "echo > /root/running; sleep 3"}, {"snapshot", false}}}});
+  REQUIRE(WaitFor([&] { return fs::exists(Work(root) / "root/running"); }, 10000));  // the command is running
   auto t0 = Clock::now();
   json ping = m.Request("ping", json::object());
   double ping_ms = MsSince(t0);
@@ -326,9 +326,9 @@ TEST_CASE("cli serve --listen: a ping over HTTP is answered while an exec runs",
   REQUIRE(m.Initialize());
   json exec_reply;
   std::thread exec([&] {
-    exec_reply = m.Request("tools/call", {{"name", "exec"}, {"arguments", {{"command", "sleep 3"}, {"snapshot", false}}}});
+    exec_reply = m.Request("tools/call", {{"name", "exec"}, {"arguments", {{"command", "echo > /root/running; sleep 3"}, {"snapshot", false}}}});
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(WaitFor([&] { return fs::exists(Work(root) / "root/running"); }, 10000));  // the command is running
   auto t0 = Clock::now();
   json ping = m.Request("ping", json::object());
   double ms = MsSince(t0);

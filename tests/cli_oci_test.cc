@@ -93,6 +93,8 @@ TEST_CASE("cli oci: init --from-oci of an image carrying the path from the root 
 
 TEST_CASE("cli oci: skopeo copies our layout and umoci unpacks it to the same tree, as root", "[cli][oci][interop]") {
   if (!IsRoot()) Skip("umoci unpack keeps owners and modes only as root");
+  NeedProgram("/usr/bin/skopeo", "skopeo");
+  NeedProgram("/usr/bin/umoci", "umoci");
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
   Manifest want = TreeManifest(Work(root));
@@ -112,6 +114,7 @@ TEST_CASE("cli oci: skopeo copies our layout and umoci unpacks it to the same tr
 // whiteouts for deletions), read by init --from-oci as umoci reads it.
 TEST_CASE("cli oci: init --from-oci of an image umoci built gives the tree umoci unpacks, as root", "[cli][oci][interop]") {
   if (!IsRoot()) Skip("umoci unpack keeps owners and modes only as root");
+  NeedProgram("/usr/bin/umoci", "umoci");
   TempDir tmp;
   fs::path layout = tmp / "umoci", b = tmp / "bundle";
   MustRun({"/usr/bin/umoci", "init", "--layout", layout.string()});
@@ -161,6 +164,7 @@ TEST_CASE("cli oci: whiteouts and opaque directories apply as umoci applies them
   CHECK(!fs::exists(w / "a/.wh.x"));
   CHECK(!fs::exists(w / "b/.wh..wh..opq"));
   if (!IsRoot()) Skip("the comparison with umoci unpack needs root");
+  NeedProgram("/usr/bin/umoci", "umoci");
   fs::path b = tmp / "bundle";
   MustRun({"/usr/bin/umoci", "unpack", "--image", layout.string() + ":t", b.string()});
   CHECK(ManifestDiff(TreeManifest(b / "rootfs"), TreeManifest(w)) == "");
@@ -209,7 +213,7 @@ TEST_CASE("cli oci: init --from-oci and import --oci work unprivileged, refusing
 
 TEST_CASE("cli oci: podman runs an image agentenv pushed", "[cli][oci][interop][registry]") {
   if (::access("/usr/bin/podman", X_OK) != 0) Skip("podman is not installed here");
-  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
+  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " or curl is not installed (apt-get install docker-registry curl)");
   if (::access("/bin/busybox", X_OK) != 0) Skip("/bin/busybox (busybox-static) is not installed");
   TempDir tmp;
   fs::path src = tmp / "src", root = tmp / "repo";
@@ -408,7 +412,8 @@ TEST_CASE("cli oci: indexes nested deeper than an image index are refused as bad
 
 TEST_CASE("cli oci: skopeo pushes our layout to a real registry and back, init --from-oci of it gives the same tree",
           "[cli][oci][interop][registry]") {
-  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
+  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " or curl is not installed (apt-get install docker-registry curl)");
+  NeedProgram("/usr/bin/skopeo", "skopeo");
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
   Manifest want = TreeManifest(Work(root));

@@ -125,4 +125,21 @@ TEST_CASE("disk limit: config disk is the default, a request's --disk wins, supe
   CHECK(s.err.find("supervise --disk") != std::string::npos);
 }
 
+TEST_CASE("config: a folder that is no repository, even one with an empty meta/, is refused and gets no config",
+          "[cli][quota]") {
+  TempDir tmp;
+  for (bool with_meta : {false, true}) {
+    fs::path root = tmp / (with_meta ? "empty-meta" : "plain");
+    fs::create_directories(with_meta ? root / "meta" : root);
+    for (std::vector<std::string> args : {std::vector<std::string>{"config", "disk", "2G"}, {"config"}}) {
+      CmdResult r = Agentenv(root, args);
+      INFO(r.Describe());
+      CHECK(r.code == 3);
+      CHECK(r.err.find("not an agentenv repository") != std::string::npos);
+    }
+    CHECK(!fs::exists(root / "config"));
+    CHECK(!fs::exists(root / ".config.tmp"));
+  }
+}
+
 }  // namespace agentenv::test

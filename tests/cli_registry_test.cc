@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kHtpasswd = "user:$2b$04$qU0it6GrumHG9c3XhRdBN.qT7OT4a1FyB6AUeA8vJsgWeLo8.EFgG\n";
 
 void RequireRegistry() {
-  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " is not installed (scripts/install-deps.sh)");
+  if (!HaveRegistry()) Skip(std::string(kRegistryBin) + " or curl is not installed (apt-get install docker-registry curl)");
 }
 
 // Only the live tree is left under work/: no scratch layout survives.
@@ -30,7 +30,7 @@ void CheckNoScratch(const fs::path& root) {
 }
 
 TEST_CASE("cli registry: push then pull into a fresh repository gives the same tree, unchanged layers are never sent again",
-          "[cli][oci][registry]") {
+          "[cli][oci][registry][interop]") {
   RequireRegistry();
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
@@ -95,7 +95,7 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(Agentenv(other, {"fsck"}).code == 0);
 }
 
-TEST_CASE("cli registry: push as an MCP tool reports each blob in progress notifications", "[cli][oci][registry][mcp]") {
+TEST_CASE("cli registry: push as an MCP tool reports each blob in progress notifications", "[cli][oci][registry][interop][mcp]") {
   RequireRegistry();
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
@@ -123,7 +123,7 @@ TEST_CASE("cli registry: push as an MCP tool reports each blob in progress notif
 }
 
 TEST_CASE("cli registry: a registry that is down, credentials missing or wrong, a missing or corrupted blob are refused, nothing recorded",
-          "[cli][oci][registry]") {
+          "[cli][oci][registry][interop]") {
   RequireRegistry();
   TempDir tmp;
   fs::path root = MakeHistory(tmp);
@@ -220,7 +220,7 @@ std::string RandomText(size_t n, uint64_t seed) {
 }
 
 TEST_CASE("cli registry: a pull or push that fills the repository's disk says ENOSPC, the filesystem and the remedy, and records nothing",
-          "[cli][oci][registry]") {
+          "[cli][oci][registry][interop]") {
   RequireRegistry();
   if (!IsRoot()) Skip("needs root to mount a size-limited tmpfs");
   TempDir tmp;

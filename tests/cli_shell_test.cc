@@ -64,21 +64,35 @@ class Terminal {
   }
   // Exit code of agentenv; -1 if it did not end in time.
   int Wait(int timeout_ms) {
+    // Woken by output (the pty is kept drained, or agentenv would block
+    // on it) or by agentenv's exit (its pidfd), never by a timer.
+    UniqueFd exited(int(::syscall(SYS_pidfd_open, pid_, 0)));
+    REQUIRE(exited);
     auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    int master = master_.get();  // -1 once the pty hangs up: poll then skips it
     while (Clock::now() < deadline) {
+      pollfd p[2] = {{master, POLLIN, 0}, {exited.get(), POLLIN, 0}};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (::poll(p, 2, int(std::max<int64_t>(left, 0))) < 0 && errno != EINTR) break;
       char buf[4096];
-      pollfd p{master_.get(), POLLIN, 0};
-      while (::poll(&p, 1, 0) > 0) {  // keep the pty drained
-        ssize_t n = ::read(master_.get(), buf, sizeof buf);
-        if (n <= 0) break;
-        screen_.append(buf, size_t(n));
+      if (p[0].revents & POLLIN) {
+        ssize_t n = ::read(master, buf, sizeof buf);
+        if (n > 0) screen_.append(buf, size_t(n));
+        else master = -1;
+      } else if (p[0].revents) {
+        master = -1;
       }
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      if (p[1].revents & POLLIN) {
+        for (pollfd q{master_.get(), POLLIN, 0}; ::poll(&q, 1, 0) > 0;) {  // what it wrote last
+          ssize_t n = ::read(master_.get(), buf, sizeof buf);
+          if (n <= 0) break;
+          screen_.append(buf, size_t(n));
+        }
+        int st = 0;
+        REQUIRE(::waitpid(pid_, &st, 0) == pid_);
         pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return ExitCode(st);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return -1;
   }

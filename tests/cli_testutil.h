@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "tests/testutil.h"
 
 #ifndef AGENTENV_BIN
 #error "AGENTENV_BIN must name the agentenv binary under test"
@@ -115,18 +116,10 @@ class Child {
 
   // Exit code (128+signal when killed), or -1 when it did not end in time.
   int Wait(int timeout_ms) {
-    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (pid_ > 0) {
-      int st = 0;
-      pid_t r = ::waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      if (Clock::now() > deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return -1;
+    int st = 0;
+    if (pid_ <= 0 || !WaitChild(pid_, timeout_ms, &st)) return -1;
+    pid_ = -1;
+    return ExitCode(st);
   }
 
   void Kill() {
@@ -242,16 +235,6 @@ inline json AgentenvJson(const fs::path& root, std::vector<std::string> args, in
 inline std::string HeadId(const fs::path& root) {
   json j = AgentenvJson(root, {"head"});
   return j.is_object() && j.contains("node") ? j["node"].value("id", "") : "";
-}
-
-// Polls pred every 20 ms until it holds or timeout_ms passes.
-inline bool WaitFor(const std::function<bool()>& pred, int timeout_ms) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    if (pred()) return true;
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 inline void WriteFile(const fs::path& p, const std::string& data) {

@@ -272,7 +272,7 @@ TEST_CASE("cli usage: an ignored file that came and went leaves status clean and
   // An editor's swap file (ignored by default) moves etc/'s mtime.
   struct stat before, after;
   REQUIRE(::stat((Work(root) / "etc").c_str(), &before) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  NextClockTick();  // so that the swap file's coming is a new mtime
   WriteOwned(Work(root) / "etc/.hosts.swp", "swap");
   CmdResult status = Run(root, {"status", "--json"});
   REQUIRE(status.code == 0);

@@ -1,4 +1,4 @@
-// log --digest (control/digest.h) on a generated day of automatic capture
+// log --digest (history/digest.h) on a generated day of automatic capture
 // (bench/day_gen.h): one page, within the token budget, naming every
 // package change, the rollback and the tournament.
 #include <catch2/catch.hpp>

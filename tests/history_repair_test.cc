@@ -72,7 +72,7 @@ TEST_CASE("fsck repair marks the nodes that lost objects and keeps history usabl
   ObjectId d = Snap(*repo, "D");
   REQUIRE(repo->Tag("ok", d.Hex()));
   Write(w + "/tail.bin", RandomString(100000, 2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // not racy-clean: the stat cache keeps it
+  Settle(*repo);  // past the racy window: the stat cache keeps it
   ObjectId e = Snap(*repo, "E");
   REQUIRE(CheckHistory(*repo) == 0);
   REQUIRE(StoreErrors(*repo) == 0);
@@ -181,7 +181,7 @@ TEST_CASE("fsck repair clears the mark of a node whose objects came back", "[fsc
   std::string w = repo->work_dir();
   std::string data = RandomString(50000, 9);
   Write(w + "/f", data);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // not racy-clean: the stat cache keeps it
+  Settle(*repo);  // past the racy window: the stat cache keeps it
   ObjectId a = Snap(*repo, "A");
   ObjectId content = EntryId(*repo, a, "f");
   LoseObject(*repo, content);

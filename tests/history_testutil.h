@@ -12,6 +12,7 @@
 
 #include "snap/repo.h"
 #include "snap/tree.h"
+#include "tests/settle_testutil.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {

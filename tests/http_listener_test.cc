@@ -232,7 +232,7 @@ TEST_CASE("http listener: a head has one deadline for all of it, however slowly 
   UniqueFd silent = ConnectFrom(l.port(), "127.0.0.3");
   auto t0 = Clock::now();
   // A byte every 100 ms never waits 1 s for a read; the head's deadline still ends it.
-  while (slow.closed() < 5 && MsSince(t0) < 5000) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  WaitFor([&] { return slow.closed() >= 5; }, 5000);
   const double ms = MsSince(t0);
   CHECK(slow.closed() == 5);
   CHECK(ms > 800);
@@ -260,11 +260,11 @@ TEST_CASE("http listener: connections are capped per peer, the peer's oldest uns
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 20; ++i) idle.push_back(ConnectFrom(l.port(), "127.0.0.2"));
   size_t open = idle.size();
-  for (auto t0 = Clock::now(); open > 8 && MsSince(t0) < Within(3000);) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WaitFor([&] {
     open = 0;
     for (auto& fd : idle) open += !ClosedWithin(fd.get(), 0);
-  }
+    return open <= 8;
+  }, int(Within(3000)));
   CHECK(open == 8);
   CHECK(!ClosedWithin(idle.back().get(), 0));  // the newest stay, the oldest went
   CHECK(TimedGet(l.port(), "/ok", "", "127.0.0.2").first == 200);
@@ -360,15 +360,12 @@ TEST_CASE("http listener: long-lived requests have their own cap, short ones alw
   for (int i = 0; i < 10; ++i) CHECK(TimedGet(l.port(), "/ok").first == 200);
   // A stream whose client left frees its place.
   streams.pop_back();
-  bool freed = false;
-  for (int i = 0; i < 20 && !freed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(WaitFor([&] {
     UniqueFd again = ConnectFrom(l.port());
-    REQUIRE(SendAll(again.get(), GetRequest("/events")));
-    freed = StreamStarted(again.get());
-    if (freed) streams.push_back(std::move(again));
-  }
-  CHECK(freed);
+    if (!SendAll(again.get(), GetRequest("/events")) || !StreamStarted(again.get())) return false;
+    streams.push_back(std::move(again));
+    return true;
+  }, 2000));
 }
 
 TEST_CASE("http listener: stopping ends open event streams at once", "[http]") {

@@ -211,19 +211,12 @@ inline bool KillAfter(const std::vector<std::string>& argv, int delay_ms, const 
     ::_exit(127);
   }
   ::setpgid(pid, pid);
-  auto deadline = Clock::now() + std::chrono::milliseconds(delay_ms);
-  bool killed = false;
-  for (;;) {
-    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
-    if (Clock::now() >= deadline || (when && when())) {
-      ::kill(-pid, SIGKILL);
-      killed = true;
-      break;
-    }
-    ::usleep(1000);
-  }
+  bool ended = false;
+  WaitFor([&] { return (ended = ::waitpid(pid, nullptr, WNOHANG) == pid) || (when && when()); }, delay_ms, 1);
+  if (ended) return false;
+  ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
-  return killed;
+  return true;
 }
 
 // Whether some entry of `dir` starts with `prefix`.

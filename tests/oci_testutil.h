@@ -178,6 +178,13 @@ inline Manifest FullManifest(const fs::path& root) {
   return m;
 }
 
-inline bool HaveRegistry() { return ::access(kRegistryBin, X_OK) == 0; }
+// The registry, and curl, which asks it whether it is up.
+inline bool HaveRegistry() { return ::access(kRegistryBin, X_OK) == 0 && ::access("/usr/bin/curl", X_OK) == 0; }
+
+// Skips, naming the package, when the program a test drives is missing
+// (the fast tier does not install them: scripts/install-deps.sh --fast).
+inline void NeedProgram(const std::string& path, const std::string& package) {
+  if (::access(path.c_str(), X_OK) != 0) Skip(path + " is not installed (apt-get install " + package + ")");
+}
 
 }  // namespace agentenv::test

@@ -44,5 +44,21 @@ TEST_CASE("read_all: a read error names the path and keeps the errno", "[common]
   CHECK(r.error().message == "the/dir: " + std::string(std::strerror(EISDIR)));
 }
 
+TEST_CASE("read_all: a file by its path is read to the limit, a missing one is ENOENT with its path", "[common]") {
+  TempDir t;
+  const std::string path = t.str() + "/f";
+  {
+    UniqueFd w(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    REQUIRE(w);
+    REQUIRE(::write(w.get(), "0123456789", 10) == 10);
+  }
+  CHECK(*ReadFileUpTo(path, SIZE_MAX) == "0123456789");
+  CHECK(*ReadFileUpTo(path, 4) == "0123");
+  auto missing = ReadFileUpTo(t.str() + "/none", 10);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().errno_value == ENOENT);
+  CHECK(missing.error().message == t.str() + "/none: " + std::string(std::strerror(ENOENT)));
+}
+
 }  // namespace
 }  // namespace agentenv::test

@@ -44,14 +44,14 @@ void Write(const std::string& path, const std::string& data) {
 }
 
 // Sets the mtime of the paths under `w` to one in 2023 (not following
-// symlinks), then waits out the racy window, so that the next snapshot's
-// stat and entry caches take them.
-void AgeForCaches(const std::string& w, std::initializer_list<const char*> paths) {
+// symlinks), and settles them (their ctimes: Settle), so that the next
+// snapshot's stat and entry caches take them.
+void AgeForCaches(Repo& repo, const std::string& w, std::initializer_list<const char*> paths) {
   for (const char* f : paths) {
     struct timespec ts[2] = {{1'700'000'000, 0}, {1'700'000'000, 0}};
     REQUIRE(::utimensat(AT_FDCWD, (w + "/" + f).c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  Settle(repo);
 }
 
 // Midnight-aligned, 400 days ago: retention's daily bucket holds the nodes
@@ -63,8 +63,9 @@ int64_t OldDay() {
 
 ObjectId SnapAt(Repo& repo, int64_t time_ns, const std::string& msg = "") {
   // Files written within 50 ms of a scan are not stat-cached (racy-clean
-  // rule); waiting makes the stat cache, and so the counts, deterministic.
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // rule); settled, they all are, so the stat cache, and with it the
+  // counts, is deterministic.
+  Settle(repo);
   snap::SnapOptions o;
   o.time_ns = time_ns;
   o.message = msg;
@@ -282,7 +283,7 @@ TEST_CASE("refcount: a restore drops the stat and entry rows of what it removes,
   Write(w + "/gone/small", "s");
   REQUIRE(::unlink((w + "/link").c_str()) == 0);
   Write(w + "/link", "now a file");
-  AgeForCaches(w, {"gone/big", "gone/small", "link", "keep"});
+  AgeForCaches(*repo, w, {"gone/big", "gone/small", "link", "keep"});
   SnapAt(*repo, t0 + kMs, "n1");
   {
     auto stats = *repo->meta().ReadStats();
@@ -311,7 +312,6 @@ TEST_CASE("refcount: a restore drops the stat and entry rows of what it removes,
   REQUIRE(repo->Restore(n2.Hex()));
   REQUIRE(repo->Restore(n3.Hex()));
   CHECK(ReadString(w + "/y") == "a file at y");
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
   CheckExactCounts(*repo);
   CHECK(HistoryErrors(*repo) == 0);
 }
@@ -327,7 +327,7 @@ TEST_CASE("refcount: gc drops the cache rows of paths gone or changed since, and
   Write(w + "/edited", RandomString(200000, 42));
   Write(w + "/keep", "k");
   REQUIRE(::symlink("keep", (w + "/link").c_str()) == 0);
-  AgeForCaches(w, {"gone/big", "edited", "keep", "link", "gone"});
+  AgeForCaches(*repo, w, {"gone/big", "edited", "keep", "link", "gone"});
   ObjectId n0 = SnapAt(*repo, t0, "n0");
   ObjectId big = TreeEntryId(*repo, TreeEntryId(*repo, repo->Record(n0)->tree, "gone"), "big");
   ObjectId edited = TreeEntryId(*repo, repo->Record(n0)->tree, "edited");

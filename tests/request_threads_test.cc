@@ -1,6 +1,7 @@
 // serve/request_threads: every request runs at once, threads are reused,
 // idle ones end, and the destructor waits for what runs.
 #include "serve/request_threads.h"
+#include "tests/testutil.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,21 +15,6 @@
 
 using namespace agentenv;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Polls `pred` until it holds or 10 s pass.
-template <class Pred>
-bool Eventually(Pred pred) {
-  auto until = std::chrono::steady_clock::now() + 10s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("request threads: every request runs at once, none queued behind a running one", "[serve]") {
   serve::RequestThreads threads;
@@ -46,7 +32,7 @@ TEST_CASE("request threads: every request runs at once, none queued behind a run
       cv.notify_all();
       if (cv.wait_for(lock, 10s, [&] { return arrived == kTasks; })) ++met;
     });
-  REQUIRE(Eventually([&] { return met.load() == kTasks; }));
+  REQUIRE(test::WaitFor([&] { return met.load() == kTasks; }, 10000));
   CHECK(threads.threads() == kTasks);
 }
 
@@ -58,14 +44,14 @@ TEST_CASE("request threads: a thread that finished takes the next request", "[se
     first = std::this_thread::get_id();
     done = true;
   });
-  REQUIRE(Eventually([&] { return done.load(); }));
+  REQUIRE(test::WaitFor([&] { return done.load(); }, 10000));
   done = false;
-  REQUIRE(Eventually([&] { return threads.idle() == 1; }));
+  REQUIRE(test::WaitFor([&] { return threads.idle() == 1; }, 10000));
   threads.Run([&] {
     second = std::this_thread::get_id();
     done = true;
   });
-  REQUIRE(Eventually([&] { return done.load(); }));
+  REQUIRE(test::WaitFor([&] { return done.load(); }, 10000));
   CHECK(second == first);
   CHECK(threads.threads() == 1);
 }
@@ -74,9 +60,9 @@ TEST_CASE("request threads: idle threads end after the linger, and the next requ
   serve::RequestThreads threads(20ms);
   std::atomic<int> ran{0};
   for (int i = 0; i < 3; ++i) threads.Run([&] { ++ran; });
-  REQUIRE(Eventually([&] { return ran.load() == 3 && threads.threads() == 0; }));
+  REQUIRE(test::WaitFor([&] { return ran.load() == 3 && threads.threads() == 0; }, 10000));
   threads.Run([&] { ++ran; });
-  REQUIRE(Eventually([&] { return ran.load() == 4; }));
+  REQUIRE(test::WaitFor([&] { return ran.load() == 4; }, 10000));
 }
 
 TEST_CASE("request threads: hand-offs racing the linger lose no request", "[serve]") {

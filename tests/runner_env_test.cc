@@ -18,15 +18,6 @@ using agentenv::test::TempDir;
 
 namespace {
 
-// Waits until pred() holds, for up to 5 s.
-bool Eventually(const std::function<bool()>& pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   return std::string((std::istreambuf_iterator<char>(f)), {});
@@ -45,7 +36,7 @@ std::string EnvLifecycle(const fs::path& root, int m) {
   EnvSpec s = Spec(root, "(setsid sleep " + daemon + " &); echo ready > /dev/shm/ready; sleep " + main);
   auto env = Env::Start(s);
   if (!env) return "start: " + env.error().message;
-  if (!Eventually([&] { auto ps = env->Processes(); return ps && CountIn(*ps, "sleep " + daemon) == 1; }))
+  if (!agentenv::test::WaitFor([&] { auto ps = env->Processes(); return ps && CountIn(*ps, "sleep " + daemon) == 1; }, 5000))
     return "daemon never listed";
   auto ps = env->Processes();
   if (!ps) return ps.error().message;
@@ -73,7 +64,7 @@ std::string EnvLifecycle(const fs::path& root, int m) {
   // A spawned command that keeps running dies with the env.
   auto lingering = env->Spawn({{"sleep", spawned}});
   if (!lingering) return "spawn: " + lingering.error().message;
-  if (!Eventually([&] { return CountProcesses({"sleep", spawned}) == 1; })) return "spawned sleep not seen";
+  if (!agentenv::test::WaitFor([&] { return CountProcesses({"sleep", spawned}) == 1; }, 5000)) return "spawned sleep not seen";
   if (ReadFile("/proc/" + std::to_string(lingering->pid()) + "/cgroup") !=
       ReadFile("/proc/" + std::to_string(env->pid()) + "/cgroup"))
     return "spawned command is not in the env's cgroups";
@@ -126,9 +117,9 @@ TEST_CASE("runner env: the main command's status, signals forwarded, Process::Ki
   auto ps = p->Wait();
   REQUIRE(ps);
   CHECK(ps->signal == SIGKILL);
-  CHECK(Eventually([&] { return CountProcesses({"sleep", "986"}) == 0; }));
+  CHECK(agentenv::test::WaitFor([&] { return CountProcesses({"sleep", "986"}) == 0; }, 5000));
   // SIGTERM to the env reaches the main command (init forwards it).
-  REQUIRE(Eventually([&] { return CountProcesses({"sleep", "985"}) == 1; }));
+  REQUIRE(agentenv::test::WaitFor([&] { return CountProcesses({"sleep", "985"}) == 1; }, 5000));
   kill(env->pid(), SIGTERM);
   auto st = env->Wait();
   REQUIRE(st);
@@ -297,7 +288,7 @@ TEST_CASE("runner env: held descriptors live as long as the env and a tied env d
   REQUIRE(st);
   CHECK_FALSE(st->has_value());
   env->KillAll();
-  CHECK(Eventually([&] { return !locked(); }));
+  CHECK(agentenv::test::WaitFor([&] { return !locked(); }, 5000));
 
   // Tied: the env ends with the thread that started it.
   std::optional<Env> tied;
@@ -309,10 +300,10 @@ TEST_CASE("runner env: held descriptors live as long as the env and a tied env d
     tied.emplace(std::move(*e));
   });
   t.join();
-  CHECK(Eventually([&] {
+  CHECK(agentenv::test::WaitFor([&] {
     auto w = tied->TryWait();
     return w && w->has_value();
-  }));
+  }, 5000));
 }
 
 // A process's other descriptors (another thread's lock on a workspace or a
@@ -331,7 +322,7 @@ TEST_CASE("runner env: a spawned command's helper holds none of its parent's oth
   REQUIRE(::flock(held, LOCK_EX) == 0);  // taken before the spawn: the clone copies it
   auto p = env->Spawn({{"sleep", "988"}});
   REQUIRE(p);
-  REQUIRE(Eventually([&] { return CountProcesses({"sleep", "988"}) == 1; }));
+  REQUIRE(agentenv::test::WaitFor([&] { return CountProcesses({"sleep", "988"}) == 1; }, 5000));
   ::close(held);  // our copy goes: the lock is free unless the helper kept one
   int other = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
   REQUIRE(other >= 0);

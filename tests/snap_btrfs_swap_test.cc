@@ -59,15 +59,6 @@ pid_t ParkIn(const std::string& dir) {
   return pid;
 }
 
-// Polls `pred` for up to 10 s.
-bool WaitUntil(const std::function<bool()>& pred) {
-  for (int i = 0; i < 1000; ++i) {
-    if (pred()) return true;
-    ::usleep(10000);
-  }
-  return false;
-}
-
 void Reap(pid_t pid) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
@@ -151,11 +142,11 @@ TEST_CASE("btrfs restore by swap keeps the stat cache matching, and gc drops the
   const std::string w = r->work_dir();
   REQUIRE(::mkdir((w + "/d").c_str(), 0750) == 0);
   for (int i = 0; i < 50; ++i) REQUIRE(WriteFileAt(w + "/d/f" + std::to_string(i), RandomString(3000, uint64_t(i))));
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the racy window: rows are written
+  Settle(*r);  // past the racy window: rows are written
   store::ObjectId n1 = Snap(*r);
   REQUIRE(::mkdir((w + "/gone").c_str(), 0750) == 0);
   for (int i = 0; i < 20; ++i) REQUIRE(WriteFileAt(w + "/gone/g" + std::to_string(i), RandomString(3000, 100 + uint64_t(i))));
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  Settle(*r);
   Snap(*r);
   auto rows_match = [&](const std::string& prefix, int n) {
     auto dev = r->LiveStatDev();
@@ -223,10 +214,10 @@ TEST_CASE("btrfs restore by swap: a process in the live tree forces the in-place
   SECTION("a working directory") {
     pid_t pid = ParkIn(w + "/d");
     REQUIRE(pid > 0);
-    REQUIRE(WaitUntil([&] {
+    REQUIRE(WaitFor([&] {
       struct stat st;
       return ::stat(("/proc/" + std::to_string(pid) + "/cwd").c_str(), &st) == 0 && st.st_dev == StatOf(w).st_dev;
-    }));
+    }, 10000));
     snap::RestoreResult res = SwapTo(*r, n1);
     CHECK_FALSE(res.swapped);
     CHECK(res.not_swapped.find("pid " + std::to_string(pid)) != std::string::npos);

@@ -60,13 +60,14 @@ TEST_CASE("a scanned directory serves files unchanged since the scan, and no oth
   REQUIRE(WriteFileAt(d + "/top", std::string(300000, 't')));
   std::map<std::string, snap::Entry> scanned;
   for (const char* rel : {"a/x", "a/y", "b/x", "top"}) scanned[rel] = EntryOf(d + "/" + rel);
-  // Older than the scan by more than the racy window.
-  std::this_thread::sleep_for(std::chrono::milliseconds(snap::kRacyWindowNs / 1000000 + 60));
+  // A scan that starts once they are settled (older than its start by the
+  // racy window).
+  const int64_t scan_start = SettledScanStart(NextClockTick());
   auto store = store::Store::Open(t.str() + "/store", store::Store::Mode::kCreate);
   REQUIRE(store);
 
   SECTION("unchanged files are copied") {
-    auto src = CloneSources::OpenScanned(**store, d, snap::NowNs());
+    auto src = CloneSources::OpenScanned(**store, d, scan_start);
     CHECK(CopyFrom(*src, "a/x", scanned["a/x"], t.str() + "/o1") == "x content\n");
     CHECK(CopyFrom(*src, "top", scanned["top"], t.str() + "/o2") == std::string(300000, 't'));
     // An entry the file does not match (another size or mtime) is refused.
@@ -76,7 +77,7 @@ TEST_CASE("a scanned directory serves files unchanged since the scan, and no oth
     CHECK(!CopyFrom(*src, "missing", scanned["a/x"], t.str() + "/o4"));
   }
   SECTION("a file changed after the scan began is refused, even with its old size and mtime") {
-    auto src = CloneSources::OpenScanned(**store, d, snap::NowNs());
+    auto src = CloneSources::OpenScanned(**store, d, scan_start);
     REQUIRE(WriteFileAt(d + "/a/y", "Y CONTENT\n"));
     struct stat st;
     REQUIRE(::stat((d + "/a/y").c_str(), &st) == 0);
@@ -86,7 +87,7 @@ TEST_CASE("a scanned directory serves files unchanged since the scan, and no oth
     CHECK(CopyFrom(*src, "a/x", scanned["a/x"], t.str() + "/o6") == "x content\n");
   }
   SECTION("directories swapped after the scan serve nothing below them") {
-    auto src = CloneSources::OpenScanned(**store, d, snap::NowNs());
+    auto src = CloneSources::OpenScanned(**store, d, scan_start);
     REQUIRE(std::rename((d + "/a").c_str(), (d + "/tmp").c_str()) == 0);
     REQUIRE(std::rename((d + "/b").c_str(), (d + "/a").c_str()) == 0);
     REQUIRE(std::rename((d + "/tmp").c_str(), (d + "/b").c_str()) == 0);
@@ -107,8 +108,7 @@ TEST_CASE("a scanned directory serves files unchanged since the scan, and no oth
     REQUIRE(WriteFileAt(o + "/p", "p content\n"));
     REQUIRE(WriteFileAt(o + "/q", std::string(200000, 'q')));
     std::map<std::string, snap::Entry> there{{"p", EntryOf(o + "/p")}, {"q", EntryOf(o + "/q")}};
-    std::this_thread::sleep_for(std::chrono::milliseconds(snap::kRacyWindowNs / 1000000 + 60));
-    auto src = CloneSources::OpenScanned(**store, o, snap::NowNs());
+    auto src = CloneSources::OpenScanned(**store, o, SettledScanStart(NextClockTick()));
     // Twice each: the second time the refusal is remembered, not asked again.
     for (int round = 0; round < 2; ++round) {
       for (const char* rel : {"p", "q"}) {
@@ -139,9 +139,9 @@ TEST_CASE("init copies the tree from its source and records exactly what it copi
   REQUIRE(::mkdir((d + "/sub").c_str(), 0700) == 0);
   REQUIRE(WriteFileAt(d + "/sub/big", RandomString(3 << 20, 7), 0600));
   Manifest want = Capture(d);
-  std::this_thread::sleep_for(std::chrono::milliseconds(snap::kRacyWindowNs / 1000000 + 60));
   auto repo = snap::Repo::CreateStaged(t.str() + "/repo");
   REQUIRE(repo);
+  Settle(**repo);
   auto seeded = (*repo)->Seed(d, "init");
   REQUIRE(seeded);
   REQUIRE((*repo)->FinishInit());

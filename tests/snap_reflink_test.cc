@@ -98,7 +98,7 @@ TEST_CASE("materializing HEAD on XFS clones unchanged files from the live tree",
     struct timespec ts[2] = {{1700000000, 0}, {1700000000, 0}};
     REQUIRE(::utimensat(AT_FDCWD, (w + f).c_str(), ts, 0) == 0);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ctimes leave the racy window
+  Settle(*repo);  // and their ctimes too
   auto s1 = repo->Snapshot({});
   REQUIRE(s1);
   REQUIRE(s1->node);

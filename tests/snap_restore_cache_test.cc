@@ -17,10 +17,6 @@ namespace {
 
 using snap::Repo;
 
-// Files restored with an mtime inside the racy window are (rightly) not
-// cached; let the written states age past it.
-void PastRacyWindow() { std::this_thread::sleep_for(std::chrono::milliseconds(120)); }
-
 // State s of a small tree: 30 files in 3 directories, a file whose mode
 // changes, an xattr (where the filesystem has them) and a symlink.
 void State(const std::string& w, int s) {
@@ -45,11 +41,11 @@ TEST_CASE("restore leaves a stat cache that describes every file it wrote", "[sn
   auto r = MakeRepo(t.str() + "/repo");
   const std::string w = r->work_dir();
   State(w, 0);
-  PastRacyWindow();
+  Settle(*r);
   store::ObjectId a = Snap(*r);
   Manifest ma = Capture(w);
   State(w, 1);
-  PastRacyWindow();
+  Settle(*r);
   store::ObjectId b = Snap(*r);
   Manifest mb = Capture(w);
 
@@ -93,8 +89,8 @@ TEST_CASE("the first snapshot after init from a directory reads nothing", "[snap
   std::string src = t.str() + "/src";
   REQUIRE(::mkdir(src.c_str(), 0755) == 0);
   State(src, 0);
-  PastRacyWindow();
   auto r = MakeRepo(t.str() + "/repo");
+  Settle(*r);
   REQUIRE(r->Seed(src, "seed"));
   auto s = r->Snapshot({});
   REQUIRE(s);
@@ -107,7 +103,7 @@ TEST_CASE("restore with a known dirty set saves those paths and restores the res
   auto r = MakeRepo(t.str() + "/repo");
   const std::string w = r->work_dir();
   State(w, 0);
-  PastRacyWindow();
+  Settle(*r);
   store::ObjectId a = Snap(*r);
   Manifest ma = Capture(w);
   State(w, 1);
@@ -146,7 +142,7 @@ TEST_CASE("restore with a known dirty set saves those paths and restores the res
   for (const auto& d : CompareManifests(mb, Capture(w))) FAIL_CHECK(d);
 }
 
-// A change journal (control/capture.h) drains itself into history, then
+// A change journal (capture/capture.h) drains itself into history, then
 // restores with an empty dirty set; without a journal, no set: full scan.
 TEST_CASE("the dirty set decides between a full scan and trusting history", "[snap]") {
   TempDir t;

@@ -31,7 +31,9 @@ struct Handed {
 
 // The source: plain directories written early; p/q holds a hardlink pair,
 // so p/q and p wait for the final restore while p/r is written early.
-void MakeSource(const std::string& d) {
+// Returns the start of a scan that takes them as settled (older than it
+// by more than the racy window).
+int64_t MakeSource(const std::string& d) {
   REQUIRE(::mkdir(d.c_str(), 0755) == 0);
   REQUIRE(WriteFileAt(d + "/top", "top\n"));
   REQUIRE(::mkdir((d + "/a").c_str(), 0750) == 0);
@@ -53,8 +55,7 @@ void MakeSource(const std::string& d) {
   REQUIRE(::link((d + "/p/q/x").c_str(), (d + "/p/q/y").c_str()) == 0);
   REQUIRE(WriteFileAt(d + "/p/r/z", "z\n"));
   SetMtime(d + "/a/b", 1000000, 5);
-  // Older than any scan below by more than the racy window.
-  std::this_thread::sleep_for(std::chrono::milliseconds(snap::kRacyWindowNs / 1000000 + 60));
+  return SettledScanStart(NextClockTick());
 }
 
 class Fixture {
@@ -62,7 +63,7 @@ class Fixture {
   Fixture() {
     src = t.str() + "/src";
     target = t.str() + "/target";
-    MakeSource(src);
+    scan_start = MakeSource(src);
     REQUIRE(::mkdir(target.c_str(), 0755) == 0);
     auto s = store::Store::Open(t.str() + "/store", store::Store::Mode::kCreate);
     REQUIRE(s);
@@ -75,14 +76,15 @@ class Fixture {
     ro.fresh = true;
     ro.privileged = IsRoot();
     // Before the scan begins, as init does.
-    ro.sources = snap::CloneSources::OpenScanned(*store, src, snap::NowNs());
+    ro.sources = snap::CloneSources::OpenScanned(*store, src, scan_start);
+    ro.start_ns = scan_start;
   }
 
   // Scans the source, handing each directory to `on_dir`, and commits.
   snap::ScanOutput Scan(const decltype(snap::ScanContext::on_dir)& on_dir) {
     auto batch = store->BeginBatch();
     REQUIRE(batch);
-    snap::ScanContext ctx{*store, **batch, *meta, {}, snap::NowNs()};
+    snap::ScanContext ctx{*store, **batch, *meta, {}, scan_start};
     ctx.live = false;
     ctx.on_dir = on_dir;
     UniqueFd fd(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -119,6 +121,7 @@ class Fixture {
 
   TempDir t;
   std::string src, target;
+  int64_t scan_start = 0;  // settled: what MakeSource wrote is past the racy window
   std::unique_ptr<store::Store> store;
   std::unique_ptr<snap::MetaDb> meta;
   UniqueFd target_fd;

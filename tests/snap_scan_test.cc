@@ -22,9 +22,6 @@ namespace {
 
 using snap::Repo;
 
-// Files written within the scan's racy window are not cached; wait it out.
-void PastRacyWindow() { std::this_thread::sleep_for(std::chrono::milliseconds(120)); }
-
 // Random operations on a small tree, recording the changed paths the way a
 // change journal reports them (a path per created, changed or removed
 // entry; both ends of a rename).
@@ -134,7 +131,7 @@ TEST_CASE("snapshot along changed paths equals a full scan after random edits", 
     std::vector<std::string> changed;
     for (int goal = edits.applied + 1 + round % 8; edits.applied < goal;) edits.Step(&changed, &log);
     log += "-- snapshot\n";
-    if (round % 5 == 0) PastRacyWindow();  // let the stat cache take part
+    if (round % 5 == 0) Settle(*r);  // let the stat cache take part
     snap::SnapOptions opt;
     opt.paths = changed;
     auto s = r->Snapshot(opt);
@@ -210,7 +207,7 @@ TEST_CASE("stat cache: unchanged files are not read, same-size same-mtime edits 
   auto r = MakeRepo(t.str() + "/repo");
   const std::string w = r->work_dir();
   for (int i = 0; i < 20; ++i) REQUIRE(WriteFileAt(w + "/f" + std::to_string(i), RandomString(5000, i)));
-  PastRacyWindow();
+  Settle(*r);
   auto s1 = r->Snapshot({});
   REQUIRE(s1);
   REQUIRE(s1->node);
@@ -257,7 +254,7 @@ TEST_CASE("entry cache: unchanged directories and symlinks cost no read, changes
   REQUIRE(::mkfifo((w + "/d/fifo").c_str(), 0644) == 0);
   const bool xattrs = ::setxattr((w + "/d").c_str(), "user.v", "1", 1, 0) == 0;
   if (!xattrs) WARN("user xattrs unsupported under " << t.str() << ": the directory xattr change is not tested");
-  PastRacyWindow();
+  Settle(*r);
   auto s1 = r->Snapshot({});
   REQUIRE(s1);
   REQUIRE(s1->node);
@@ -321,7 +318,7 @@ TEST_CASE("tree hints: cached directory entries name their trees and are not tru
   REQUIRE(::mkdir((w + "/d/e").c_str(), 0755) == 0);
   REQUIRE(WriteFileAt(w + "/d/e/f", "one"));
   REQUIRE(WriteFileAt(w + "/d/g", "two"));
-  PastRacyWindow();
+  Settle(*r);
   auto s1 = r->Snapshot({});
   REQUIRE(s1);
   REQUIRE(s1->node);
@@ -359,7 +356,7 @@ TEST_CASE("tree hints: cached directory entries name their trees and are not tru
   // costs a lookup).
   const store::ObjectId e1 = tree_of(*s1->node, "d/e");
   REQUIRE(WriteFileAt(w + "/d/e/f", "ONE"));
-  PastRacyWindow();
+  Settle(*r);
   auto s2 = r->Snapshot({});
   REQUIRE(s2);
   REQUIRE(s2->node);
@@ -373,7 +370,7 @@ TEST_CASE("tree hints: cached directory entries name their trees and are not tru
   // A new file in d/e moves its stat: its entry is read and recorded
   // afresh, with the tree it has now.
   REQUIRE(WriteFileAt(w + "/d/e/h", "three"));
-  PastRacyWindow();
+  Settle(*r);
   auto s3 = r->Snapshot({});
   REQUIRE(s3);
   REQUIRE(s3->node);
@@ -439,7 +436,7 @@ TEST_CASE("a directory of more subdirectories than the fd limit seeds, scans and
   REQUIRE(seeded);
   REQUIRE(seeded->node);
   for (const auto& d : CompareManifests(want, Capture(w))) FAIL_CHECK(d);
-  PastRacyWindow();
+  Settle(*r);
   auto again = r->Snapshot({});
   REQUIRE(again);
   CHECK(!again->node);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "settle_testutil.h"
 #include "snap/repo.h"
 #include "testutil.h"
 

@@ -314,10 +314,7 @@ TEST_CASE("store gc: a reader process keeps reading while another compacts") {
   }
   // The reader lets go of deleted packs within about a second (its checks
   // are timed by the store, not by us: polled, with a deadline).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (DeletedPacksHeld(pid) > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(DeletedPacksHeld(pid) == 0);
+  CHECK(WaitFor([&] { return DeletedPacksHeld(pid) == 0; }, 2000));
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));

@@ -2,16 +2,25 @@
 // filesystems, deterministic random bytes, privilege checks, skipping.
 #pragma once
 
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace agentenv::test {
@@ -135,5 +144,78 @@ struct SkipTest {
 // The exit ends the whole executable: a run of all test cases in one
 // process (not through ctest) stops at the first skip, with status 77.
 [[noreturn]] inline void Skip(const std::string& why) { throw SkipTest{why}; }
+
+// The one way a test polls: `pred` until it holds or `timeout_ms` passes;
+// whether it held. Only for a state nothing announces (a file another
+// process writes, a line in its log, a count in /proc): where an event
+// exists (a child's exit: WaitChild; a reply; a pipe), wait on that. The
+// pause between polls starts at 1 ms and doubles up to `max_pause_ms`, so
+// a condition already met costs no wait and a long one few wake-ups
+// (max_pause_ms 1: aiming a kill at a phase as it begins).
+inline bool WaitFor(const std::function<bool()>& pred, int timeout_ms, int max_pause_ms = 20) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int pause_ms = 1;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min(pause_ms * 2, std::max(max_pause_ms, 1));
+  }
+}
+
+// Waits up to `timeout_ms` (-1: no limit) for our child `pid` to end, on
+// its pidfd (no polling), and reaps it: true with its wait status in
+// *status; false when it still runs.
+inline bool WaitChild(pid_t pid, int timeout_ms, int* status) {
+  int st = 0;
+  if (::waitpid(pid, &st, WNOHANG) == pid) {
+    *status = st;
+    return true;
+  }
+  int fd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int left = -1;
+    if (timeout_ms >= 0) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      left = int(std::max<int64_t>(ms.count(), 0));
+    }
+    if (::poll(&p, 1, left) >= 0 || errno != EINTR) break;
+  }
+  ::close(fd);
+  if (::waitpid(pid, &st, WNOHANG) != pid) return false;
+  *status = st;
+  return true;
+}
+
+// Waits until the kernel's coarse clock, which stamps file times, has
+// passed the present (one to two of its ticks: 1 to 20 ms), and returns
+// its time then. Every file changed before the call has a ctime before
+// it, and every file changed after has one at or after it. The coarse
+// clock may lag the real time by up to a tick even right after it moved,
+// and a change to a file whose time was read since its last change is
+// stamped with the fine-grained time (multigrain timestamps, Linux 6.13):
+// so the wait is for the coarse clock to pass the fine-grained now, not
+// merely to move.
+inline int64_t NextClockTick() {
+  auto read = [](clockid_t c) {
+    struct timespec ts;
+    ::clock_gettime(c, &ts);
+    return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  const int64_t changed_by = read(CLOCK_REALTIME);
+  int64_t now = read(CLOCK_REALTIME_COARSE);
+  while (now <= changed_by) {
+    struct timespec nap = {0, 200'000};
+    ::nanosleep(&nap, nullptr);
+    now = read(CLOCK_REALTIME_COARSE);
+  }
+  return now;
+}
+
+// A wait status as a shell says it: the exit code, or 128 + the signal.
+inline int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 }  // namespace agentenv::test

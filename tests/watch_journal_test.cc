@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 using namespace agentenv::watch;
 using namespace std::chrono_literals;
 using agentenv::test::TempDir;
+using agentenv::test::WaitFor;
 
 namespace {
 
@@ -262,14 +263,11 @@ TEST_CASE("journal: hitting the watch limit degrades with one warning and keeps 
     ::mkdir((t / "more").c_str(), 0755);
     ::mkdir((t / "more2").c_str(), 0755);
     ChangeSet cs;
-    for (int i = 0; i < 20 && !(cs.paths.count("more2") && cs.paths.count("f")); ++i) {
-      if (i == 0) {
-        int fd = ::open((t / "f").c_str(), O_WRONLY | O_CREAT, 0644);
-        ::close(fd);
-      }
-      ::usleep(20000);
+    ::close(::open((t / "f").c_str(), O_WRONLY | O_CREAT, 0644));
+    WaitFor([&] {
       if (!j->Read(cs)) _exit(12);
-    }
+      return cs.paths.count("more2") && cs.paths.count("f");
+    }, 2000);
     if (!cs.paths.count("more2") || !cs.paths.count("f")) _exit(13);
     if (warnings.size() != 1 || warnings[0].find("limit") == std::string::npos) _exit(14);
 
@@ -280,7 +278,7 @@ TEST_CASE("journal: hitting the watch limit degrades with one warning and keeps 
     std::atomic<int> rescans{0};
     auto w = Watcher::Start(t.str(), wopts, [&](ChangeSet c) { rescans += c.rescan_all; });
     if (!w || !(*w)->degraded()) _exit(15);
-    ::usleep(500000);
+    WaitFor([&] { return rescans >= 2; }, 2000);
     w->reset();
     if (rescans < 2) _exit(16);
     _exit(0);

@@ -4,9 +4,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
 #include "history/node_view.h"
 #include "run/jobs.h"
 #include "snap/fsops.h"
@@ -88,11 +88,11 @@ Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r,
   // One pool thread per running candidate (--jobs): each waits on its
   // child processes; the CPU work is theirs, not ours.
   std::vector<Clock::time_point> finished(n);
-  std::mutex mu;  // guards the calls of emit
+  Mutex mu;  // guards the calls of emit
   std::atomic<bool> cancelled{false};
   auto keep_going = [&] {
     if (cancelled) return false;
-    std::lock_guard l(mu);
+    MutexLock l(mu);
     if (emit && !emit(nullptr)) cancelled = true;
     return !cancelled;
   };

@@ -6,15 +6,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "workspace/workspace.h"
 
 #include "common/durable.h"
 #include "common/fields.h"
+#include "common/read_all.h"
 #include "common/text.h"
 #include "snap/fsops.h"
 #include "snap/layout.h"
@@ -134,11 +133,9 @@ Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name
   Workspace ws;
   ws.name = name;
   ws.dir = DirOf(root, name);
-  std::ifstream in(ws.dir + "/state");
-  if (!in) return Fail(ErrorCode::kNotFound, "workspace '" + name + "': no such workspace (see agentenv workspace ls)");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
+  auto text = ReadFileUpTo(ws.dir + "/state", 1 << 20);  // a few ids and numbers
+  if (!text) return Fail(ErrorCode::kNotFound, "workspace '" + name + "': no such workspace (see agentenv workspace ls)");
+  json j = json::parse(*text, nullptr, false);
   auto s = ReadReply<State>("workspace state", j);
   if (!s) return Fail(ErrorCode::kCorrupt, ws.dir + "/state: " + s.error().message);
   AE_ASSIGN(ws.base, store::ObjectId::FromHex(s->base));

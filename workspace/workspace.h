@@ -46,7 +46,7 @@ struct Workspace {
   // "ws/<name>-<suffix>", unique to this workspace.
   std::string lease;
   // Its commands' writes are held to this many bytes (0: the repository's
-  // default, control/disk_quota.h).
+  // default, mounts/disk_limit.h).
   uint64_t disk_bytes = 0;
 
   std::string upper() const { return dir + "/upper"; }

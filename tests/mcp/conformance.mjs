@@ -2,7 +2,8 @@
 // client: handshake, tools/list, tool calls whose structuredContent the SDK
 // validates against each tool's outputSchema, and the error paths.
 //
-// Usage: node tests/mcp/conformance.mjs <path to agentenv>
+// Usage: node tests/mcp/conformance.mjs <path to agentenv> (ctest runs it
+// through client.sh, which skips when node or the SDK is missing).
 // Needs tests/mcp/node_modules (scripts/install-deps.sh installs it).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
