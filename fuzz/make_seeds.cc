@@ -1,7 +1,7 @@
 // Writes the seed inputs of the binary formats with the encoders that
 // write them in a repository (make_seeds.py writes the archives, layouts
 // and text inputs): `fuzz_seeds DIR` fills DIR/tree, DIR/node,
-// DIR/manifest, DIR/meta_rows and DIR/pack. Deterministic: the same bytes
+// DIR/manifest, DIR/meta_rows, DIR/provenance and DIR/pack. Deterministic: the same bytes
 // on every run, so the committed corpus can be remade and compared.
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +11,8 @@
 
 #include "snap/meta_internal.h"
 #include "snap/node.h"
+#include "snap/oplog.h"
+#include "snap/provenance.h"
 #include "snap/tree.h"
 #include "store/codec.h"
 #include "store/inspect.h"
@@ -94,6 +96,52 @@ void Manifests() {
   Put("manifest", "empty", store::EncodeManifest({}));
 }
 
+snap::Provenance SampleProvenance() {
+  snap::Provenance p;
+  p.kind = snap::ProvenanceKind::kTournament;
+  p.argv = {"/bin/sh", "-c", "cd app && make test"};
+  p.cwd = "/srv/app";
+  p.outcome.exit_code = 2;
+  p.outcome.duration_ms = 1234;
+  p.workspace = "t1a2b3c-2";
+  p.base = Id("base");
+  p.tournament = snap::TournamentRole{"t1a2b3c", 1, 3, 1, false};
+  p.who = {snap::Origin::kMcp, "claude-code", "session-1"};
+  p.message = "try the fix";
+  snap::Thinned& t = p.thinned.emplace();
+  t.nodes = 12;
+  t.kinds = {{snap::ProvenanceKind::kCapture, 8}, {snap::ProvenanceKind::kExec, 4}};
+  t.failed = 1;
+  t.first_ns = 1795176000000000000;
+  t.last_ns = 1795176060000000000;
+  t.commands = {"make (exit 2)", "ls"};
+  return p;
+}
+
+void Provenances() {
+  auto row = [](uint8_t kind, std::vector<uint8_t> b) {
+    b.insert(b.begin(), kind);
+    return b;
+  };
+  Put("provenance", "tournament", row(0, snap::EncodeProvenance(SampleProvenance())));
+  snap::Provenance partial;
+  partial.kind = snap::ProvenanceKind::kPartialRestore;
+  partial.restore.emplace().source = Id("source");
+  partial.restore->paths = {"etc/hosts", "srv/app"};
+  partial.restore->paths_omitted = 3;
+  partial.who.origin = snap::Origin::kWeb;
+  partial.unknown_fields = {{40, {7, 8}}};
+  Put("provenance", "partial-restore", row(0, snap::EncodeProvenance(partial)));
+  snap::Operation op;
+  op.kind = snap::OpKind::kTournamentApply;
+  op.from = Id("from");
+  op.to = Id("to");
+  op.saved = Id("saved");
+  op.who = {snap::Origin::kSocket, "ctl", ""};
+  op.tournament = "t1a2b3c";
+  Put("provenance", "operation", row(1, snap::EncodeOperation(op)));
+}
+
 void MetaRows() {
   using namespace snap::meta_internal;
   auto row = [](uint8_t kind, std::vector<uint8_t> b) {
@@ -112,6 +160,11 @@ void MetaRows() {
   r.flags = snap::NodeRecord::kDamaged | snap::NodeRecord::kPinned;
   r.damage = "file usr/bin/x: object 1234 is missing (and 3 more)";
   Put("meta_rows", "node-damaged", row(0, EncodeRecord(r)));
+  r.flags = snap::NodeRecord::kTitleRendered;
+  r.damage.clear();
+  r.provenance = SampleProvenance();
+  r.unknown_sections = {{9, {1, 2, 3}}};
+  Put("meta_rows", "node-provenance", row(0, EncodeRecord(r)));
   snap::StatEntry s;
   s.dev = 2049, s.ino = 1234567, s.size = 4096, s.mtime_ns = 1795176000000000000, s.ctime_ns = -1;
   s.mode = 0100644, s.uid = 1000, s.gid = 1000;
@@ -163,6 +216,7 @@ int main(int argc, char** argv) {
   Nodes();
   Manifests();
   MetaRows();
+  Provenances();
   Packs();
   return 0;
 }

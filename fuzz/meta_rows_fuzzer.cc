@@ -26,7 +26,8 @@ void NodeRow(std::span<const uint8_t> b) {
   FUZZ_CHECK(EncodeRecord(*back) == again, "a node record changed through its encoding");
   FUZZ_CHECK(back->seq == r->seq && back->time_ns == r->time_ns && back->parent == r->parent &&
                  back->tree == r->tree && back->flags == r->flags && back->changes == r->changes &&
-                 back->title == r->title && back->damage == r->damage,
+                 back->title == r->title && back->damage == r->damage && back->provenance == r->provenance &&
+                 back->unknown_sections == r->unknown_sections,
              "a node record's fields changed through its encoding");
 }
 

@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "snap/fsops.h"
 #include "snap/refcount.h"
 #include "snap/repo.h"
 #include "store/manifest.h"
@@ -266,6 +267,11 @@ Result<HistoryRepair> Repo::RepairHistory() {
     if (known.count(id)) continue;
     if (ref == "HEAD" && !nodes.empty()) {
       AE_TRY(txn->SetRef("HEAD", nodes.back().id));
+      Operation op;
+      op.time_ns = NowNs();
+      op.kind = OpKind::kRepair;
+      op.to = nodes.back().id;  // the node HEAD named is not in history: no `from`
+      AE_TRY(txn->PutOperation(op));
       res.fixed.push_back("HEAD named " + id.Hex().substr(0, 12) + ", which is not in history; it now names the newest node " +
                           nodes.back().id.Hex().substr(0, 12));
     } else {

@@ -62,8 +62,18 @@ bool ReadFields(ByteReader& r, size_t max, StatFields* f) {
 
 namespace meta_internal {
 
-// The tag of a node record's package section (docs/store-format.md).
-constexpr uint64_t kPackagesSection = 1;
+// The tags of a node record's sections (docs/meta-format.md).
+constexpr uint64_t kPackagesSection = 1, kProvenanceSection = 2;
+
+namespace {
+
+void PutSection(ByteWriter& w, uint64_t tag, const std::vector<uint8_t>& b) {
+  w.Var(tag);
+  w.Var(b.size());
+  w.Raw(b.data(), b.size());
+}
+
+}  // namespace
 
 std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   ByteWriter w;
@@ -81,11 +91,10 @@ std::vector<uint8_t> EncodeRecord(const NodeRecord& r) {
   if (r.packages) {
     ByteWriter sec;
     EncodePackageDeltas(sec, *r.packages);
-    std::vector<uint8_t> b = std::move(sec).bytes();
-    w.Var(kPackagesSection);
-    w.Var(b.size());
-    w.Raw(b.data(), b.size());
+    PutSection(w, kPackagesSection, std::move(sec).bytes());
   }
+  if (r.provenance) PutSection(w, kProvenanceSection, EncodeProvenance(*r.provenance));
+  for (const auto& [tag, bytes] : r.unknown_sections) PutSection(w, tag, bytes);
   return std::move(w).bytes();
 }
 
@@ -109,11 +118,18 @@ std::optional<NodeRecord> DecodeRecord(const store::ObjectId& id, std::span<cons
     uint64_t tag, len;
     std::span<const uint8_t> body;
     if (!r.Var(&tag) || !r.Var(&len) || !r.Span(len, &body)) return std::nullopt;
-    if (tag != kPackagesSection) continue;
-    ByteReader sec(body);
-    PackageDeltas p;
-    if (!DecodePackageDeltas(sec, body.size(), &p) || !sec.done()) return std::nullopt;
-    n.packages = std::move(p);
+    if (tag == kPackagesSection) {
+      ByteReader sec(body);
+      PackageDeltas p;
+      if (!DecodePackageDeltas(sec, body.size(), &p) || !sec.done()) return std::nullopt;
+      n.packages = std::move(p);
+    } else if (tag == kProvenanceSection) {
+      auto p = DecodeProvenance(body, "node record");
+      if (!p) return std::nullopt;
+      n.provenance = std::move(*p);
+    } else {
+      n.unknown_sections.emplace_back(tag, std::vector<uint8_t>(body.begin(), body.end()));
+    }
   }
   return n;
 }
@@ -203,9 +219,11 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   // Tables added after the first format: created in older indexes too.
   for (auto [name, dbi] : {std::pair{"refcount", &db->refcount_}, {"garbage", &db->garbage_},
                            {"recount", &db->recount_}, {"entries", &db->entries_},
-                           {"deferred", &db->deferred_}, {"garbage_log", &db->garbage_log_}}) {
+                           {"deferred", &db->deferred_}, {"garbage_log", &db->garbage_log_},
+                           {"oplog", &db->oplog_}}) {
     if (rc == 0) rc = mdb_dbi_open(txn, name, MDB_CREATE, dbi);
   }
+  if (rc == 0) rc = mdb_dbi_open(txn, "oplog_nodes", MDB_CREATE | MDB_DUPSORT, &db->oplog_nodes_);
   if (rc == 0) rc = mdb_txn_commit(txn);
   else mdb_txn_abort(txn);
   if (rc == MDB_NOTFOUND) return Fail(ErrorCode::kNotFound, dir + ": not an agentenv metadata index");
@@ -486,6 +504,16 @@ Result<void> MetaDb::Txn::PutNode(const NodeRecord& r) {
   MDB_val sk = Val(key, 8), sv = Val(r.id);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->seq_, &sk, &sv, 0));
   return {};
+}
+
+Result<std::optional<NodeRecord>> MetaDb::Txn::GetNode(const store::ObjectId& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn_, db_->nodes_, &k, &v);
+  if (rc == MDB_NOTFOUND) return std::optional<NodeRecord>();
+  MDB_TRY(db_->dir_, rc);
+  auto r = DecodeRecord(id, Span(v));
+  if (!r) return Fail(ErrorCode::kCorrupt, db_->dir_ + ": bad node record " + id.Hex());
+  return r;
 }
 
 Result<void> MetaDb::Txn::AddChild(const store::ObjectId& parent, const store::ObjectId& child) {

@@ -8,8 +8,10 @@
 // refcount (object id -> references, absent = 0),
 // garbage (ids whose count reached 0: gc's candidates; rows of older
 // repositories, keyed by id), garbage_log (the same, keyed by an appended
-// sequence number: see PutGarbage) and recount (scratch
-// for fsck's comparison, empty outside its aborted transaction). Node
+// sequence number: see PutGarbage), recount (scratch
+// for fsck's comparison, empty outside its aborted transaction), oplog
+// (time -> operation: every move of HEAD, snap/oplog.h) and oplog_nodes
+// (node id -> the times of the operations naming it). Node
 // objects in the store are the truth; this index makes log/head/branches
 // O(answer) and holds the mutable graph. Counting rules: snap/refcount.h.
 //
@@ -33,7 +35,9 @@
 #include <vector>
 
 #include "common/result.h"
+#include "snap/oplog.h"
 #include "snap/packages.h"
+#include "snap/provenance.h"
 #include "snap/tree.h"
 #include "store/map_trim.h"
 #include "store/store.h"
@@ -59,7 +63,19 @@ struct NodeRecord {
   // before package deltas, one an older binary rewrote, or a snapshot with
   // AGENTENV_PACKAGES=off); Repo::Packages computes them from the trees.
   std::optional<PackageDeltas> packages;
-  static constexpr uint32_t kPinned = 1, kDamaged = 2;
+  // What made the node (snap/provenance.h). Absent: not recorded (a node
+  // of an older binary, or of a caller that gave none; a record an older
+  // binary rewrote loses it). Retention adds the span it drops below the
+  // node (Provenance::thinned).
+  std::optional<Provenance> provenance;
+  // Sections of a newer writer this binary does not know (tag, bytes),
+  // written back unchanged when the record is rewritten.
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> unknown_sections;
+  // kTitleRendered: the title was rendered from the provenance
+  // (RenderTitle; no message or label was given), so it is rendered again
+  // when the node gets another parent or its provenance changes. Without
+  // it the title's words are kept as they are.
+  static constexpr uint32_t kPinned = 1, kDamaged = 2, kTitleRendered = 4;
   bool damaged() const { return flags & kDamaged; }
 };
 
@@ -129,6 +145,15 @@ class MetaDb {
   // Every node record in creation order (retention, gc).
   Result<std::vector<NodeRecord>> AllNodes() const;
 
+  // The operation log (snap/oplog.h). Rows with from_ns <= time < to_ns,
+  // oldest first, at most `limit` (page on from the last row's time + 1).
+  // Errors: kCorrupt on a row that does not decode, I/O.
+  Result<std::vector<Operation>> Operations(int64_t from_ns, int64_t to_ns, size_t limit) const;
+  // Newest first, at most `limit`, with time < before_ns (absent: from the
+  // newest; page on with the last row's time). Errors: as Operations.
+  Result<std::vector<Operation>> RecentOperations(size_t limit, std::optional<int64_t> before_ns = std::nullopt) const;
+  Result<uint64_t> OperationCount() const;
+
   // A read view of the stat and entry caches for one thread (holds a read
   // transaction).
   class StatReader {
@@ -188,6 +213,8 @@ class MetaDb {
     // The sequence number NextSeq would return, without taking it.
     Result<uint64_t> PeekSeq();
     Result<void> PutNode(const NodeRecord& r);
+    // The node's record as this transaction sees it. Errors: kCorrupt, I/O.
+    Result<std::optional<NodeRecord>> GetNode(const store::ObjectId& id);
     Result<void> AddChild(const store::ObjectId& parent, const store::ObjectId& child);
     Result<void> RemoveChild(const store::ObjectId& parent, const store::ObjectId& child);
     // Removes the node's record, its seq entry and its children list.
@@ -274,6 +301,15 @@ class MetaDb {
     Result<void> PutGarbage(const store::ObjectId& id);
     // Removes a row Garbage returned (absent: nothing to do).
     Result<void> DeleteGarbage(const GarbageRow& row);
+    // Appends an operation log row and indexes it by each node it names;
+    // returns the time it is stored under: op.time_ns, or the next free
+    // nanosecond when a row has that time already.
+    Result<int64_t> PutOperation(const Operation& op);
+    // Retention, dropping `node`: removes the log rows that name it and are
+    // older than `older_than_ns` (with their index rows), and the node's
+    // index rows (a younger row stays, no longer found by this node).
+    // Returns how many rows went.
+    Result<uint64_t> DropOperationsOf(const store::ObjectId& node, int64_t older_than_ns);
     Result<void> Commit();
 
    private:
@@ -297,6 +333,7 @@ class MetaDb {
   MDB_env* env_ = nullptr;
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, entries_ = 0, info_ = 0;
   MDB_dbi refcount_ = 0, garbage_ = 0, garbage_log_ = 0, recount_ = 0, deferred_ = 0;
+  MDB_dbi oplog_ = 0, oplog_nodes_ = 0;
   // Ticked once per entry read or written by the bulk paths (stat cache,
   // count tables). The map never moves: its size is fixed at Open.
   std::unique_ptr<store::MapTrimmer> trim_;

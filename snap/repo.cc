@@ -310,7 +310,8 @@ Result<void> Repo::CommitContent(Scanned& sc) {
   return batch->Commit();
 }
 
-Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message) {
+Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message,
+                              const std::optional<Provenance>& provenance) {
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(auto head, meta_->GetRef("HEAD"));
   if (head) return Fail(ErrorCode::kExists, root_ + ": already has history; seed only a new repository");
@@ -357,6 +358,7 @@ Result<SnapResult> Repo::Seed(const std::string& dir, const std::string& message
   rs.warnings.insert(rs.warnings.begin(), es.warnings.begin(), es.warnings.end());
   SnapOptions opt;
   opt.message = message;
+  opt.provenance = provenance;
   opt.allow_empty = true;
   AE_ASSIGN(SnapResult res, Commit(sc, opt));
   res.warnings.insert(res.warnings.end(), rs.warnings.begin(), rs.warnings.end());
@@ -418,11 +420,13 @@ Result<store::ObjectId> Repo::UpperTree(const std::string& upper, const store::O
   return sc.out.tree;
 }
 
-Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message) {
+Result<SnapResult> Repo::Import(const std::string& dir, const std::string& message,
+                                const std::optional<Provenance>& provenance) {
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(Scanned sc, ScanForeign(dir));
   SnapOptions opt;
   opt.message = message;
+  opt.provenance = provenance;
   opt.allow_empty = true;
   return Commit(sc, opt, false);
 }
@@ -437,7 +441,7 @@ Result<store::ObjectId> Repo::LiveTree() {
   return sc.out.tree;
 }
 
-Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_head) {
+Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_head, std::optional<Operation> op) {
   SnapResult res;
   res.hashed_files = sc.out.hashed_files;
   res.hashed_bytes = sc.out.hashed_bytes;
@@ -479,9 +483,15 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   n.root = sc.out.root;
   n.parent = sc.head;
   n.time_ns = opt.time_ns ? opt.time_ns : NowNs();
-  n.message = opt.message;
-  n.label = opt.label.empty() ? delta.changes.Label() : opt.label;
-  if (head && !(head->root == sc.out.root) && n.label.empty()) n.label = "M .";
+  std::optional<Provenance> prov;
+  if (opt.provenance) prov = Bounded(*opt.provenance);
+  n.message = opt.message.empty() && prov ? prov->message : opt.message;
+  if (prov) prov->message = CutUtf8(n.message, Provenance::kMaxText);
+  std::string change_label = delta.changes.Label();
+  if (head && !(head->root == sc.out.root) && change_label.empty()) change_label = "M .";
+  // Without a label given, a provenance names what made the node.
+  const bool rendered = opt.label.empty() && prov;
+  n.label = opt.label.empty() ? change_label : opt.label;
   if (watch.any()) {
     // New content is still in the scan's batch: read it there first.
     ObjectLoader objects = [&](const store::ObjectId& id) -> Result<std::vector<uint8_t>> {
@@ -492,8 +502,9 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
       return store_->Get(id);
     };
     res.packages = watch.Resolve(load, objects, from, sc.out.tree);
-    n.label = LeadWithPackages(res.packages, n.label);
+    if (!rendered) n.label = LeadWithPackages(res.packages, n.label);
   }
+  if (rendered) n.label = RenderTitle(*prov, change_label, watch.any() ? &res.packages : nullptr);
   n.changes = delta.changes.summary();
   n.links = sc.out.links;
   n.files = uint64_t(int64_t(head ? head->files : 0) + delta.files);
@@ -530,8 +541,10 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   rec.parent = n.parent;
   rec.tree = n.tree;
   rec.changes = n.changes.total();
-  rec.title = (n.message.empty() ? n.label : n.message).substr(0, 200);
+  rec.title = CutUtf8(n.message.empty() ? n.label : n.message, kMaxTitle);
+  if (rendered && n.message.empty()) rec.flags |= NodeRecord::kTitleRendered;
   if (detect) rec.packages = res.packages;
+  rec.provenance = std::move(prov);
   AE_TRY(txn->PutNode(rec));
   AE_TRY(refs.DeferNode(rec.seq, id, n.tree));
   if (counted) {
@@ -545,6 +558,11 @@ Result<SnapResult> Repo::Commit(Scanned& sc, const SnapOptions& opt, bool move_h
   }
   AE_TRY(txn->SetRef("tip/" + id.Hex(), id));
   if (move_head) AE_TRY(txn->SetRef("HEAD", id));
+  if (op) {
+    op->to = id;
+    if (!op->time_ns) op->time_ns = NowNs();
+    AE_TRY(txn->PutOperation(*op));
+  }
   AE_TRY(txn->Commit());
   res.node = id;
   res.changes = n.changes;
@@ -563,8 +581,8 @@ Result<SnapResult> Repo::Snapshot(const SnapOptions& opt) {
   return res;
 }
 
-Result<RestoreResult> Repo::Restore(const std::string& ref,
-                                    const std::optional<std::vector<std::string>>& dirty, RestoreMode mode) {
+Result<RestoreResult> Repo::Restore(const std::string& ref, const std::optional<std::vector<std::string>>& dirty,
+                                    RestoreMode mode, const OpOptions& op_opt) {
   AE_ASSIGN(WriteLock lock, Lock());
   AE_ASSIGN(store::ObjectId target, Resolve(ref));
   AE_ASSIGN(NodeRecord rec, Record(target));
@@ -577,15 +595,25 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   RestoreResult res;
   res.node = target;
   SnapOptions save;
-  save.label = "uncommitted changes before restore to " + target.Hex().substr(0, 12);
+  Provenance& sp = save.provenance.emplace();
+  sp.kind = ProvenanceKind::kSave;
+  sp.restore.emplace().target = target;
+  sp.who = op_opt.who;
   AE_ASSIGN(SnapResult saved, Commit(sc, save));
   KeepSubvol(fresh, saved.node ? saved.node : sc.head, &saved.warnings);
   res.saved = saved.node;
   res.stats.warnings = std::move(saved.warnings);
+  Operation op;
+  op.kind = op_opt.kind == OpKind::kUnknown ? OpKind::kRestore : op_opt.kind;
+  op.from = sc.head;
+  op.to = target;
+  op.saved = saved.node;
+  op.who = op_opt.who;
+  op.tournament = op_opt.tournament;
   if (mode == RestoreMode::kSwapIfUnused) {
     AE_ASSIGN(bool many, DiffersInMany(sc.out.tree, to.tree));
     if (many) {
-      AE_ASSIGN(bool swapped, SwapLive(target, &res, &res.not_swapped));
+      AE_ASSIGN(bool swapped, SwapLive(target, &res, &res.not_swapped, op));
       if (swapped) return res;
     }
   }
@@ -599,6 +627,8 @@ Result<RestoreResult> Repo::Restore(const std::string& ref,
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));
   AE_TRY(txn->SetRef("HEAD", target));
+  op.time_ns = NowNs();
+  AE_TRY(txn->PutOperation(op));
   AE_TRY(txn->Commit());
   EndLiveRestore();
   return res;

@@ -23,7 +23,9 @@
 #include "snap/lowers.h"
 #include "snap/meta.h"
 #include "snap/node.h"
+#include "snap/oplog.h"
 #include "snap/packages.h"
+#include "snap/provenance.h"
 #include "snap/refcount.h"
 #include "snap/restore.h"
 #include "snap/scan.h"
@@ -34,7 +36,13 @@ namespace agentenv::snap {
 
 struct SnapOptions {
   std::string message;  // from the user
-  std::string label;    // automatic; empty: a summary of the changes
+  std::string label;    // automatic; empty: rendered from `provenance`, else a summary of the changes
+  // What makes the node (snap/provenance.h), stored in its record
+  // (bounded: snap::Bounded) in the transaction that makes it. Without a
+  // message or label, the title is rendered from it (RenderTitle) and
+  // marked NodeRecord::kTitleRendered. Its message, when `message` is
+  // empty, is the node's message; `message` is copied into it otherwise.
+  std::optional<Provenance> provenance;
   // Changed paths (from a change journal); absent: scan the whole tree.
   std::optional<std::vector<std::string>> paths;
   // With `paths`: further changed paths whose own entry changed but not
@@ -64,6 +72,14 @@ struct SnapResult {
   uint64_t looked_up_trees = 0;
   bool walked = false;  // the whole live tree was walked (no journal or btrfs change search)
   std::vector<std::string> warnings;
+};
+
+// Who asked for a restore and why, for its row in the operation log
+// (snap/oplog.h) and the provenance of the nodes it makes.
+struct OpOptions {
+  OpKind kind = OpKind::kUnknown;  // kUnknown: the call's own (kRestore, kPartialRestore)
+  Requester who;
+  std::string tournament;  // kTournamentApply: the tournament's id
 };
 
 struct RestoreResult {
@@ -119,6 +135,7 @@ struct RetentionResult {
   std::vector<NodeRecord> dropped;
   uint64_t kept = 0;
   uint64_t reparented = 0;  // surviving nodes that got a new parent
+  uint64_t operations_dropped = 0;  // operation log rows that named dropped nodes
   // Releasing the dropped nodes' references: objects whose count reached
   // 0 (gc's garbage) and trees/manifests read to release their children.
   uint64_t released = 0, objects_read = 0;
@@ -214,11 +231,13 @@ class Repo {
   // first node and materializes it into the empty live tree; on btrfs the
   // node's subvolume snapshot is made last, once the files written are
   // kRacyWindowNs old (see SnapOptions::filled_ns). Takes the lock.
-  // Errors: kExists (history exists), I/O.
-  Result<SnapResult> Seed(const std::string& dir, const std::string& message);
+  // `provenance`: as SnapOptions'. Errors: kExists (history exists), I/O.
+  Result<SnapResult> Seed(const std::string& dir, const std::string& message,
+                          const std::optional<Provenance>& provenance = std::nullopt);
   // Records the tree at `dir` as a new child of HEAD without touching the
   // live tree or moving HEAD (restore it to use it). Takes the lock.
-  Result<SnapResult> Import(const std::string& dir, const std::string& message);
+  Result<SnapResult> Import(const std::string& dir, const std::string& message,
+                            const std::optional<Provenance>& provenance = std::nullopt);
   // Records the live tree as a new node (child of HEAD), unless nothing
   // changed. Takes the lock. Errors: kBusy, I/O, kCorrupt.
   Result<SnapResult> Snapshot(const SnapOptions& opt);
@@ -230,19 +249,26 @@ class Repo {
   // a full scan finds them. A path missing from `dirty` is neither saved
   // nor restored. `mode`: see RestoreMode (a swap leaves the stat cache
   // naming the old subvolume's device: the next full scan reads files
-  // again, the next snapshot only what changed). Takes the lock. Errors:
-  // kNotFound (ref), kCorrupt (the node is marked damaged; nothing is
-  // changed), kBusy, I/O.
+  // again, the next snapshot only what changed). The saved node's
+  // provenance is kSave (restore target: `ref`'s node, op.who); the
+  // transaction that moves HEAD also appends the operation log's row
+  // (op.kind, default kRestore; from: HEAD before the save; saved). Takes
+  // the lock. Errors: kNotFound (ref), kCorrupt (the node is marked
+  // damaged; nothing is changed), kBusy, I/O.
   Result<RestoreResult> Restore(const std::string& ref,
                                 const std::optional<std::vector<std::string>>& dirty = std::nullopt,
-                                RestoreMode mode = RestoreMode::kInPlace);
+                                RestoreMode mode = RestoreMode::kInPlace, const OpOptions& op = {});
   // Puts back only `paths` (tree-relative) as node `ref` has them (a path
   // it lacks is removed), after saving unsaved changes like Restore; the
-  // result becomes a new node, child of HEAD ("restored <paths> from
-  // <ref>"), and HEAD moves there. Errors: as Restore; kInvalid (no paths,
-  // "..", an ignored path); kUnsupported (a hardlinked path).
+  // result becomes a new node, child of HEAD (provenance kPartialRestore:
+  // source `ref`'s node, the paths; titled "restored <paths> from
+  // <ref>"), and HEAD moves there, with the operation log's row (op.kind,
+  // default kPartialRestore) in the same transaction (in its own when
+  // nothing changed and HEAD stays). Errors: as Restore; kInvalid (no
+  // paths, "..", an ignored path); kUnsupported (a hardlinked path).
   Result<RestoreResult> RestorePaths(const std::string& ref, const std::vector<std::string>& paths,
-                                     const std::optional<std::vector<std::string>>& dirty = std::nullopt);
+                                     const std::optional<std::vector<std::string>>& dirty = std::nullopt,
+                                     const OpOptions& op = {});
   // Tags: "tag <name>" names a node; Errors: kInvalid name, kNotFound ref.
   Result<store::ObjectId> Tag(const std::string& name, const std::string& ref);
   Result<void> Untag(const std::string& name);
@@ -261,14 +287,33 @@ class Repo {
   // nothing is written). Thread-safe with writers. Errors: kNotFound,
   // missing or corrupt trees.
   Result<PackageDeltas> Packages(const store::ObjectId& id) const;
+  // Changes node `id`'s provenance in one metadata transaction: `edit`
+  // is handed the record's provenance (an empty one, kind kUnknown, when
+  // it has none) and what it leaves is stored, bounded (e.g. marking a
+  // tournament candidate the winner: p.tournament->won = true). A title
+  // rendered from provenance (kTitleRendered) is rendered again (reading
+  // the diff against the parent when the kind's title shows the changes);
+  // other titles are kept. Takes the lock, so retention's rewrite of the
+  // record cannot interleave. Returns the record as stored. Errors:
+  // kNotFound, kCorrupt, kBusy, I/O.
+  Result<NodeRecord> EditProvenance(const store::ObjectId& id, const std::function<void(Provenance&)>& edit);
+  // EditProvenance replacing it all (thinned included) by `p`.
+  Result<NodeRecord> SetProvenance(const store::ObjectId& id, const Provenance& p);
   // Newest first.
   Result<std::vector<NodeRecord>> Log(size_t limit) const;
   // Nodes without children (tips of history), newest first.
   Result<std::vector<NodeRecord>> Branches() const;
   // Drops nodes the policy does not keep. Never drops HEAD, roots, tagged,
   // pinned or leased nodes, branch points or tips. Children of dropped nodes are
-  // reparented to their nearest kept ancestor, with their change summary
-  // recomputed against it. dry_run: plan only. Takes the lock.
+  // reparented to their nearest kept ancestor, with their change count and
+  // package deltas recomputed against it; each keeps its provenance and
+  // gains the summary of the span dropped below it (Provenance::thinned;
+  // a record without provenance gets one of kind kUnknown holding only
+  // that); a title rendered from provenance is rendered again, other
+  // titles keep their words (their package lead follows the new deltas).
+  // Operation log rows naming a dropped node and older than
+  // now - keep_within go in the same transaction. dry_run: plan only.
+  // Takes the lock.
   // Node leases keep them too (below).
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
 
@@ -420,7 +465,8 @@ class Repo {
   // writable snapshot of `target`'s subvolume snapshot and moves HEAD
   // there (snap/repo_swap.cc). false (with *why) when it cannot: nothing
   // was changed, restore in place.
-  Result<bool> SwapLive(const store::ObjectId& target, RestoreResult* res, std::string* why);
+  // `op`: the operation log's row, written with HEAD (its time set then).
+  Result<bool> SwapLive(const store::ObjectId& target, RestoreResult* res, std::string* why, Operation op);
   // Called with the write lock: removes work/.swap-* subvolumes a swap
   // left (killed, or the old tree could not be deleted).
   void SweepSwapLeftovers();
@@ -446,7 +492,10 @@ class Repo {
   // Commits the scan's batch, if still open.
   Result<void> CommitContent(Scanned& sc);
   // With the lock held: makes a node from a scan unless nothing changed.
-  Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true);
+  // `op`: an operation log row to write in the node's transaction, `to`
+  // set to the node (its time set then); not written when no node is made.
+  Result<SnapResult> Commit(Scanned& sc, const SnapOptions& opt, bool move_head = true,
+                            std::optional<Operation> op = std::nullopt);
   // With the lock held: scans a directory other than the live tree
   // (`early`: handed each directory as ScanContext::on_dir).
   Result<Scanned> ScanForeign(const std::string& dir, EarlyWriter* early = nullptr);

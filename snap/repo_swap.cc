@@ -122,7 +122,7 @@ Result<void> CarryOver(const std::string& from, const std::string& to, const std
 
 }  // namespace
 
-Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, std::string* why) {
+Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, std::string* why, Operation op) {
   AE_ASSIGN(bool subvols, UseSubvols());
   std::string src = layout::Subvols(root_) + "/" + target.Hex();
   if (!subvols) return false;  // not btrfs, or no privilege: nothing to explain
@@ -164,6 +164,8 @@ Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, s
   AE_TRY(FsyncDir(layout::WorkParent(root_)));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(txn->SetRef("HEAD", target));
+  op.time_ns = NowNs();
+  AE_TRY(txn->PutOperation(op));
   AE_TRY(txn->Commit());
   EndLiveRestore();
   res->swapped = true;

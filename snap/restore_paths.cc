@@ -61,7 +61,8 @@ bool Touches(std::span<const std::pair<std::string, std::string>> links, const s
 }  // namespace
 
 Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vector<std::string>& paths,
-                                         const std::optional<std::vector<std::string>>& dirty) {
+                                         const std::optional<std::vector<std::string>>& dirty,
+                                         const OpOptions& op_opt) {
   if (paths.empty()) return Fail(ErrorCode::kInvalid, "restore: which paths?");
   std::vector<std::string> clean;
   for (const std::string& p : paths) {
@@ -84,8 +85,15 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   // First, as a whole restore does: unsaved changes become a node.
   AE_ASSIGN(Scanned sc, ScanLive(dirty));
   RestoreResult res;
+  // Where the paths come from, as the saved node and the new one record it.
+  RestoreLink link;
+  link.source = target;
+  link.paths = clean;
   SnapOptions save;
-  save.label = "uncommitted changes before restoring paths of " + target.Hex().substr(0, 12);
+  Provenance& sp = save.provenance.emplace();
+  sp.kind = ProvenanceKind::kSave;
+  sp.restore = link;
+  sp.who = op_opt.who;
   AE_ASSIGN(SnapResult saved, Commit(sc, save));
   res.saved = saved.node;
   AE_ASSIGN(auto head, Head());
@@ -116,12 +124,27 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   next.out.links = next.head_node->links;
   next.out.stat_updates = std::move(res.stats.stat_entries);
   SnapOptions opt;
-  std::string list;
-  for (const std::string& p : clean) list += (list.empty() ? "" : ", ") + p;
-  opt.label = ("restored " + list + " from " + target.Hex().substr(0, 12)).substr(0, 200);
-  AE_ASSIGN(SnapResult made, Commit(next, opt));
+  Provenance& made_by = opt.provenance.emplace();
+  made_by.kind = ProvenanceKind::kPartialRestore;
+  made_by.restore = std::move(link);
+  made_by.who = op_opt.who;
+  Operation op;
+  op.kind = op_opt.kind == OpKind::kUnknown ? OpKind::kPartialRestore : op_opt.kind;
+  op.from = sc.head;
+  op.saved = saved.node;
+  op.who = op_opt.who;
+  op.tournament = op_opt.tournament;
+  AE_ASSIGN(SnapResult made, Commit(next, opt, true, op));
   EndLiveRestore();
   res.node = made.node ? *made.node : *head;
+  if (!made.node) {
+    // Nothing changed and HEAD stays: the operation is logged on its own.
+    op.to = *head;
+    op.time_ns = NowNs();
+    AE_ASSIGN(auto txn, meta_->Begin());
+    AE_TRY(txn->PutOperation(op));
+    AE_TRY(txn->Commit());
+  }
   return res;
 }
 

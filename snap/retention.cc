@@ -111,12 +111,22 @@ Result<RetentionResult> Repo::RetainOnce(const RetentionPolicy& policy, bool dry
     NodeRecord r = nodes[i];
     if (!keep[i] || !r.parent || keep[index.at(*r.parent)]) continue;
     std::optional<store::ObjectId> np = survivor(r.parent);
+    // The span dropped below it, oldest first: each of those nodes has
+    // this one line of descent (branch points are kept), so every dropped
+    // node is summarized once.
+    std::vector<size_t> span;
+    for (auto p = r.parent; p != np; p = nodes[index.at(*p)].parent) span.push_back(index.at(*p));
+    Thinned thinned;
+    for (auto it = span.rbegin(); it != span.rend(); ++it) ThinNode(thinned, nodes[*it].time_ns, nodes[*it].provenance);
+    Provenance prov = r.provenance.value_or(Provenance{});
+    if (prov.thinned) AppendThinned(thinned, *prov.thinned);  // an earlier thinning, newer than this span
+    prov.thinned = std::move(thinned);
+    r.provenance = Bounded(std::move(prov));
     const store::ObjectId& from = np ? nodes[index.at(*np)].tree : EmptyTreeId();
     bool detect = PackageDeltasEnabled();
     PackageWatch watch;
     AE_ASSIGN(TreeDelta d, Delta(*store_, from, r.tree,
                                  detect ? DiffObserver([&](const Difference& x) { watch.See(x); }) : DiffObserver()));
-    AE_ASSIGN(Node n, LoadNode(*store_, r.id));
     r.parent = np;
     r.changes = d.changes.summary().total();
     std::optional<PackageDeltas> packages;
@@ -125,12 +135,17 @@ Result<RetentionResult> Repo::RetainOnce(const RetentionPolicy& policy, bool dry
       packages = watch.Resolve([&s](const store::ObjectId& t) { return LoadTree(s, t); },
                                [&s](const store::ObjectId& o) { return s.Get(o); }, from, r.tree);
     }
-    if (n.message.empty()) {
-      // The title is "<packages>; <label>": the packages versus the new
-      // parent lead it; an exec's command stays, a summary is made again.
-      std::string_view was = r.packages ? WithoutPackages(r.title, *r.packages) : std::string_view(r.title);
-      std::string label = was.starts_with("exec: ") ? std::string(was) : d.changes.Label();
-      r.title = (packages ? LeadWithPackages(*packages, label) : label).substr(0, 200);
+    if (r.flags & NodeRecord::kTitleRendered) {
+      r.title = RenderTitle(*r.provenance, d.changes.Label(), packages ? &*packages : nullptr);
+    } else {
+      // A title not rendered from provenance keeps its words: a message
+      // as it is, an automatic label led by the packages versus the new
+      // parent.
+      AE_ASSIGN(Node n, LoadNode(*store_, r.id));
+      if (n.message.empty()) {
+        std::string_view was = r.packages ? WithoutPackages(r.title, *r.packages) : std::string_view(r.title);
+        r.title = CutUtf8(packages ? LeadWithPackages(*packages, was) : std::string(was), kMaxTitle);
+      }
     }
     r.packages = std::move(packages);
     AE_TRY(txn->PutNode(r));
@@ -140,10 +155,14 @@ Result<RetentionResult> Repo::RetainOnce(const RetentionPolicy& policy, bool dry
   // The dropped nodes' references go in the same transaction as their
   // records: what only they reached reaches 0 and becomes gc's garbage.
   RefCounter refs(*store_, *txn, true);
+  // Operation log rows naming a dropped node go once past the dense recent past.
+  const int64_t horizon = now_ns - std::chrono::nanoseconds(policy.keep_within).count();
   for (const NodeRecord& r : res.dropped) {
     AE_TRY(txn->DeleteNode(r));
     if (r.parent) AE_TRY(txn->RemoveChild(*r.parent, r.id));
     AE_TRY(refs.ReleaseNode(r.id, r.tree));
+    AE_ASSIGN(uint64_t ops, txn->DropOperationsOf(r.id, horizon));
+    res.operations_dropped += ops;
   }
   AE_TRY(txn->Commit());
   res.released = refs.stats().released;

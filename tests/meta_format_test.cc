@@ -21,6 +21,8 @@
 
 #include "snap/meta.h"
 #include "snap/meta_internal.h"
+#include "snap/oplog.h"
+#include "snap/provenance.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
@@ -123,6 +125,47 @@ const std::string kDamagedHex = "07"        // seq 7
                                 "02"        // changes
                                 "0174"      // title
                                 "1c66696c6520613a206f626a656374203737206973206d697373696e67";  // damage
+
+// A record with a provenance section (tag 2) and a section of a newer
+// writer (tag 9), its title rendered from the provenance (flag 4).
+NodeRecord WithProvenance() {
+  NodeRecord r;
+  r.id = Filled(0xbc);
+  r.seq = 2;
+  r.tree = Filled(0x44);
+  r.flags = NodeRecord::kTitleRendered;
+  r.title = "t";
+  snap::Provenance& p = r.provenance.emplace();
+  p.kind = snap::ProvenanceKind::kExec;
+  p.argv = {"make", "test"};
+  p.cwd = "/src";
+  p.outcome.exit_code = 2;
+  p.outcome.duration_ms = 1500;
+  p.workspace = "ws";
+  p.who = {snap::Origin::kMcp, "claude", "s1"};
+  r.unknown_sections = {{9, {0xaa, 0xbb}}};
+  return r;
+}
+const std::string kProvenanceBodyHex = "010104"            // kind 4, exec
+                                       "02046d616b65"      // arg "make"
+                                       "020474657374"      // arg "test"
+                                       "05042f737263"      // cwd "/src"
+                                       "060104"            // exit code 2, zigzag
+                                       "0902dc0b"          // duration 1500 ms
+                                       "0a027773"          // workspace "ws"
+                                       "0e0103"            // origin 3, mcp
+                                       "0f06636c61756465"  // client "claude"
+                                       "10027331";         // session "s1"
+const std::string kWithProvenanceHex = "02"         // seq 2
+                                       "00"         // time 0
+                                       "00" +       // no parent
+                                       Id("44") +   // tree
+                                       "04"         // flags: title rendered
+                                       "00"         // changes
+                                       "0174"       // title "t"
+                                       "022f" +     // section 2, 47 bytes
+                                       kProvenanceBodyHex +
+                                       "0902aabb";  // section 9 (unknown), kept
 
 StatEntry FileStat() {
   StatEntry e;
@@ -244,6 +287,35 @@ TEST_CASE("meta format: node records, exact bytes both ways", "[meta-format]") {
     CheckSameNode(*d, r);
     CheckTruncationsRefused(bytes, [&](std::span<const uint8_t> b) { return mi::DecodeRecord(r.id, b); });
   }
+  // Sections: provenance (tag 2) and one this binary does not know, which
+  // is kept and written back.
+  {
+    const NodeRecord r = WithProvenance();
+    CHECK(Hex(mi::EncodeRecord(r)) == kWithProvenanceHex);
+    const auto bytes = Unhex(kWithProvenanceHex);
+    auto d = mi::DecodeRecord(r.id, bytes);
+    REQUIRE(d);
+    CheckSameNode(*d, r);
+    REQUIRE(d->provenance);
+    CHECK(*d->provenance == *r.provenance);
+    CHECK(d->unknown_sections == r.unknown_sections);
+    CHECK(mi::EncodeRecord(*d) == bytes);
+    // Every cut inside a section is refused; the cut that drops only the
+    // last section leaves a record that has just the provenance.
+    const size_t before_unknown = bytes.size() - 4, before_sections = before_unknown - 2 - 47;
+    CheckTruncationsRefused(bytes, [&](std::span<const uint8_t> b) { return mi::DecodeRecord(r.id, b); },
+                            {before_sections, before_unknown});
+    // A provenance section that does not decode makes the record corrupt.
+    auto broken = bytes;
+    broken[before_sections + 3] = 0x7f;  // the kind field's length, past the section
+    CHECK_FALSE(mi::DecodeRecord(r.id, broken));
+  }
+  // A record without sections (every record an older binary wrote) has
+  // no provenance: "not recorded".
+  auto old_record = mi::DecodeRecord(Filled(0x11), Unhex(kWithParentHex));
+  REQUIRE(old_record);
+  CHECK_FALSE(old_record->provenance);
+  CHECK(old_record->title == "snap: 3 files");
   // An intact node's record ends at its title, whatever `damage` holds.
   NodeRecord healed = WithParent();
   healed.damage = "stale";
@@ -354,8 +426,9 @@ class RawEnv {
 
 using Rows = std::vector<std::pair<std::string, std::string>>;
 
-const std::vector<std::string> kTables = {"children", "deferred", "entries", "garbage", "garbage_log", "info",
-                                          "nodes",    "recount",  "refcount", "refs",   "seq",         "stat"};
+const std::vector<std::string> kTables = {"children", "deferred", "entries",     "garbage", "garbage_log",
+                                          "info",     "nodes",    "oplog",       "oplog_nodes", "recount",
+                                          "refcount", "refs",     "seq",         "stat"};
 
 TEST_CASE("meta format: rows as MetaDb writes them, read with the LMDB C API", "[meta-format]") {
   // info's u64s and the count rows are in host byte order.
@@ -387,6 +460,21 @@ TEST_CASE("meta format: rows as MetaDb writes them, read with the LMDB C API", "
     REQUIRE((*txn)->DeferNode(root.seq, root.id, root.tree));
     REQUIRE((*txn)->PutGarbage(Filled(0x99)));
     REQUIRE((*txn)->PutGarbage(Filled(0x99)));
+    snap::Operation op;
+    op.time_ns = 1700000000000000000;
+    op.kind = snap::OpKind::kRestore;
+    op.from = Filled(0x33);
+    op.to = Filled(0x44);
+    op.saved = Filled(0x55);
+    op.who = {snap::Origin::kWeb, "dvr", ""};
+    auto at = (*txn)->PutOperation(op);
+    REQUIRE(at);
+    CHECK(*at == op.time_ns);
+    op.saved.reset();
+    op.from = Filled(0x44);
+    at = (*txn)->PutOperation(op);  // the same nanosecond: stored at the next
+    REQUIRE(at);
+    CHECK(*at == op.time_ns + 1);
     REQUIRE((*txn)->Commit());
   }
   RawEnv raw(dir);
@@ -411,6 +499,19 @@ TEST_CASE("meta format: rows as MetaDb writes them, read with the LMDB C API", "
   CHECK(raw.Rows("garbage").empty());
   CHECK(raw.Rows("garbage_log") == Rows{{"0000000000000000", Id("99")}, {"0000000000000001", Id("99")}});
   CHECK(raw.Rows("deferred") == Rows{{"0000000000000001", Id("bb") + Id("44")}});
+  // Keyed by time, be64 with the sign bit flipped; tagged fields.
+  CHECK(raw.Rows("oplog") == Rows{{"97979cfe362a0000", "010101"              // kind 1, restore
+                                                       "0220" + Id("33") +   // from
+                                                       "0320" + Id("44") +   // to
+                                                       "0420" + Id("55") +   // saved
+                                                       "050104"              // origin 4, web
+                                                       "0603647672"},        // client "dvr"
+                                  {"97979cfe362a0001", "010101"
+                                                       "0220" + Id("44") + "0320" + Id("44") + "050104" "0603647672"}});
+  CHECK(raw.Rows("oplog_nodes") == Rows{{Id("33"), "97979cfe362a0000"},
+                                        {Id("44"), "97979cfe362a0000"},
+                                        {Id("44"), "97979cfe362a0001"},
+                                        {Id("55"), "97979cfe362a0000"}});
 }
 
 // Writes a raw environment with only the named tables, then closes it.

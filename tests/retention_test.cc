@@ -139,5 +139,147 @@ TEST_CASE("retention: a simulated week stays bounded with an exponential tail, g
   CHECK(found[0].find(tag_rec.tree.Hex()) != std::string::npos);
 }
 
+// A span of exec, capture, failed and unrecorded nodes dropped below a
+// kept node: the node keeps its own provenance, gains the span's summary,
+// and its title is rendered again from provenance; a node without
+// provenance keeps its title's words.
+TEST_CASE("retention: a kept node says what the span thinned below it held", "[retention][provenance]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  const std::string w = repo->work_dir();
+  const int64_t t0 = int64_t(1700000000) * 1000000000;
+  auto snap_at = [&](int64_t ns, const std::string& file, std::optional<snap::Provenance> p,
+                     const std::string& label = "") {
+    Write(w + "/" + file, file);
+    snap::SnapOptions o;
+    o.time_ns = ns;
+    o.provenance = std::move(p);
+    o.label = label;
+    auto s = repo->Snapshot(o);
+    REQUIRE(s);
+    REQUIRE(s->node);
+    return *s->node;
+  };
+  auto exec = [](std::vector<std::string> argv, int code) {
+    snap::Provenance p;
+    p.kind = snap::ProvenanceKind::kExec;
+    p.argv = std::move(argv);
+    p.outcome.exit_code = code;
+    return p;
+  };
+  snap::Provenance capture;
+  capture.kind = snap::ProvenanceKind::kCapture;
+  // root <- x (kept: its slot's oldest) <- make (exit 2) <- capture <- ls
+  // <- unrecorded <- capture K (HEAD)
+  snap_at(t0, "root", capture);
+  store::ObjectId x = snap_at(t0 + 1, "x", capture);
+  snap_at(t0 + 2, "a", exec({"make"}, 2));
+  snap_at(t0 + 3, "b", capture);
+  snap_at(t0 + 4, "c", exec({"/bin/sh", "-c", "ls -l"}, 0));
+  snap_at(t0 + 5, "d", std::nullopt);
+  store::ObjectId k = snap_at(t0 + 6, "e", capture);
+  auto before = repo->Record(k);
+  REQUIRE(before);
+
+  snap::RetentionPolicy p;
+  p.keep_last = 0;
+  p.keep_within = std::chrono::seconds(0);
+  p.buckets = {{std::chrono::hours(24 * 365), std::chrono::hours(24 * 365 * 100)}};
+  auto res = repo->Retain(p, false, t0 + 100);
+  REQUIRE(res);
+  CHECK(res->dropped.size() == 4);
+  CHECK(res->reparented == 1);
+  auto rec = repo->Record(k);
+  REQUIRE(rec);
+  CHECK(rec->parent == x);
+  REQUIRE(rec->provenance);
+  CHECK(rec->provenance->kind == snap::ProvenanceKind::kCapture);
+  REQUIRE(rec->provenance->thinned);
+  const snap::Thinned& th = *rec->provenance->thinned;
+  CHECK(th.nodes == 4);
+  CHECK(th.kinds == std::map<snap::ProvenanceKind, uint64_t>{{snap::ProvenanceKind::kUnknown, 1},
+                                                             {snap::ProvenanceKind::kCapture, 1},
+                                                             {snap::ProvenanceKind::kExec, 2}});
+  CHECK(th.failed == 1);
+  CHECK(th.first_ns == t0 + 2);
+  CHECK(th.last_ns == t0 + 5);
+  CHECK(th.commands == std::vector<std::string>{"make (exit 2)", "ls -l"});
+  // A capture's title is its changes: summarized again against x.
+  auto d = snap::Delta(repo->store(), repo->Record(x)->tree, rec->tree);
+  REQUIRE(d);
+  CHECK(rec->changes == 5);
+  CHECK(rec->title == d->changes.Label());
+  CHECK(rec->title != before->title);
+  CHECK(rec->flags == snap::NodeRecord::kTitleRendered);
+
+  // Thinned again: K itself goes, and its span comes along into the next
+  // kept node's summary; an exec's title stays its command.
+  store::ObjectId k2 = snap_at(t0 + 7, "f", exec({"make", "test"}, 0));
+  store::ObjectId k3 = snap_at(t0 + 8, "g", exec({"make", "install"}, 1));
+  res = repo->Retain(p, false, t0 + 200);
+  REQUIRE(res);
+  CHECK(res->dropped.size() == 2);  // K and k2
+  rec = repo->Record(k3);
+  REQUIRE(rec);
+  CHECK(rec->parent == x);
+  CHECK(rec->title == "exec: make install (exit 1)");
+  REQUIRE(rec->provenance->thinned);
+  const snap::Thinned& all = *rec->provenance->thinned;
+  CHECK(all.nodes == 6);
+  CHECK(all.kinds.at(snap::ProvenanceKind::kCapture) == 2);
+  CHECK(all.kinds.at(snap::ProvenanceKind::kExec) == 3);
+  CHECK(all.failed == 1);
+  CHECK(all.first_ns == t0 + 2);
+  CHECK(all.last_ns == t0 + 7);
+  CHECK(all.commands == std::vector<std::string>{"make (exit 2)", "ls -l", "make test"});
+  CHECK(snap::ThinnedText(all) == "6 nodes thinned (2 capture, 3 exec, 1 unknown; 1 failed): make (exit 2); ls -l; make test");
+  (void)k2;
+}
+
+TEST_CASE("retention: a node without provenance keeps its title's words", "[retention][provenance]") {
+  TempDir t;
+  auto repo = *Repo::Create(t.str() + "/r");
+  const std::string w = repo->work_dir();
+  const int64_t t0 = int64_t(1700000000) * 1000000000;
+  auto snap_at = [&](int64_t ns, const std::string& file, const std::string& label) {
+    Write(w + "/" + file, file);
+    snap::SnapOptions o;
+    o.time_ns = ns;
+    o.label = label;
+    auto s = repo->Snapshot(o);
+    REQUIRE(s);
+    REQUIRE(s->node);
+    return *s->node;
+  };
+  snap_at(t0, "root", "");
+  snap_at(t0 + 1, "x", "");
+  snap_at(t0 + 2, "a", "exec: make");
+  store::ObjectId legacy = snap_at(t0 + 3, "b", "exec: old way");
+  snap_at(t0 + 4, "c", "");
+  store::ObjectId summary = snap_at(t0 + 5, "d", "");
+  auto was = repo->Record(summary);
+  REQUIRE(was);
+  // Dropped: "exec: make" below `legacy` (tagged), c below `summary` (HEAD).
+  snap::RetentionPolicy p;
+  p.keep_last = 0;
+  p.keep_within = std::chrono::seconds(0);
+  p.buckets = {{std::chrono::hours(24 * 365), std::chrono::hours(24 * 365 * 100)}};
+  REQUIRE(repo->Tag("keep", legacy.Hex()));
+  auto res = repo->Retain(p, false, t0 + 100);
+  REQUIRE(res);
+  CHECK(res->dropped.size() == 2);
+  auto l = repo->Record(legacy);
+  REQUIRE(l);
+  CHECK(l->title == "exec: old way");
+  CHECK(l->flags == 0);
+  REQUIRE(l->provenance);  // gains one holding only the span
+  CHECK(l->provenance->kind == snap::ProvenanceKind::kUnknown);
+  CHECK(l->provenance->thinned->nodes == 1);
+  auto s = repo->Record(summary);
+  REQUIRE(s);
+  CHECK(s->title == was->title);  // the words it had: not guessed from
+  CHECK(s->changes == 2);         // its count is against its new parent
+}
+
 }  // namespace
 }  // namespace agentenv::test

@@ -117,6 +117,14 @@ TEST_CASE("btrfs restore by swap gives exactly the node's tree without writing a
   REQUIRE(head);
   CHECK(**head == n1);
   CHECK(HeadTree(*r) == FullScanTree(*r));
+  // The swap's HEAD move is in the operation log, written with it.
+  auto ops = r->meta().RecentOperations(1);
+  REQUIRE(ops);
+  REQUIRE(ops->size() == 1);
+  CHECK((*ops)[0].kind == snap::OpKind::kRestore);
+  CHECK((*ops)[0].from == n2);
+  CHECK((*ops)[0].to == n1);
+  CHECK((*ops)[0].saved == res.saved);
 
   // The next snapshot searches changes from n1's snapshot: the swapped-in
   // tree is a snapshot of it.
