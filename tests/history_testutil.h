@@ -9,12 +9,23 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "snap/repo.h"
 #include "snap/tree.h"
 #include "tests/testutil.h"
 
 namespace agentenv::test {
+
+// Every node record of `meta` in creation order (small test histories).
+inline Result<std::vector<snap::NodeRecord>> AllNodes(const snap::MetaDb& meta) {
+  std::vector<snap::NodeRecord> out;
+  AE_TRY(meta.ForEachNode([&](const snap::NodeRecord& r) -> Result<bool> {
+    out.push_back(r);
+    return true;
+  }));
+  return out;
+}
 
 inline std::string ReadString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
