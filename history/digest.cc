@@ -137,14 +137,15 @@ std::string DirOf(const snap::Change& c) {
 }  // namespace
 
 Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns) {
-  AE_ASSIGN(std::vector<snap::NodeRecord> all, repo.Log(SIZE_MAX));
+  snap::MetaDb& meta = repo.meta();
+  AE_ASSIGN(std::vector<snap::NodeRecord> newest, meta.Recent(1));
   DigestReply rep;
-  if (all.empty()) {
+  if (newest.empty()) {
     rep.text = "no snapshots yet";
     rep.tokens = 4;
     return rep;
   }
-  int64_t since = all.front().time_ns - int64_t{24} * 3600 * 1000000000;
+  int64_t since = newest.front().time_ns - int64_t{24} * 3600 * 1000000000;
   int64_t until = INT64_MAX;
   if (!r.since.empty()) {
     auto t = snap::ParseWhen(r.since, now_ns);
@@ -156,15 +157,26 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
     if (!t) return Fail(ErrorCode::kInvalid, "until: " + t.error().message);
     until = *t;
   }
-  std::unordered_map<std::string, const snap::NodeRecord*> by_id;
-  for (const auto& n : all) by_id[n.id.Hex()] = &n;
+  // The span, oldest first, from the time index: its records only, never
+  // the rest of history.
+  std::vector<snap::NodeRecord> span;
+  AE_TRY(meta.NodesInTime(since, until, [&](const snap::NodeRecord& n) -> Result<bool> {
+    span.push_back(n);
+    return true;
+  }));
+  // A node named by a (possibly short) hex id, in the span or elsewhere in history.
+  auto record_of = [&](std::string_view hex) -> Result<std::optional<snap::NodeRecord>> {
+    for (const auto& n : span)
+      if (n.id.Hex().starts_with(hex)) return std::optional<snap::NodeRecord>(n);
+    AE_ASSIGN(auto ids, meta.FindPrefix(std::string(hex), 1));
+    if (ids.empty()) return std::optional<snap::NodeRecord>();
+    return meta.GetNode(ids.front());
+  };
 
-  // The span, oldest first.
   std::vector<Item> items;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (it->time_ns < since || it->time_ns > until) continue;
-    Item item{&*it, {}, {}, {}, {}};
-    std::string_view bare = BareTitle(*it);
+  for (const snap::NodeRecord& n : span) {
+    Item item{&n, {}, {}, {}, {}};
+    std::string_view bare = BareTitle(n);
     if (bare.starts_with(kTournament)) {
       std::string_view rest = bare.substr(kTournament.size());
       size_t colon = rest.find(": ");
@@ -173,7 +185,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
         item.candidate = rest.substr(colon + 2);
       }
     }
-    if (auto node = snap::LoadNode(repo.store(), it->id)) {
+    if (auto node = snap::LoadNode(repo.store(), n.id)) {
       item.message = node->message;
       for (const auto& c : node->changes.sample) item.sample_dirs.push_back(DirOf(c));
     }
@@ -213,13 +225,10 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
 
   // Rollbacks along the live line (every node that is no candidate).
   std::vector<std::string> rollback_of(items.size());  // text at the node where it shows
-  auto rollback_text = [&](int64_t when, std::string_view to) {
+  auto rollback_text = [&](int64_t when, std::string_view to) -> Result<std::string> {
     std::string text = "rollback " + Clock(when, false) + " to " + std::string(to.substr(0, 12));
-    for (const auto& [hex, rec] : by_id)
-      if (hex.starts_with(to)) {
-        text += " (" + Clock(rec->time_ns, false) + " \"" + Cut(BareTitle(*rec), 50) + "\")";
-        break;
-      }
+    AE_ASSIGN(auto rec, record_of(to));
+    if (rec) text += " (" + Clock(rec->time_ns, false) + " \"" + Cut(BareTitle(*rec), 50) + "\")";
     return text;
   };
   const snap::NodeRecord* prev_live = nullptr;
@@ -234,7 +243,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
       if (auto c = candidate_prefixed(parent)) {
         tournaments[c->first].winner = c->second;
       } else if (pending_target.empty() || !parent.starts_with(pending_target)) {
-        rollback_of[i] = rollback_text(n.time_ns, parent);
+        AE_ASSIGN(rollback_of[i], rollback_text(n.time_ns, parent));
         ++rollbacks;
       }
     }
@@ -244,7 +253,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
       if (auto c = candidate_prefixed(target)) {
         tournaments[c->first].winner = c->second;
       } else {
-        rollback_of[i] = rollback_text(n.time_ns, target);
+        AE_ASSIGN(rollback_of[i], rollback_text(n.time_ns, target));
         ++rollbacks;
       }
       pending_target = target;
@@ -257,9 +266,13 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
     std::string h = head->Hex();
     if (auto c = candidate_prefixed(h)) {
       tournaments[c->first].winner = c->second;
-    } else if (by_id.count(h) && pending_target.empty()) {
-      head_note = rollback_text(until == INT64_MAX ? now_ns : until, h) + ", HEAD is there";
-      ++rollbacks;
+    } else if (pending_target.empty()) {
+      AE_ASSIGN(auto in_history, meta.GetNode(*head));
+      if (in_history) {
+        AE_ASSIGN(head_note, rollback_text(until == INT64_MAX ? now_ns : until, h));
+        head_note += ", HEAD is there";
+        ++rollbacks;
+      }
     }
   }
 

@@ -56,7 +56,7 @@ struct RefStats {
 class RefCounter {
  public:
   // `enabled` false (a repository whose table is not built yet, see
-  // CountAll): the counting calls change nothing; PutStat and ClearStats
+  // RebuildCounts): the counting calls change nothing; PutStat and ClearStats
   // still write the stat cache. `load` reads trees (default: from `store`);
   // a snapshot passes its in-memory encodings of the trees it made.
   RefCounter(const store::Store& store, MetaDb::Txn& txn, bool enabled,
