@@ -126,7 +126,7 @@ Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, Tree
 // Errors: I/O, kCorrupt (a tree or manifest that does not decode).
 Result<RefStats> CountInto(const store::Store& store, const MetaDb& meta, MetaDb& into, MetaDb::Txn::Counts table,
                            const std::unordered_set<store::ObjectId, store::ObjectIdHash>& except = {});
-inline constexpr uint64_t kCountChunk = 1024;
+inline constexpr uint64_t kCountChunk = 256;
 
 // Builds the live count table from scratch: empties it (a transaction of its
 // own: the table then reads as not built, so a crash before the end leaves

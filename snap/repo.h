@@ -131,7 +131,7 @@ struct RetentionPolicy {
                                  {std::chrono::hours(24), std::chrono::hours(24 * 365 * 100)}};
   // Nodes dropped per metadata transaction (each commit leaves history
   // whole; a smaller one bounds memory tighter and loses less to a kill).
-  uint64_t drops_per_commit = 2048;
+  uint64_t drops_per_commit = 1024;
 };
 
 struct RetentionResult {

@@ -260,7 +260,7 @@ Result<GcResult> Repo::Gc(const store::CompactOptions& compact, bool full) {
     // Page by page: the store drops first, then the garbage rows go. A
     // crash in between leaves rows naming ids the store no longer has,
     // which the next gc skips; counts are never touched here.
-    constexpr size_t kPage = 65536;
+    constexpr size_t kPage = 8192;  // a batch dirties up to a store index page per id: 32 MB at most
     BeginPhase(progress_, "dropping");
     for (;;) {
       AE_ASSIGN(std::vector<MetaDb::GarbageRow> rows, meta_->Garbage(kPage));
