@@ -13,6 +13,7 @@
 
 #include "archive/tarball.h"
 #include "common/result.h"
+#include "snap/provenance.h"
 #include "snap/repo.h"
 #include "snap/tree.h"
 
@@ -87,6 +88,9 @@ struct OciNode {
   std::string id, parent, message, label;
   int64_t time_ns = 0;
   snap::Meta root;  // the root directory's mode, owner and mtime
+  // What made the node (its record's provenance section), when the image
+  // carries one that decodes.
+  std::optional<snap::Provenance> provenance;
 };
 // The nodes of `image`, bottom first, when every layer names its node and
 // each names the one below it as parent (an image agentenv exported);

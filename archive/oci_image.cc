@@ -14,6 +14,7 @@
 #include "common/platform.h"
 #include "common/read_all.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 #include "archive/libarchive.h"
 #include "archive/oci.h"
@@ -365,6 +366,14 @@ std::optional<std::vector<OciNode>> OciHistory(const OciImage& image) {
     if (const std::string* p = get("dev.agentenv.parent")) n.parent = *p;
     if (const std::string* m = get("dev.agentenv.message")) n.message = *m;
     if (const std::string* lb = get("dev.agentenv.label")) n.label = *lb;
+    if (const std::string* pv = get("dev.agentenv.provenance")) {
+      // Carried, not trusted: one that does not decode is left out.
+      if (auto bytes = Base64Decode(*pv)) {
+        auto p = snap::DecodeProvenance(std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()),
+                                        "image annotation");
+        if (p) n.provenance = std::move(*p);
+      }
+    }
     char* end = nullptr;
     n.time_ns = std::strtoll(time->c_str(), &end, 10);
     if (*end || n.time_ns <= 0) return std::nullopt;

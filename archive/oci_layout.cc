@@ -18,6 +18,7 @@
 #include "common/durable.h"
 #include "common/platform.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 #include "archive/export.h"
 #include "archive/oci.h"
@@ -233,6 +234,12 @@ Result<OciExportReply> ExportOci(snap::Repo& repo, const OciExportRequest& r) {
                 {"dev.agentenv.label", top.label}};
     // The parent in history now (retention may have reparented the node).
     if (chain[l.top].parent) ann["dev.agentenv.parent"] = chain[l.top].parent->Hex();
+    // What made it: its record's provenance section, as stored.
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(chain[l.top].id));
+    if (rec.provenance) {
+      std::vector<uint8_t> bytes = snap::EncodeProvenance(*rec.provenance);
+      ann["dev.agentenv.provenance"] = Base64Encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    }
     char root[96];
     std::snprintf(root, sizeof root, "%o %u %u %lld", top.root.mode, top.root.uid, top.root.gid,
                   (long long)top.root.mtime_ns);

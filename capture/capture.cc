@@ -45,7 +45,10 @@ Result<std::unique_ptr<Capture>> Capture::Start(snap::Repo& repo, std::mutex& wr
   wo.journal.ignore = std::move(rules);
   auto log = opt.log ? opt.log : [](const std::string&) {};
   wo.journal.on_warning = [log](const std::string& w) { log("warning: " + w); };
-  std::unique_ptr<Capture> c(new Capture(repo, writers, log));
+  snap::Provenance made_by;
+  made_by.kind = opt.kind;
+  made_by.who = opt.who;
+  std::unique_ptr<Capture> c(new Capture(repo, writers, log, std::move(made_by)));
   Capture* self = c.get();
   // The watch starts before the baseline scan, so nothing falls between.
   AE_ASSIGN(c->watcher_, watch::Watcher::Start(repo.work_dir(), wo, [self](watch::ChangeSet cs) { self->Queue(std::move(cs)); }));
@@ -140,6 +143,7 @@ void Capture::Stop(bool deliver_pending) {
 // No node if nothing really changed: the stat cache and tree ids decide.
 void Capture::Snapshot(const watch::ChangeSet& cs) {
   snap::SnapOptions opt;
+  opt.provenance = made_by_;
   // After a failed snapshot some changes are in no node: scan everything
   // until a full scan succeeds, not only the paths of this change set.
   if (!cs.rescan_all && complete_) {

@@ -27,6 +27,10 @@ struct CaptureOptions {
   // ...", warnings, failures): the serving process's log. Called from the
   // capture's and the watcher's threads; empty: dropped.
   std::function<void(const std::string&)> log;
+  // What the nodes it makes record as their provenance: the daemon's watcher
+  // (kCapture), or supervise's (kSupervise, who: the agent).
+  snap::ProvenanceKind kind = snap::ProvenanceKind::kCapture;
+  snap::Requester who{snap::Origin::kCapture, "", ""};
 };
 
 // How automatic capture is doing (status, the socket's status reply).
@@ -63,8 +67,9 @@ class Capture {
   CaptureHealth Health() const;
 
  private:
-  Capture(snap::Repo& repo, std::mutex& writers, std::function<void(const std::string&)> log)
-      : repo_(repo), writers_(writers), log_(std::move(log)) {}
+  Capture(snap::Repo& repo, std::mutex& writers, std::function<void(const std::string&)> log,
+          snap::Provenance made_by)
+      : repo_(repo), writers_(writers), log_(std::move(log)), made_by_(std::move(made_by)) {}
   void Loop();
   // Queues a change set (the watcher's callback).
   void Queue(watch::ChangeSet cs);
@@ -77,6 +82,7 @@ class Capture {
   snap::Repo& repo_;
   std::mutex& writers_;
   const std::function<void(const std::string&)> log_;  // never empty
+  const snap::Provenance made_by_;  // each node's provenance
   std::unique_ptr<watch::Watcher> watcher_;
   std::thread thread_;
   mutable std::mutex mu_;  // guards pending_, stopping_, health_

@@ -108,6 +108,29 @@ std::string NodeLine(const control::NodeInfo& n) {
   return n.short_id + "  " + n.time + "  " + (n.damaged ? "[damaged] " : "") + n.title;
 }
 
+std::string OutcomeColumn(const control::NodeInfo& n) {
+  std::string mark;
+  if (n.provenance) {
+    const auto& p = *n.provenance;
+    if (p.cancelled) mark = "cancelled";
+    else if (p.timed_out) mark = "timed out";
+    else if (p.signal) mark = "signal " + std::to_string(p.signal);
+    else if (p.exit_code && *p.exit_code != 0) mark = "exit " + std::to_string(*p.exit_code);
+    else if (p.thinned && p.thinned->failed) mark = std::to_string(p.thinned->failed) + " failed";
+  }
+  mark.resize(std::max<size_t>(mark.size(), 9), ' ');
+  return mark;
+}
+
+std::string OperationLine(const control::OperationInfo& op) {
+  std::string what = op.kind == "tournament_apply" ? "tournament " + op.tournament + " applied" : op.kind;
+  std::string line = "  " + std::string(12, '-') + "  " + op.time + "  rollback   " + what + ": HEAD " +
+                     (op.from.empty() ? "(none)" : op.from.substr(0, 12)) + " -> " + op.to.substr(0, 12) + " (" +
+                     op.who.origin + (op.who.client.empty() ? "" : " " + op.who.client) + ")";
+  if (!op.saved.empty()) line += "; unsaved changes saved as " + op.saved.substr(0, 12);
+  return line;
+}
+
 std::string PackageLine(const control::PackageInfo& p) {
   std::string version = p.op == "~" ? p.old_version + " -> " + p.new_version
                         : p.op == "-" ? p.old_version

@@ -83,6 +83,12 @@ int Print(const Globals& g, const Result<Reply>& r, Render render) {
 // One line per node: "<short>  <time>  <title>" ("[damaged] " before the
 // title of a damaged node).
 std::string NodeLine(const control::NodeInfo& n);
+// log's outcome column, 9 wide: "exit 2", "signal 9", "timed out",
+// "cancelled", "3 failed" (in a thinned span); blanks when all went well.
+std::string OutcomeColumn(const control::NodeInfo& n);
+// A HEAD move as log lists it among the nodes ("rollback" in the outcome
+// column, from -> to, who asked).
+std::string OperationLine(const control::OperationInfo& op);
 // "+ path" / "- dir/" / "M path".
 // "apt ~libc6 2.36-9 -> 2.36-9+deb12u4", "pip +requests 2.31.0 (dependency)  in usr/local/lib/...".
 std::string PackageLine(const control::PackageInfo& p);

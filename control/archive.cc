@@ -43,8 +43,12 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
   repo->set_ignored(ignored);
   InitReply rep;
   snap::SnapResult res;
+  snap::Provenance made;
+  made.kind = snap::ProvenanceKind::kInit;
+  made.who = {snap::Origin::kCli, "", ""};
+  made.source = !r.from.empty() ? r.from : !r.tarball.empty() ? r.tarball : r.oci;
   if (!r.from.empty()) {
-    AE_ASSIGN(res, repo->Seed(r.from, r.message));
+    AE_ASSIGN(res, repo->Seed(r.from, r.message, made));
   } else {
     auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
     int64_t filled_ns = 0;  // see SnapOptions::filled_ns
@@ -67,6 +71,7 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
                               snap::SnapOptions opt;
                               opt.message = n.message;
                               opt.label = n.label;
+                              opt.provenance = n.provenance;
                               opt.time_ns = n.time_ns;
                               opt.allow_empty = true;
                               // The last layer's node is HEAD: its snapshot
@@ -83,6 +88,7 @@ Result<InitReply> InitRepository(const std::string& root, const InitRequest& r, 
     if (!history) {
       snap::SnapOptions opt;
       opt.message = r.message;
+      opt.provenance = made;
       opt.allow_empty = true;
       opt.filled_ns = filled_ns;
       AE_ASSIGN(res, repo->Snapshot(opt));
@@ -124,17 +130,28 @@ Result<ImportArchiveReply> UnpackAndImport(Client& client, const ImportArchiveRe
   if (::mkdir(dir.c_str(), 0755) != 0) return FailErrno(dir, errno);
   ImportArchiveReply rep;
   auto warn = [&](const std::string& w) { rep.warnings.push_back(w); };
+  std::optional<snap::Provenance> carried;
   if (!r.oci.empty()) {
     AE_ASSIGN(archive::OciImage image, archive::OpenOciImage(r.oci));
     AE_TRY(archive::UnpackOciImage(image, dir, warn, archive::UnprivilegedDevices::kRefuse));
+    // An image agentenv exported says what made its node: kept.
+    if (auto history = archive::OciHistory(image)) carried = history->back().provenance;
   } else {
     // What the recording will leave out is named (it vanished silently).
     AE_ASSIGN(snap::PathFilter ignored, LoadIgnoreRules(client.root()));
     AE_TRY(archive::ExtractTarball(r.archive, dir, warn, archive::UnprivilegedDevices::kRefuse, client.progress(),
                                    ignored));
   }
-  std::string source = r.oci.empty() ? r.archive : r.oci;
-  AE_ASSIGN(ImportReply imported, client.Call(ImportRequest{dir, r.message.empty() ? "imported " + source : r.message}));
+  ImportRequest req;
+  req.dir = dir;
+  req.message = r.message;
+  req.source = r.pulled ? r.source : r.oci.empty() ? r.archive : r.oci;
+  if (r.pulled) req.kind = "pull";
+  if (carried) {
+    std::vector<uint8_t> bytes = snap::EncodeProvenance(*carried);
+    req.provenance = Base64Encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+  AE_ASSIGN(ImportReply imported, client.Call(req));
   rep.node = imported.node;
   return rep;
 }

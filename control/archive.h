@@ -53,7 +53,11 @@ Result<ExportReply> Export(Server& server, const ExportRequest& r);
 struct ImportArchiveRequest {
   std::string archive;  // a tarball, or
   std::string oci;      // an OCI image layout, DIR[:TAG]
-  std::string message;  // default "imported <archive>"
+  std::string message;  // default: the title rendered from its provenance ("imported <archive>")
+  // A pull: what it recorded is kind "pull" from `source` (the image
+  // reference), not an import of the scratch layout.
+  bool pulled = false;
+  std::string source;
 };
 struct ImportArchiveReply {
   std::string node;

@@ -34,9 +34,14 @@ Result<std::optional<json>> Client::AskDaemon(std::string_view op, const json& a
   std::string path = snap::layout::Socket(root_);
   std::span<const int> fds;
   if (call.stdio) fds = *call.stdio;
+  // Who asked travels along: this process's caller, or the command line.
+  const snap::Requester who = WhoAsked(call);
+  json who_json = {{"origin", snap::OriginName(who.origin)}};
+  if (!who.client.empty()) who_json["client"] = who.client;
+  if (!who.session.empty()) who_json["session"] = who.session;
   Result<json> resp = CallDaemonStream(path, std::string(op), args, [&](const json& frame) {
     return !call.emit || call.emit(frame);  // false: the caller cancelled (MCP), the daemon stops the request
-  }, fds);
+  }, fds, who_json);
   if (!resp) {
     // Connect reports kNotFound for nobody listening and kInvalid for an
     // unusable path; anything else happened after a daemon answered.
@@ -52,7 +57,14 @@ Result<json> Client::CallJson(std::string_view op, const json& args, const CallC
   AE_ASSIGN(std::optional<json> resp, AskDaemon(op, args, call));
   if (resp) return std::move(*resp);
   AE_ASSIGN(Server* s, Local());
-  return control::CallJson(*s, op, args, call);
+  CallContext here = call;
+  here.who = WhoAsked(call);
+  return control::CallJson(*s, op, args, here);
+}
+
+snap::Requester WhoAsked(const CallContext& call) {
+  if (call.who.origin != snap::Origin::kUnknown) return call.who;
+  return {snap::Origin::kCli, "", ""};
 }
 
 }  // namespace agentenv::control

@@ -19,6 +19,9 @@
 
 namespace agentenv::control {
 
+// Who a call says asked; the command line (Origin::kCli) when it says no one.
+snap::Requester WhoAsked(const CallContext& call);
+
 class Client {
  public:
   explicit Client(std::string root);
@@ -38,7 +41,9 @@ class Client {
       if (resp) return ReadReply<Reply>(Op<Req>::kName, *resp);
     }
     AE_ASSIGN(Server* s, Local());
-    return Op<Req>::Run(*s, req, call);
+    CallContext here = call;
+    here.who = WhoAsked(call);
+    return Op<Req>::Run(*s, req, here);
   }
 
   // Any operation by name with JSON arguments (MCP): at the daemon when one

@@ -71,10 +71,11 @@ Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op
 
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
                                         const std::function<bool(const nlohmann::json&)>& on_frame,
-                                        std::span<const int> fds) {
+                                        std::span<const int> fds, const nlohmann::json& who) {
   AE_ASSIGN(UniqueFd fd, ConnectSocket(path));
-  if (!SendWithFds(fd.get(), nlohmann::json{{"id", 1}, {"op", op}, {"args", args}}.dump() + "\n", fds))
-    return FailErrno(path, errno);
+  nlohmann::json request = {{"id", 1}, {"op", op}, {"args", args}};
+  if (!who.is_null()) request["who"] = who;
+  if (!SendWithFds(fd.get(), request.dump() + "\n", fds)) return FailErrno(path, errno);
   std::string buf;
   char chunk[65536];
   bool cancelled = false;

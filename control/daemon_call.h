@@ -47,8 +47,10 @@ Result<nlohmann::json> CallDaemon(const std::string& path, const std::string& op
 // daemon (the socket's `cancel` op: an exec's command is killed) and its
 // response is still awaited and returned. `fds` go with the request (exec:
 // the command's stdin, stdout and stderr). Errors as for CallDaemon.
+// `who` ({"origin","client","session"}), when not null, says who asked (the
+// CLI, an MCP client the caller serves): recorded in what the op makes.
 Result<nlohmann::json> CallDaemonStream(const std::string& path, const std::string& op, const nlohmann::json& args,
                                         const std::function<bool(const nlohmann::json&)>& on_frame,
-                                        std::span<const int> fds = {});
+                                        std::span<const int> fds = {}, const nlohmann::json& who = nullptr);
 
 }  // namespace agentenv::control

@@ -32,6 +32,9 @@ struct CallContext {
   // with SCM_RIGHTS, or its own in process), not pipes: its output goes
   // there, never into frames or the reply. Valid for the whole call.
   std::optional<std::array<int, 3>> stdio;
+  // Who asked (the CLI, a socket client, an MCP client and its session, the
+  // web DVR): recorded in the provenance of the nodes the call makes.
+  snap::Requester who;
 };
 
 }  // namespace agentenv::control

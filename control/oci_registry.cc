@@ -50,7 +50,9 @@ Result<PullReply> Pull(Client& client, const PullRequest& r, const TransferProgr
   AE_ASSIGN(std::string spec, ExplainFullDisk(PullLayout(r, scratch.path() + "/layout", progress, &st), client.root()));
   ImportArchiveRequest imp;
   imp.oci = spec;
-  imp.message = r.message.empty() ? "pulled " + r.source : r.message;
+  imp.message = r.message;
+  imp.pulled = true;
+  imp.source = r.source;
   AE_ASSIGN(ImportArchiveReply rep, ImportArchive(client, imp));
   return PullReply{rep.node, r.source, st.manifest, st.bytes_received, rep.warnings};
 }

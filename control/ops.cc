@@ -223,7 +223,8 @@ std::vector<OpSpec> MakeOps() {
       {"import", {},
        "Record an unpacked tree (a directory beside the live tree) as a new child of HEAD; `agentenv import` "
        "unpacks the archive and sends this.",
-       Obj({{"dir", kStr}, {"message", kStr}}, {"dir"}), Obj({{"node", kStr}}, {"node"}), true, false, false},
+       Obj({{"dir", kStr}, {"message", kStr}, {"source", kStr}, {"kind", kStr}, {"provenance", kStr}}, {"dir"}),
+       Obj({{"node", kStr}}, {"node"}), true, false, false},
       {"exec", {},
        "Run a command inside this environment and wait for it. Returns exit_code (null if killed by a signal), "
        "signal, timed_out, stdout and stderr (each capped at output_cap bytes; *_truncated says so) and the node "

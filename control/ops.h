@@ -43,8 +43,8 @@ const OpSpec* FindOp(std::string_view name);
 // one's description and schemas (that test fails when an op is in one and
 // not the other, or its schema and its request's fields differ).
 #define AGENTENV_OPS(X)                                                                  \
-  X(SnapshotRequest, SnapshotReply, "snapshot", s.Snapshot(r), true)                     \
-  X(RollbackRequest, RollbackReply, "rollback", s.Rollback(r), true)                     \
+  X(SnapshotRequest, SnapshotReply, "snapshot", s.Snapshot(r, ctx), true)                \
+  X(RollbackRequest, RollbackReply, "rollback", s.Rollback(r, ctx), true)                \
   X(LogRequest, LogReply, "log", s.Log(r), false)                                        \
   X(DiffRequest, DiffReply, "diff", s.Diff(r), r.to.empty())                             \
   X(ShowRequest, ShowReply, "show", s.Show(r), false)                                    \
@@ -56,7 +56,7 @@ const OpSpec* FindOp(std::string_view name);
   X(StatusRequest, StatusReply, "status", s.Status(r), true)                             \
   X(RetainRequest, RetainReply, "retain", s.Retain(r), true)                             \
   X(GcRequest, GcReply, "gc", s.Gc(r), true)                                             \
-  X(ImportRequest, ImportReply, "import", s.Import(r), true)                             \
+  X(ImportRequest, ImportReply, "import", s.Import(r, ctx), true)                          \
   X(PushRequest, PushReply, "push", Push(s, r, ProgressFrames(emit)), false)             \
   X(ExecRequest, ExecReply, "exec", s.Exec(r, ctx), true)                                \
   X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)                                 \
@@ -65,7 +65,7 @@ const OpSpec* FindOp(std::string_view name);
   X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
   X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
   X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
-  X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, emit), true)        \
+  X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, ctx), true)        \
   X(MountRequest, MountReply, "mount", s.Mount(r), false)                                \
   X(UmountRequest, UmountReply, "umount", s.Umount(r), false)                            \
   X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)

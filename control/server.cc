@@ -49,12 +49,17 @@ void Server::StopCapture(bool deliver_pending) {
   if (capture_) capture_->Stop(deliver_pending);
 }
 
-Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r) {
-  if (!r.workspace.empty()) return SnapshotWorkspace(r);
+Result<SnapshotReply> Server::Snapshot(const SnapshotRequest& r, const CallContext& call) {
+  if (!r.workspace.empty()) return SnapshotWorkspace(r, call.who);
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
   opt.allow_empty = r.allow_empty;
+  snap::Provenance prov;
+  prov.kind = snap::ProvenanceKind::kSnapshot;
+  prov.who = call.who;
+  prov.message = r.message;
+  opt.provenance = std::move(prov);
   if (r.paths) {
     opt.paths.emplace();
     for (const std::string& given : *r.paths) {
@@ -128,6 +133,7 @@ Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::
   const store::Store& s = repo_->store();
   AE_TRY(snap::DiffTrees(s, from, to, [&](const snap::Difference& d) -> Result<void> {
     const std::string& p = d.change.path;
+    if (snap::MtimeOnlyDir(d)) return {};  // no change in a node's counts either
     if (!paths.empty() &&
         std::none_of(paths.begin(), paths.end(), [&](const std::string& top) { return AtOrBelow(p, top); }))
       return {};
@@ -151,7 +157,7 @@ Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::
   return rep;
 }
 
-Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
+Result<RollbackReply> Server::Rollback(const RollbackRequest& r, const CallContext& call, const snap::OpOptions& op) {
   if (r.ref.empty()) return Fail(ErrorCode::kInvalid, "rollback: which node? (argument 'ref')");
   std::lock_guard writer(writer_mu_);
   // With a capture, history is brought up to date from the journal first:
@@ -161,8 +167,10 @@ Result<RollbackReply> Server::Rollback(const RollbackRequest& r) {
   // A capture watches the live subvolume itself: it must stay.
   bool swap = swap_restores_ && !capture_ && !r.in_place.value_or(false);
   snap::RestoreMode mode = swap ? snap::RestoreMode::kSwapIfUnused : snap::RestoreMode::kInPlace;
-  AE_ASSIGN(snap::RestoreResult res, r.paths.empty() ? repo_->Restore(r.ref, dirty, mode)
-                                                     : repo_->RestorePaths(r.ref, r.paths, dirty));
+  snap::OpOptions logged = op;
+  if (logged.who.origin == snap::Origin::kUnknown) logged.who = call.who;
+  AE_ASSIGN(snap::RestoreResult res, r.paths.empty() ? repo_->Restore(r.ref, dirty, mode, logged)
+                                                     : repo_->RestorePaths(r.ref, r.paths, dirty, logged));
   AE_ASSIGN(snap::NodeRecord rec, repo_->Record(res.node));
   RollbackReply rep;
   rep.node = MakeNodeInfo(rec);
@@ -221,6 +229,14 @@ Result<LogReply> Server::Log(const LogRequest& r) {
   for (const auto& n : nodes) {
     auto t = tags.find(n.id);
     rep.nodes.push_back({MakeNodeInfo(n), head && *head == n.id, t == tags.end() ? "" : t->second});
+  }
+  if (r.grep.empty() && !nodes.empty()) {
+    // The rollbacks among them: a page's worth of the newest, back to the
+    // oldest node listed (all of them when the whole history is listed).
+    const int64_t oldest = rep.more ? nodes.back().time_ns : INT64_MIN;
+    AE_ASSIGN(auto ops, repo_->meta().RecentOperations(r.limit));
+    for (const snap::Operation& op : ops)
+      if (op.time_ns >= oldest) rep.operations.push_back(history::MakeOperationInfo(op));
   }
   return rep;
 }
@@ -409,9 +425,21 @@ Result<GcReply> Server::Gc(const GcRequest& r) {
   return rep;
 }
 
-Result<ImportReply> Server::Import(const ImportRequest& r) {
+Result<ImportReply> Server::Import(const ImportRequest& r, const CallContext& call) {
+  snap::Provenance prov;
+  if (!r.provenance.empty()) {
+    // What made the node the archive holds: kept, with where it came from.
+    auto bytes = Base64Decode(r.provenance);
+    if (!bytes) return Fail(ErrorCode::kInvalid, "import: 'provenance' is not base64");
+    auto span = std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+    AE_ASSIGN(prov, snap::DecodeProvenance(span, "import: provenance"));
+  } else {
+    prov.kind = r.kind == "pull" ? snap::ProvenanceKind::kPull : snap::ProvenanceKind::kImport;
+    prov.who = call.who;
+  }
+  prov.source = r.source;
   std::lock_guard writer(writer_mu_);
-  AE_ASSIGN(snap::SnapResult res, repo_->Import(r.dir, r.message));
+  AE_ASSIGN(snap::SnapResult res, repo_->Import(r.dir, r.message, prov));
   if (!res.node) return Fail(r.dir + ": import made no node");
   return ImportReply{res.node->Hex()};
 }

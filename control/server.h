@@ -44,10 +44,12 @@ class Server {
 
   // History. Errors: whatever the repository reports (kNotFound for refs,
   // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
-  Result<SnapshotReply> Snapshot(const SnapshotRequest& r);
+  // `call.who` is recorded in the provenance of the nodes made.
+  Result<SnapshotReply> Snapshot(const SnapshotRequest& r, const CallContext& call = {});
   // With a capture running, its pending changes become a node first
   // (Capture::Drain), so the restore saves nothing by walking the tree.
-  Result<RollbackReply> Rollback(const RollbackRequest& r);
+  Result<RollbackReply> Rollback(const RollbackRequest& r, const CallContext& call = {},
+                                 const snap::OpOptions& op = {});
   Result<LogReply> Log(const LogRequest& r);
   Result<ShowReply> Show(const ShowRequest& r);
   // control/digest.h: a span of history in one page.
@@ -59,7 +61,7 @@ class Server {
   Result<StatusReply> Status(const StatusRequest& r);
   Result<RetainReply> Retain(const RetainRequest& r);
   Result<GcReply> Gc(const GcRequest& r);
-  Result<ImportReply> Import(const ImportRequest& r);
+  Result<ImportReply> Import(const ImportRequest& r, const CallContext& call = {});
 
   // Processes (control/exec.cc, control/jobs.cc). Jobs belong to this
   // object and die with it. Exec streams its output to `emit` as frames
@@ -86,7 +88,7 @@ class Server {
   // is only probed (null frames): once it answers false (the caller
   // cancelled or left) every candidate is killed, none is tested or
   // snapshotted, nothing is applied and the reply says `cancelled`.
-  Result<TournamentReply> Tournament(const TournamentRequest& r, const FrameSink& emit = {});
+  Result<TournamentReply> Tournament(const TournamentRequest& r, const CallContext& call = {});
   // trials/bisect.h: the first node where a test fails, K at a time.
   Result<BisectReply> Bisect(const BisectRequest& r);
   // Read-only views (control/mounts.h): mount a node's lower at a
@@ -105,7 +107,7 @@ class Server {
   std::unique_lock<std::mutex> LockWriters() { return std::unique_lock(writer_mu_); }
 
  private:
-  Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r);
+  Result<SnapshotReply> SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who);
   // With the workspace's lock held: snapshots it and moves its head.
   Result<SnapshotReply> SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt);
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);

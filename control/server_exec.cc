@@ -6,7 +6,7 @@ namespace agentenv::control {
 
 Result<ExecReply> Server::Exec(const ExecRequest& r, const CallContext& call) {
   run::Host host{*repo_, writer_mu_, jobs_};
-  AE_ASSIGN(run::Outcome o, run::Exec(host, r, run::Streams{call.stdio, call.emit}));
+  AE_ASSIGN(run::Outcome o, run::Exec(host, r, run::Streams{call.stdio, call.emit}, call.who));
   ExecReply rep;
   rep.exit_code = o.exit_code;
   rep.signal = o.signal;

@@ -90,7 +90,7 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
   return rep;
 }
 
-Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
+Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
   AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "snapshot"));
@@ -98,6 +98,13 @@ Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r) {
   opt.message = r.message;
   opt.label = r.label;
   opt.allow_empty = r.allow_empty;
+  snap::Provenance prov;
+  prov.kind = snap::ProvenanceKind::kWorkspace;
+  prov.workspace = ws.name;
+  prov.base = ws.base;
+  prov.who = who;
+  prov.message = r.message;
+  opt.provenance = std::move(prov);
   return SnapshotLocked(ws, opt);
 }
 
@@ -128,12 +135,14 @@ Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
 
 namespace agentenv::control {
 
-Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const FrameSink& emit) {
-  AE_ASSIGN(TournamentReply rep, trials::Tournament(*repo_, r, emit));
+Result<TournamentReply> Server::Tournament(const TournamentRequest& r, const CallContext& call) {
+  AE_ASSIGN(TournamentReply rep, trials::Tournament(*repo_, r, call.emit, call.who));
   if (r.apply && rep.winner && !rep.cancelled) {
     // Applied to the live tree through the normal restore: unsaved
     // changes are saved first, under the writer mutex.
-    AE_ASSIGN(RollbackReply rb, Rollback({rep.candidates[*rep.winner].node->id}));
+    RollbackRequest back;
+    back.ref = rep.candidates[*rep.winner].node->id;
+    AE_ASSIGN(RollbackReply rb, Rollback(back, call, {snap::OpKind::kTournamentApply, call.who, rep.id}));
     rep.applied = true;
     rep.saved = rb.saved;
   }

@@ -39,6 +39,7 @@ using history::MakeChangeInfo;
 using history::MakeNodeInfo;
 using history::MakePackageInfos;
 using history::NodeInfo;
+using history::OperationInfo;
 using history::OmittedPackages;
 using history::PackageInfo;
 using history::Short;
@@ -119,7 +120,12 @@ std::optional<std::string> FromJson(const json& j, ListedNode& n);
 struct LogReply {
   std::vector<ListedNode> nodes;
   bool more = false;  // older nodes exist beyond the limit
-  template <class V> void Fields(V& v) { v("nodes", nodes); v("more", more); }
+  // HEAD moves (rollbacks, tournaments applied) since the oldest node
+  // listed, newest first (not with grep).
+  std::vector<OperationInfo> operations;
+  template <class V> void Fields(V& v) {
+    v("nodes", nodes); v("more", more); v("operations", operations, kOmitEmpty);
+  }
 };
 
 using history::DigestPhase;
@@ -289,7 +295,15 @@ struct GcReply {
 // the recording needs the lock.
 struct ImportRequest {
   std::string dir, message;
-  template <class V> void Fields(V& v) { v("dir", dir); v("message", message); }
+  std::string source;       // what was imported: the archive, directory or image
+  std::string kind = "import";  // "import" or "pull"
+  // base64 of the provenance section the archive carried (snap/provenance.h):
+  // what made the node it holds; empty: none.
+  std::string provenance;
+  template <class V> void Fields(V& v) {
+    v("dir", dir); v("message", message); v("source", source, kOmitEmpty); v("kind", kind, kOmitEmpty);
+    v("provenance", provenance, kOmitEmpty);
+  }
 };
 struct ImportReply {
   std::string node;

@@ -56,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   {
     serve::McpSession session(
-        [](const std::string& op, const json& args, const control::FrameSink& emit) {
-          return fuzz::GuardedCall(*server, op, args, emit);
+        [](const std::string& op, const json& args, const control::CallContext& call) {
+          return fuzz::GuardedCall(*server, op, args, call.emit);
         },
         serve::CatFileReader(*server));
     session.set_notifier(send);

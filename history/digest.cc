@@ -1,5 +1,5 @@
-// Digest: phases, packages, rollbacks and tournaments of a span of
-// history, rendered within a token budget (see digest.h).
+// Digest: a span of history (digest_span.h) rendered as phases within a
+// token budget (see digest.h).
 #include "history/digest.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "history/digest_span.h"
 #include "history/node_view.h"
 
 namespace agentenv::history {
@@ -37,35 +38,6 @@ std::string Count(uint64_t n) {
 std::string Cut(std::string_view s, size_t n) {
   return s.size() <= n ? std::string(s) : std::string(s.substr(0, n - 3)) + "...";
 }
-
-// The title without the package label it leads with.
-std::string_view BareTitle(const snap::NodeRecord& r) {
-  return r.packages ? snap::WithoutPackages(r.title, *r.packages) : std::string_view(r.title);
-}
-
-constexpr std::string_view kTournament = "tournament ";
-constexpr std::string_view kSavedBefore = "uncommitted changes before restore to ";
-
-// One node of the span with what the digest needs of it.
-struct Item {
-  const snap::NodeRecord* rec;
-  std::vector<std::string> sample_dirs;  // directories of its sampled changes
-  std::string message;                   // the user's message, if any
-  std::string tournament, candidate;     // a tournament candidate's
-};
-
-struct Tournament {
-  std::string id;
-  int64_t time = 0;
-  std::vector<std::string> candidates;  // in order of their nodes
-  std::vector<snap::PackageDelta> packages;
-  std::string winner;  // the candidate applied, if any
-};
-
-struct Phase {
-  size_t first = 0, last = 0;  // indexes into the items
-  std::vector<std::string> rollbacks, tournament_ids, tags;
-};
 
 // "apt +jq 1.6-2.1 -vim 2:9.0 ~libc6 2.36-9 -> 2.36-10 (deps libjq1, libonig5)"
 // per ecosystem, dependencies by name (or counted when `deps_by_name` is
@@ -118,27 +90,73 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
-// Directory of a changed path, at most three components deep.
-std::string DirOf(const snap::Change& c) {
-  std::string_view p = c.path;
-  if (!c.is_dir) {
-    size_t slash = p.rfind('/');
-    p = slash == std::string_view::npos ? std::string_view(".") : p.substr(0, slash);
+
+using digest_span::Line;
+using digest_span::Span;
+using digest_span::SpanNode;
+
+// How much a render shows: 3 (most) .. 0 (least).
+struct Detail {
+  size_t dirs, commands, messages, failures, command_bytes;
+  static Detail At(int level) {
+    switch (level) {
+      case 3: return {4, 4, 3, 6, 400};
+      case 2: return {3, 3, 2, 4, 120};
+      case 1: return {2, 2, 1, 3, 60};
+      default: return {1, 1, 0, 2, 40};
+    }
   }
-  size_t at = 0;
-  for (int k = 0; k < 3; ++k) {
-    at = p.find('/', at);
-    if (at == std::string_view::npos) return std::string(p);
-    if (k < 2) ++at;
+};
+
+std::string Quoted(std::string_view cmd, size_t max) { return "`" + Cut(cmd, max) + "`"; }
+
+// "`pytest -q` exit 1" or the command alone.
+std::string Ran(const SpanNode& n, size_t max) {
+  std::string s = Quoted(n.command.empty() ? std::string_view("(no command)") : n.command, max);
+  if (!n.outcome.empty()) s += " " + n.outcome;
+  return s;
+}
+
+void AddPackages(const SpanNode& n, std::vector<snap::PackageDelta>* out) {
+  if (n.rec.packages && n.rec.parent)
+    out->insert(out->end(), n.rec.packages->items.begin(), n.rec.packages->items.end());
+}
+
+// What a set of span nodes did, in one clause: "3 nodes: `a`, `b` exit 1;
+// packages: pip +x; dirs: d".
+std::string WorkOf(const Span& span, const std::vector<size_t>& idx, const Detail& d) {
+  std::map<std::string, size_t> cmds, dirs;
+  std::vector<snap::PackageDelta> packages;
+  for (size_t i : idx) {
+    const SpanNode& n = span.nodes[i];
+    if (!n.command.empty()) ++cmds[Ran(n, d.command_bytes)];
+    for (const auto& dir : n.dirs) ++dirs[dir];
+    AddPackages(n, &packages);
   }
-  return std::string(p.substr(0, at));
+  std::string out = std::to_string(idx.size()) + (idx.size() == 1 ? " node" : " nodes");
+  auto ran = Top(cmds, std::max<size_t>(d.commands, 1), true);
+  if (!ran.empty()) out += ": ran " + Join(ran, ", ");
+  std::string pk = PackagesText(packages, true, true);
+  if (!pk.empty()) out += "; packages: " + pk;
+  auto top = Top(dirs, std::max<size_t>(d.dirs / 2, 1), false);
+  if (!top.empty()) out += "; dirs: " + Join(top, ", ");
+  return out;
+}
+
+std::string NodeRef(const Span& span, const store::ObjectId& id, const std::unordered_map<store::ObjectId, size_t, store::ObjectIdHash>& index) {
+  std::string s = id.Hex().substr(0, 12);
+  auto it = index.find(id);
+  if (it != index.end()) {
+    const SpanNode& n = span.nodes[it->second];
+    s += " (" + Clock(n.rec.time_ns, false) + " \"" + Cut(snap::WithoutPackages(n.rec.title, n.rec.packages ? *n.rec.packages : snap::PackageDeltas{}), 50) + "\")";
+  }
+  return s;
 }
 
 }  // namespace
 
 Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns) {
-  snap::MetaDb& meta = repo.meta();
-  AE_ASSIGN(std::vector<snap::NodeRecord> newest, meta.Recent(1));
+  AE_ASSIGN(std::vector<snap::NodeRecord> newest, repo.Log(1));
   DigestReply rep;
   if (newest.empty()) {
     rep.text = "no snapshots yet";
@@ -157,129 +175,26 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
     if (!t) return Fail(ErrorCode::kInvalid, "until: " + t.error().message);
     until = *t;
   }
-  // The span, oldest first, from the time index: its records only, never
-  // the rest of history.
-  std::vector<snap::NodeRecord> span;
-  AE_TRY(meta.NodesInTime(since, until, [&](const snap::NodeRecord& n) -> Result<bool> {
-    span.push_back(n);
-    return true;
-  }));
-  // A node named by a (possibly short) hex id, in the span or elsewhere in history.
-  auto record_of = [&](std::string_view hex) -> Result<std::optional<snap::NodeRecord>> {
-    for (const auto& n : span)
-      if (n.id.Hex().starts_with(hex)) return std::optional<snap::NodeRecord>(n);
-    AE_ASSIGN(auto ids, meta.FindPrefix(std::string(hex), 1));
-    if (ids.empty()) return std::optional<snap::NodeRecord>();
-    return meta.GetNode(ids.front());
-  };
-
-  std::vector<Item> items;
-  for (const snap::NodeRecord& n : span) {
-    Item item{&n, {}, {}, {}, {}};
-    std::string_view bare = BareTitle(n);
-    if (bare.starts_with(kTournament)) {
-      std::string_view rest = bare.substr(kTournament.size());
-      size_t colon = rest.find(": ");
-      if (colon != std::string_view::npos) {
-        item.tournament = rest.substr(0, colon);
-        item.candidate = rest.substr(colon + 2);
-      }
-    }
-    if (auto node = snap::LoadNode(repo.store(), n.id)) {
-      item.message = node->message;
-      for (const auto& c : node->changes.sample) item.sample_dirs.push_back(DirOf(c));
-    }
-    items.push_back(std::move(item));
-  }
   rep.since = FormatTime(since == INT64_MIN ? 0 : since);
   rep.until = FormatTime(until == INT64_MAX ? now_ns : until);
-  rep.nodes = items.size();
-  if (items.empty()) {
+  AE_ASSIGN(Span span, digest_span::ReadSpan(repo, since, until));
+  rep.nodes = span.nodes.size();
+  if (span.nodes.empty()) {
     rep.text = "no nodes between " + rep.since + " and " + rep.until;
     rep.tokens = (rep.text.size() + 3) / 4;
     return rep;
   }
-
-  // Tournaments, and which candidate node is whose.
-  std::map<std::string, Tournament> tournaments;
-  std::vector<std::string> tournament_order;
-  std::unordered_map<std::string, std::pair<std::string, std::string>> candidate_of;  // node hex -> (id, candidate)
-  for (const Item& it : items) {
-    if (it.tournament.empty()) continue;
-    auto [t, fresh] = tournaments.try_emplace(it.tournament);
-    if (fresh) {
-      t->second.id = it.tournament;
-      t->second.time = it.rec->time_ns;
-      tournament_order.push_back(it.tournament);
-    }
-    t->second.candidates.push_back(it.candidate);
-    if (it.rec->packages)
-      for (const auto& p : it.rec->packages->items) t->second.packages.push_back(p);
-    candidate_of[it.rec->id.Hex()] = {it.tournament, it.candidate};
-  }
-  auto candidate_prefixed = [&](std::string_view short_id) -> const std::pair<std::string, std::string>* {
-    for (const auto& [hex, c] : candidate_of)
-      if (hex.starts_with(short_id)) return &c;
-    return nullptr;
-  };
-
-  // Rollbacks along the live line (every node that is no candidate).
-  std::vector<std::string> rollback_of(items.size());  // text at the node where it shows
-  auto rollback_text = [&](int64_t when, std::string_view to) -> Result<std::string> {
-    std::string text = "rollback " + Clock(when, false) + " to " + std::string(to.substr(0, 12));
-    AE_ASSIGN(auto rec, record_of(to));
-    if (rec) text += " (" + Clock(rec->time_ns, false) + " \"" + Cut(BareTitle(*rec), 50) + "\")";
-    return text;
-  };
-  const snap::NodeRecord* prev_live = nullptr;
-  std::string pending_target;  // a restore announced by its saved node
-  size_t rollbacks = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const snap::NodeRecord& n = *items[i].rec;
-    if (!items[i].tournament.empty()) continue;
-    std::string_view bare = BareTitle(n);
-    if (prev_live && n.parent && *n.parent != prev_live->id) {
-      std::string parent = n.parent->Hex();
-      if (auto c = candidate_prefixed(parent)) {
-        tournaments[c->first].winner = c->second;
-      } else if (pending_target.empty() || !parent.starts_with(pending_target)) {
-        AE_ASSIGN(rollback_of[i], rollback_text(n.time_ns, parent));
-        ++rollbacks;
-      }
-    }
-    pending_target.clear();
-    if (bare.starts_with(kSavedBefore)) {
-      std::string target(bare.substr(kSavedBefore.size()));
-      if (auto c = candidate_prefixed(target)) {
-        tournaments[c->first].winner = c->second;
-      } else {
-        AE_ASSIGN(rollback_of[i], rollback_text(n.time_ns, target));
-        ++rollbacks;
-      }
-      pending_target = target;
-    }
-    prev_live = &n;
-  }
-  AE_ASSIGN(auto head, repo.Head());
-  std::string head_note;
-  if (head && prev_live && *head != prev_live->id) {
-    std::string h = head->Hex();
-    if (auto c = candidate_prefixed(h)) {
-      tournaments[c->first].winner = c->second;
-    } else if (pending_target.empty()) {
-      AE_ASSIGN(auto in_history, meta.GetNode(*head));
-      if (in_history) {
-        AE_ASSIGN(head_note, rollback_text(until == INT64_MAX ? now_ns : until, h));
-        head_note += ", HEAD is there";
-        ++rollbacks;
-      }
-    }
-  }
+  std::unordered_map<store::ObjectId, size_t, store::ObjectIdHash> index;
+  for (size_t i = 0; i < span.nodes.size(); ++i) index[span.nodes[i].rec.id] = i;
+  const auto& nodes = span.nodes;
 
   // Phases: split at gaps, then merge the closest until few enough.
+  struct Phase {
+    size_t first = 0, last = 0;
+  };
   std::vector<Phase> phases;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (phases.empty() || items[i].rec->time_ns - items[i - 1].rec->time_ns > kPhaseGap) phases.push_back({i, i, {}, {}, {}});
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (phases.empty() || nodes[i].rec.time_ns - nodes[i - 1].rec.time_ns > kPhaseGap) phases.push_back({i, i});
     phases.back().last = i;
   }
   auto merge_to = [&](size_t max) {
@@ -287,7 +202,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
       size_t best = 1;
       int64_t gap = INT64_MAX;
       for (size_t k = 1; k < phases.size(); ++k) {
-        int64_t g = items[phases[k].first].rec->time_ns - items[phases[k - 1].last].rec->time_ns;
+        int64_t g = nodes[phases[k].first].rec.time_ns - nodes[phases[k - 1].last].rec.time_ns;
         if (g < gap) gap = g, best = k;
       }
       phases[best - 1].last = phases[best].last;
@@ -295,97 +210,136 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
     }
   };
   merge_to(kMaxPhases);
+  // The phase a time falls in (the last that began before it).
+  auto phase_of = [&](int64_t t) {
+    size_t k = 0;
+    while (k + 1 < phases.size() && nodes[phases[k + 1].first].rec.time_ns <= t) ++k;
+    return k;
+  };
 
   std::map<store::ObjectId, std::string> tags;
   if (auto t = repo.Tags())
     for (const auto& [name, id] : *t) tags[id] += (tags[id].empty() ? "" : ", ") + name;
 
-  size_t package_changes = 0;
-  for (const Item& it : items)
-    if (it.rec->packages && it.rec->parent) package_changes += it.rec->packages->items.size();
-  const bool multi_day = Day(items.front().rec->time_ns) != Day(items.back().rec->time_ns);
+  size_t package_changes = 0, failed = 0;
+  for (const SpanNode& n : nodes) {
+    if (n.line == Line::kHead && n.rec.packages && n.rec.parent) package_changes += n.rec.packages->items.size();
+    if (n.failed) ++failed;
+  }
+  const size_t rollbacks = span.Rollbacks();
+  const bool multi_day = Day(nodes.front().rec.time_ns) != Day(nodes.back().rec.time_ns);
+  auto plural = [](size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
 
-  // Renders at a detail level: 3 (most) .. 0; the structured phases are
-  // those of the last render.
   auto render = [&](int level) {
+    const Detail d = Detail::At(level);
     rep.phases.clear();
-    std::string text = Count(items.size()) + " nodes " + Clock(items.front().rec->time_ns, true) + " to " +
-                       Clock(items.back().rec->time_ns, multi_day) + " in " + std::to_string(phases.size()) +
-                       " phases; " + std::to_string(package_changes) + " package changes, " + std::to_string(rollbacks) +
-                       (rollbacks == 1 ? " rollback, " : " rollbacks, ") + std::to_string(tournaments.size()) +
-                       (tournaments.size() == 1 ? " tournament" : " tournaments");
-    if (head) text += "; HEAD " + head->Hex().substr(0, 12);
+    std::string text = Count(nodes.size()) + " nodes " + Clock(nodes.front().rec.time_ns, true) + " to " +
+                       Clock(nodes.back().rec.time_ns, multi_day) + " in " + plural(phases.size(), "phase", "phases") +
+                       "; " + std::to_string(package_changes) + " package changes on HEAD's line, " +
+                       plural(failed, "failed command", "failed commands") + ", " + plural(rollbacks, "rollback", "rollbacks") +
+                       ", " + plural(span.tournaments.size(), "tournament", "tournaments") + ", " +
+                       plural(span.forks.size(), "fork", "forks");
+    if (span.head) text += "; HEAD " + span.head->Hex().substr(0, 12);
     text += "\n";
-    const size_t n_dirs = level >= 3 ? 4 : level == 2 ? 3 : level == 1 ? 2 : 1;
-    const size_t n_cmds = level >= 3 ? 3 : level == 2 ? 2 : level == 1 ? 1 : 0;
-    const size_t n_msgs = n_cmds;
-    std::set<std::string> shown_tournaments;
     for (size_t k = 0; k < phases.size(); ++k) {
       const Phase& ph = phases[k];
       DigestPhase dp;
-      dp.start = Clock(items[ph.first].rec->time_ns, multi_day);
-      dp.end = Clock(items[ph.last].rec->time_ns, false);
+      dp.start = Clock(nodes[ph.first].rec.time_ns, multi_day);
+      dp.end = Clock(nodes[ph.last].rec.time_ns, false);
       std::vector<snap::PackageDelta> packages;
       std::map<std::string, size_t> dirs, commands;
       std::vector<std::string> messages;
       std::string root_note;
+      uint64_t noise = 0;
+      // Failures by command: how many times, the first time and how it ended.
+      std::map<std::string, std::pair<size_t, std::string>> fails;
+      std::vector<std::string> fail_order;
       for (size_t i = ph.first; i <= ph.last; ++i) {
-        const Item& it = items[i];
+        const SpanNode& n = nodes[i];
         ++dp.nodes;
-        dp.changes += it.rec->changes;
-        for (const auto& d : it.sample_dirs) ++dirs[d];
-        if (!it.tournament.empty()) {
-          if (shown_tournaments.insert(it.tournament).second) {
-            const Tournament& t = tournaments[it.tournament];
-            std::string line = "tournament " + Clock(t.time, false) + " " + t.id + ": " +
-                               std::to_string(t.candidates.size()) + " candidates (";
-            for (size_t c = 0; c < t.candidates.size(); ++c) line += (c ? "; " : "") + Cut(t.candidates[c], 40);
-            line += "), ";
-            line += t.winner.empty() ? "none applied" : "applied \"" + Cut(t.winner, 40) + "\"";
-            std::string tp = PackagesText(t.packages, true, true);
-            if (!tp.empty()) line += "; candidates' packages: " + tp;
-            dp.tournaments.push_back(line);
-          }
-          continue;
+        dp.changes += n.rec.changes;
+        if (n.failed) {
+          std::string where = n.line == Line::kFork ? " in fork " + n.rec.provenance->workspace
+                              : n.line == Line::kCandidate ? " in a tournament"
+                              : n.line == Line::kUndone ? " (later rolled back)" : "";
+          std::string key = Ran(n, d.command_bytes) + where;
+          auto [it, fresh] = fails.try_emplace(key, 0, Clock(n.rec.time_ns, false));
+          if (fresh) fail_order.push_back(key);
+          ++it->second.first;
         }
-        if (it.rec->packages && !it.rec->parent) {
+        if (n.line != Line::kHead) continue;  // forks, candidates and undone work have lines of their own
+        for (const auto& dir : n.dirs) ++dirs[dir];
+        noise += n.noise;
+        if (n.rec.packages && !n.rec.parent) {
           // A root node "installs" everything its tree holds: counted, not listed.
           std::map<std::string, size_t> per;
-          for (const auto& p : it.rec->packages->items) ++per[std::string(snap::EcosystemName(p.ecosystem))];
-          for (const auto& [eco, n] : it.rec->packages->omitted) per[std::string(snap::EcosystemName(eco))] += n;
+          for (const auto& p : n.rec.packages->items) ++per[std::string(snap::EcosystemName(p.ecosystem))];
+          for (const auto& [eco, c] : n.rec.packages->omitted) per[std::string(snap::EcosystemName(eco))] += c;
           std::string counts;
-          for (const auto& [eco, n] : per) counts += (counts.empty() ? "" : ", ") + eco + " " + std::to_string(n);
-          if (!counts.empty()) root_note = "   first node " + it.rec->id.Hex().substr(0, 12) + " holds " + counts + " packages\n";
-        } else if (it.rec->packages) {
-          for (const auto& p : it.rec->packages->items) {
+          for (const auto& [eco, c] : per) counts += (counts.empty() ? "" : ", ") + eco + " " + std::to_string(c);
+          if (!counts.empty()) root_note = "   first node " + n.rec.id.Hex().substr(0, 12) + " holds " + counts + " packages\n";
+        } else if (n.rec.packages) {
+          for (const auto& p : n.rec.packages->items) {
             packages.push_back(p);
             dp.packages.push_back(MakePackageInfos(snap::PackageDeltas{{p}, {}})[0]);
           }
         }
-        std::string_view bare = BareTitle(*it.rec);
-        if (bare.starts_with("exec: ")) {
-          std::string_view cmd = bare.substr(6);
-          if (cmd.starts_with("/bin/sh -c ")) cmd.remove_prefix(11);
-          ++commands[Cut(cmd, 40)];
-        }
-        if (!it.message.empty() && messages.size() < n_msgs) messages.push_back("\"" + Cut(it.message, 60) + "\"");
-        if (!rollback_of[i].empty()) dp.rollbacks.push_back(rollback_of[i]);
-        auto t = tags.find(it.rec->id);
-        if (t != tags.end()) dp.tags.push_back(t->second + " (" + it.rec->id.Hex().substr(0, 12) + ")");
+        if (!n.command.empty()) ++commands[Quoted(n.command, d.command_bytes)];
+        if (!n.message.empty() && messages.size() < d.messages) messages.push_back("\"" + Cut(n.message, 60) + "\"");
+        auto t = tags.find(n.rec.id);
+        if (t != tags.end()) dp.tags.push_back(t->second + " (" + n.rec.id.Hex().substr(0, 12) + ")");
       }
-      if (k + 1 == phases.size() && !head_note.empty()) dp.rollbacks.push_back(head_note);
-      dp.dirs = Top(dirs, n_dirs, false);
-      dp.commands = Top(commands, n_cmds, true);
+      for (size_t f = 0; f < fail_order.size() && f < d.failures; ++f) {
+        const auto& [count, first] = fails[fail_order[f]];
+        dp.failures.push_back(first + " " + fail_order[f] + (count > 1 ? " (x" + std::to_string(count) + ")" : ""));
+      }
+      if (fail_order.size() > d.failures) dp.failures.push_back("and " + std::to_string(fail_order.size() - d.failures) + " more");
+      for (const auto& m : span.moves) {
+        if (phase_of(m.time_ns) != k || !(m.rollback || m.kind == snap::OpKind::kPartialRestore)) continue;
+        std::string line = (m.rollback ? "rollback " : "restored paths ") + Clock(m.time_ns, false) + ": HEAD " +
+                           (m.from ? m.from->Hex().substr(0, 12) : std::string("(none)")) + " -> " + NodeRef(span, m.to, index);
+        if (!m.undone.empty()) line += "; undid " + WorkOf(span, m.undone, d);
+        dp.rollbacks.push_back(line);
+      }
+      for (const auto& t : span.tournaments) {
+        if (phase_of(t.time_ns) != k) continue;
+        std::string line = "tournament " + Clock(t.time_ns, false) + " " + t.id + ": " +
+                           std::to_string(std::max<size_t>(t.count, t.candidates.size())) + " candidates";
+        std::string won;
+        std::vector<snap::PackageDelta> tp;
+        for (const auto& c : t.candidates) {
+          const SpanNode& n = nodes[c.node];
+          line += "; #" + std::to_string(c.index + 1) + " " + Quoted(n.command, d.command_bytes);
+          if (c.test_exit_code) line += " test exit " + std::to_string(*c.test_exit_code);
+          if (c.won) won = "#" + std::to_string(c.index + 1);
+          AddPackages(n, &tp);
+        }
+        line += won.empty() ? "; none won" : "; won: " + won + (t.applied ? " (applied to HEAD)" : " (not applied)");
+        std::string pk = PackagesText(tp, true, true);
+        if (!pk.empty()) line += "; candidates' packages: " + pk;
+        dp.tournaments.push_back(line);
+      }
+      for (const auto& f : span.forks) {
+        if (phase_of(nodes[f.nodes.front()].rec.time_ns) != k) continue;
+        dp.forks.push_back("fork " + f.workspace + (f.base ? " from " + f.base->Hex().substr(0, 12) : std::string()) +
+                           " " + Clock(nodes[f.nodes.front()].rec.time_ns, false) + ": " + WorkOf(span, f.nodes, d) +
+                           " (not on HEAD's line)");
+      }
+      dp.dirs = Top(dirs, d.dirs, false);
+      dp.commands = Top(commands, d.commands, true);
       text += std::to_string(k + 1) + ". " + dp.start + "-" + dp.end + " " + Count(dp.nodes) + " nodes, " +
               Count(dp.changes) + " paths\n";
       std::string pk = PackagesText(packages, level >= 1, true);
       text += root_note;
       if (!pk.empty()) text += "   packages: " + pk + "\n";
-      if (!dp.dirs.empty()) text += "   dirs: " + Join(dp.dirs, ", ") + "\n";
+      if (!dp.dirs.empty() || noise)
+        text += "   dirs: " + Join(dp.dirs, ", ") + (noise ? std::string(dp.dirs.empty() ? "" : ", ") + "caches and lock files" : "") + "\n";
       if (!dp.commands.empty()) text += "   ran: " + Join(dp.commands, ", ") + "\n";
+      if (!dp.failures.empty()) text += "   failed: " + Join(dp.failures, "; ") + "\n";
       if (!messages.empty()) text += "   notes: " + Join(messages, ", ") + "\n";
       for (const auto& line : dp.rollbacks) text += "   " + line + "\n";
       for (const auto& line : dp.tournaments) text += "   " + line + "\n";
+      for (const auto& line : dp.forks) text += "   " + line + "\n";
       if (!dp.tags.empty()) text += "   tags: " + Join(dp.tags, ", ") + "\n";
       rep.phases.push_back(std::move(dp));
     }

@@ -1,26 +1,22 @@
 // history/digest: a span of history (by default the last day) in one page
 // for a model: phases of activity, each with its time span, node count,
-// package deltas, directories touched, commands run, rollbacks,
-// tournaments and tags, held to a token budget (characters / 4).
+// the package deltas and commands of HEAD's line, directories touched,
+// failed commands with how they ended, rollbacks with what they undid,
+// tournaments with every candidate and the winner, and forks by name,
+// held to a token budget (characters / 4).
 //
-// Read from node records (titles, parents, package deltas) and node
-// objects (the change sample of each), never from trees: the cost is one
-// record and one small object per node of the span.
+// Read from node records (provenance, parents, package deltas), node
+// objects (the change sample of each) and the operation log, never from
+// titles or trees (history/digest_span.h sorts the span into HEAD's line,
+// undone work, forks and tournament candidates).
 //
-// What is recognized in the graph, oldest first:
-//   tournament  nodes labelled "tournament <id>: <candidate>" (their
-//               packages go to the tournament's line, not the phase's);
-//               its winner was applied when a later live node descends
-//               from a candidate, or HEAD is one
-//   rollback    a live node whose parent is not the live node before it
-//               (work went on from an older node), or a node saved as
-//               "uncommitted changes before restore to <id>"; HEAD left
-//               on an older node at the end is one too
 // A first node (no parent) "installs" every package of its tree: those
-// are counted, not listed. Phases split where no node was made for kPhaseGap; past kMaxPhases the
-// closest neighbours merge. Every package delta of the span is named
-// (dependencies by name, versions of the asked-for ones); detail (dirs,
-// commands, messages) shrinks first when the page would be over budget.
+// are counted, not listed. Phases split where no node was made for
+// kPhaseGap; past kMaxPhases the closest neighbours merge. Every package
+// delta of HEAD's line is named (dependencies by name, versions of the
+// asked-for ones); caches and lock files are not named as directories;
+// commands are whole up to 400 bytes. Detail (dirs, commands, messages,
+// command length) shrinks first when the page would be over budget.
 #pragma once
 
 #include <cstdint>
@@ -43,11 +39,12 @@ struct DigestPhase {
   std::string start, end;  // local times
   uint64_t nodes = 0, changes = 0;
   std::vector<PackageInfo> packages;  // live-line nodes' deltas, in order
-  std::vector<std::string> dirs, commands, rollbacks, tournaments, tags;
+  std::vector<std::string> dirs, commands, failures, rollbacks, tournaments, forks, tags;
   template <class V> void Fields(V& v) {
     v("start", start); v("end", end); v("nodes", nodes); v("changes", changes);
     v("packages", packages, kOmitEmpty); v("dirs", dirs, kOmitEmpty); v("commands", commands, kOmitEmpty);
-    v("rollbacks", rollbacks, kOmitEmpty); v("tournaments", tournaments, kOmitEmpty); v("tags", tags, kOmitEmpty);
+    v("failures", failures, kOmitEmpty); v("rollbacks", rollbacks, kOmitEmpty);
+    v("tournaments", tournaments, kOmitEmpty); v("forks", forks, kOmitEmpty); v("tags", tags, kOmitEmpty);
   }
 };
 struct DigestReply {

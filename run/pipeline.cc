@@ -80,7 +80,20 @@ Result<mounts::DiskLimit> PlanDisk(snap::Repo& repo, runner::EnvSpec* spec, uint
 
 }  // namespace
 
-Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io) {
+snap::Provenance CommandProvenance(snap::ProvenanceKind kind, const std::string& line,
+                                   const std::vector<std::string>& argv, const std::string& cwd,
+                                   const snap::CommandOutcome& outcome, const snap::Requester& who) {
+  snap::Provenance p;
+  p.kind = kind;
+  if (argv.empty()) p.line = line;
+  else p.argv = argv;
+  p.cwd = cwd;
+  p.outcome = outcome;
+  p.who = who;
+  return p;
+}
+
+Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who) {
   snap::Repo& repo = host.repo;
   const FrameSink& emit = io.emit;
   // The caller's own streams (its terminal): no pipes, no frames.
@@ -193,7 +206,18 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io) {
   }
   if (!r.snapshot) return rep;
   snap::SnapOptions so;
-  so.label = (listening ? "exec: " : "exec cancelled: ") + run.line.substr(0, 180);
+  snap::CommandOutcome how;
+  how.exit_code = rep.exit_code;
+  how.signal = uint32_t(rep.signal);
+  how.timed_out = rep.timed_out;
+  how.cancelled = rep.cancelled;
+  how.killed = rep.killed || rep.oom_killed;
+  how.duration_ms = rep.duration_ms;
+  so.provenance = CommandProvenance(snap::ProvenanceKind::kExec, r.command, r.argv, r.cwd.value_or(""), how, who);
+  if (ws) {
+    so.provenance->workspace = ws->name;
+    so.provenance->base = ws->base;
+  }
   Result<snap::SnapResult> made = ws ? RecordWorkspace(repo, *ws, so) : repo.Snapshot(so);
   if (!made) {
     Error e = made.error();

@@ -71,13 +71,20 @@ struct Outcome {
   std::optional<store::ObjectId> node;  // recorded; none when nothing changed or !r.snapshot
 };
 
-// Runs `r` (the exec op) in its environment and records its node, labelled
-// with the command ("exec cancelled: ..." when the caller left). Errors:
+// Runs `r` (the exec op) in its environment and records its node with its
+// provenance: the command whole, its cwd, how it ended (a cancelled one
+// too), the workspace and its base, and `who` asked. Errors:
 // kInvalid (arguments), kNotFound (workspace), kBusy (the workspace is in
 // use), kNoProgram (nothing ran), the runner's start-up; an error with
 // `partial` set: the command ran but its changes could not all be kept or
 // recorded. Thread-safe.
-Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io);
+Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who);
+
+// The provenance of a command's node: `kind` (exec, tournament, ...), the
+// command (a shell line, else the argv), its cwd and how it ended.
+snap::Provenance CommandProvenance(snap::ProvenanceKind kind, const std::string& line,
+                                   const std::vector<std::string>& argv, const std::string& cwd,
+                                   const snap::CommandOutcome& outcome, const snap::Requester& who);
 
 // What a command of a tournament or a bisect is: a shell line in a
 // workspace whose lock and lower the caller holds.

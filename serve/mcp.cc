@@ -54,8 +54,8 @@ class LineWriter {
 }  // namespace
 
 ToolRunner ClientToolRunner(control::Client& client) {
-  return [&client](const std::string& op, const json& args, const control::FrameSink& emit) {
-    return client.CallJson(op, args, emit);  // a daemon holds the lock: it runs the op
+  return [&client](const std::string& op, const json& args, const control::CallContext& call) {
+    return client.CallJson(op, args, call);  // a daemon holds the lock: it runs the op
   };
 }
 

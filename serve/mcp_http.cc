@@ -141,6 +141,7 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
   do *id = NewSessionId();
   while (sessions_.count(*id) || ended_.count(*id));
   sessions_[*id] = Entry{s, peer, now};
+  s->set_session_id(*id);
   return s;
 }
 

@@ -129,6 +129,11 @@ McpSession::McpSession(ToolRunner run, FileReader read, McpOptions opt)
 
 McpSession::~McpSession() { Drain(); }
 
+void McpSession::set_session_id(std::string id) {
+  std::lock_guard lock(mu_);
+  session_ = std::move(id);
+}
+
 bool McpSession::initialized() const {
   std::lock_guard lock(mu_);
   return initialized_;
@@ -279,6 +284,8 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
     {
       std::lock_guard lock(mu_);
       initialized_ = true;
+      if (params.contains("clientInfo") && params["clientInfo"].is_object())
+        client_ = snap::CutUtf8(params["clientInfo"].value("name", ""), snap::Provenance::kMaxName);
     }
     out(Reply(id, {{"protocolVersion", NegotiateProtocol(params)},
                    {"capabilities", {{"tools", {{"listChanged", false}}},
@@ -418,7 +425,12 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
     return true;
   };
   progress("", false);
-  Result<json> r = run_(name, args, emit);
+  control::CallContext ctx(emit);
+  {
+    std::lock_guard lock(mu_);
+    ctx.who = {snap::Origin::kMcp, client_, session_};
+  }
+  Result<json> r = run_(name, args, ctx);
   if (call->cancelled) return;  // MCP: no reply for a cancelled request
   if (!r) {
     // A command that started may have changed files before failing. No

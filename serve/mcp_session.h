@@ -33,7 +33,7 @@ namespace agentenv::serve {
 // go to `emit`, whose false answer (also to a null probe) means the
 // request was cancelled: the operation stops its command. Thread-safe.
 using ToolRunner = std::function<Result<nlohmann::json>(const std::string& op, const nlohmann::json& args,
-                                                        const control::FrameSink& emit)>;
+                                                        const control::CallContext& call)>;
 // Reads the regular file `path` of node `ref` (at most `limit` bytes; more
 // is kInvalid). Thread-safe. Errors: kNotFound, kInvalid, I/O.
 using FileReader = std::function<Result<std::string>(const std::string& ref, const std::string& path, size_t limit)>;
@@ -76,6 +76,9 @@ class McpSession {
   // Waits for every request in flight (their replies still go out).
   ~McpSession();
 
+  // The id its transport gives this session (Mcp-Session-Id), recorded as
+  // who asked in what its tool calls make. Thread-safe.
+  void set_session_id(std::string id);
   // Parses one message (a stdio line, an HTTP body) and handles it; a
   // parse error is answered with id null.
   void HandleText(std::string_view text, const Outbox& out);
@@ -116,6 +119,8 @@ class McpSession {
   mutable std::mutex mu_;
   std::condition_variable idle_;
   bool initialized_ = false;
+  std::string client_;   // clientInfo.name from initialize
+  std::string session_;  // the transport's session id (Streamable HTTP), if any
   bool listed_resources_ = false;
   size_t log_level_ = 3;  // index into kLogLevels (mcp_session.cc): warning and worse by default
   Outbox notify_;

@@ -36,10 +36,10 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
   // HTTP serves as soon as it listens: it starts once the capture has, as
   // the sockets accept only now (no request sees a half-set-up server).
   if (opt.http) {
-    ToolRunner run = [&server](const std::string& op, const nlohmann::json& args, const control::FrameSink& emit) {
+    ToolRunner run = [&server](const std::string& op, const nlohmann::json& args, const control::CallContext& call) {
       const control::OpSpec* spec = control::FindOp(op);
       serve::Log("mcp: " + (spec ? spec->name : op));
-      return control::CallJson(server, op, args, emit);
+      return control::CallJson(server, op, args, call);
     };
     FileReader read = CatFileReader(server);
     s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read));

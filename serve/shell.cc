@@ -21,6 +21,7 @@
 #include "mounts/disk_limit.h"
 #include "control/open_repo.h"
 #include "run/jobs.h"
+#include "run/pipeline.h"
 #include "serve/serving.h"
 #include "serve/shell.h"
 #include "workspace/workspace.h"
@@ -195,17 +196,20 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   std::string line;
   for (const auto& a : cmd) line += (line.empty() ? "" : " ") + a;
   snap::SnapOptions snap_opt;
-  snap_opt.label = "shell: " + line.substr(0, 180);
+  snap::CommandOutcome how;
+  if (st && st->signal) how.signal = uint32_t(st->signal);
+  else if (st) how.exit_code = st->exit_code;
+  snap_opt.provenance = run::CommandProvenance(snap::ProvenanceKind::kShell, "", cmd, "", how,
+                                               {snap::Origin::kCli, "", ""});
+  if (ws) {
+    snap_opt.provenance->workspace = ws->name;
+    snap_opt.provenance->base = ws->base;
+  }
   Result<std::optional<store::ObjectId>> made = [&]() -> Result<std::optional<store::ObjectId>> {
     if (ws) {
       in_ws->lock.reset();  // the snapshot takes it again
-      control::SnapshotRequest req;
-      req.label = snap_opt.label;
-      req.workspace = ws->name;
-      AE_ASSIGN(control::SnapshotReply rep, server.Snapshot(req));
-      if (!rep.node) return std::optional<store::ObjectId>();
-      AE_ASSIGN(store::ObjectId id, store::ObjectId::FromHex(rep.node->id));
-      return std::optional<store::ObjectId>(id);
+      AE_ASSIGN(snap::SnapResult s, run::RecordWorkspace(r, in_ws->ws, snap_opt));  // its lock still held
+      return s.node;
     }
     auto writer = server.LockWriters();  // the whole session's tail goes into this node
     AE_ASSIGN(snap::SnapResult s, r.Snapshot(snap_opt));
@@ -215,8 +219,11 @@ Result<ShellResult> RunShell(const std::string& root, const ShellOptions& opt) {
   if (!made) return Unexpected<Error>(made.error());
   ShellResult res;
   res.exit_code = !st ? 1 : st->signal ? 128 + st->signal : st->exit_code;
-  if (*made) res.node = (*made)->Hex();
-  res.label = snap_opt.label;
+  if (*made) {
+    res.node = (*made)->Hex();
+    AE_ASSIGN(snap::NodeRecord rec, r.Record(**made));
+    res.label = rec.title;
+  }
   return res;
 }
 

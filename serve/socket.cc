@@ -202,7 +202,19 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
   }
   nlohmann::json id = has_id ? req["id"] : nlohmann::json();
   auto passed = std::make_shared<std::vector<UniqueFd>>(std::move(fds));
-  auto run = [this, conn, id, op, args = std::move(args), cancelled, has_id, key, passed] {
+  // Who asked, as the client says (the CLI, an MCP server it relays for);
+  // a client that says nothing is a socket client.
+  snap::Requester who{snap::Origin::kSocket, "", ""};
+  if (req.contains("who") && req["who"].is_object()) {
+    const auto& w = req["who"];
+    if (w.contains("origin") && w["origin"].is_string())
+      who.origin = snap::OriginFromName(w["origin"].get<std::string>()).value_or(snap::Origin::kSocket);
+    if (w.contains("client") && w["client"].is_string())
+      who.client = snap::CutUtf8(w["client"].get<std::string>(), snap::Provenance::kMaxName);
+    if (w.contains("session") && w["session"].is_string())
+      who.session = snap::CutUtf8(w["session"].get<std::string>(), snap::Provenance::kMaxName);
+  }
+  auto run = [this, conn, id, op, args = std::move(args), cancelled, has_id, key, passed, who] {
     control::CallContext call([&](nlohmann::json frame) {
       if (*cancelled) return false;
       if (frame.is_null()) return conn->PeerThere();
@@ -210,6 +222,7 @@ void SocketServer::Dispatch(const std::shared_ptr<Connection>& conn, nlohmann::j
       return conn->Send(frame);
     });
     if (!passed->empty()) call.stdio = std::array<int, 3>{(*passed)[0].get(), (*passed)[1].get(), (*passed)[2].get()};
+    call.who = who;
     Result<nlohmann::json> r = handler_(op, args, call);
     // The caller's terminal is ours no longer: it sees end of file once
     // its command's processes are gone, not when this thread is reused.

@@ -122,6 +122,9 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
                           return control::CallJson(server, op, args, call);
                         }});
   so.capture = opt.capture;
+  // The agent's changes: supervise's capture, made by the agent it runs.
+  so.capture->kind = snap::ProvenanceKind::kSupervise;
+  so.capture->who = {snap::Origin::kSupervise, opt.argv.empty() ? "" : opt.argv.front(), ""};
   AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
   AE_TRY(sup.Launch());
 

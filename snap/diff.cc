@@ -59,6 +59,11 @@ Result<void> DiffTrees(const TreeLoader& load, const store::ObjectId& from, cons
   return DiffDir(load, from, to, "", fn);
 }
 
+bool MtimeOnlyDir(const Difference& x) {
+  return x.old_entry && x.new_entry && x.old_entry->kind == Kind::kDir && x.new_entry->kind == Kind::kDir &&
+         x.old_entry->id == x.new_entry->id && SameButMtime(x.old_entry->meta, x.new_entry->meta);
+}
+
 Result<TreeDelta> Delta(const store::Store& s, const store::ObjectId& from, const store::ObjectId& to,
                         const DiffObserver& seen) {
   return Delta([&s](const store::ObjectId& id) { return LoadTree(s, id); }, from, to, seen);
@@ -98,9 +103,7 @@ Result<TreeDelta> Delta(const TreeLoader& load, const store::ObjectId& from, con
                         const DiffObserver& seen) {
   TreeDelta d;
   AE_TRY(DiffDir(load, from, to, "", [&](const Difference& x) -> Result<void> {
-    if (x.old_entry && x.new_entry && x.old_entry->kind == Kind::kDir && x.new_entry->kind == Kind::kDir &&
-        x.old_entry->id == x.new_entry->id && SameButMtime(x.old_entry->meta, x.new_entry->meta))
-      return {};
+    if (MtimeOnlyDir(x)) return {};
     d.changes.Add(x.change);
     if (seen) seen(x);
     if (x.change.op == '-') (x.change.is_dir ? d.deleted_dirs : d.deleted_files).push_back(x.change.path);

@@ -42,6 +42,9 @@ Result<void> Removed(const TreeLoader& load, const store::ObjectId& from, const 
 
 // Whether two metadata differ at most in mtime.
 bool SameButMtime(const Meta& a, const Meta& b);
+// A directory whose contents and metadata are the same but its mtime: no
+// change to count (Delta, and so a node's counts, and `diff` agree).
+bool MtimeOnlyDir(const Difference& d);
 
 // Every change between two trees, plus the file count / byte deltas. A
 // directory whose contents and metadata are the same but its mtime (an

@@ -610,6 +610,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref, const std::optional<
   op.saved = saved.node;
   op.who = op_opt.who;
   op.tournament = op_opt.tournament;
+  op.time_ns = op_opt.time_ns;
   if (mode == RestoreMode::kSwapIfUnused) {
     AE_ASSIGN(bool many, DiffersInMany(sc.out.tree, to.tree));
     if (many) {
@@ -627,7 +628,7 @@ Result<RestoreResult> Repo::Restore(const std::string& ref, const std::optional<
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(PutStats(*txn, res.stats.stat_entries));
   AE_TRY(txn->SetRef("HEAD", target));
-  op.time_ns = NowNs();
+  if (!op.time_ns) op.time_ns = NowNs();
   AE_TRY(txn->PutOperation(op));
   AE_TRY(txn->Commit());
   EndLiveRestore();

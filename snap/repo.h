@@ -80,6 +80,7 @@ struct OpOptions {
   OpKind kind = OpKind::kUnknown;  // kUnknown: the call's own (kRestore, kPartialRestore)
   Requester who;
   std::string tournament;  // kTournamentApply: the tournament's id
+  int64_t time_ns = 0;     // the row's time; 0: now (generators of history pass their clock)
 };
 
 struct RestoreResult {

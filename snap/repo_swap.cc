@@ -164,7 +164,7 @@ Result<bool> Repo::SwapLive(const store::ObjectId& target, RestoreResult* res, s
   AE_TRY(FsyncDir(layout::WorkParent(root_)));
   AE_ASSIGN(auto txn, meta_->Begin());
   AE_TRY(txn->SetRef("HEAD", target));
-  op.time_ns = NowNs();
+  if (!op.time_ns) op.time_ns = NowNs();
   AE_TRY(txn->PutOperation(op));
   AE_TRY(txn->Commit());
   EndLiveRestore();

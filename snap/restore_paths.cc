@@ -134,13 +134,14 @@ Result<RestoreResult> Repo::RestorePaths(const std::string& ref, const std::vect
   op.saved = saved.node;
   op.who = op_opt.who;
   op.tournament = op_opt.tournament;
+  op.time_ns = op_opt.time_ns;
   AE_ASSIGN(SnapResult made, Commit(next, opt, true, op));
   EndLiveRestore();
   res.node = made.node ? *made.node : *head;
   if (!made.node) {
     // Nothing changed and HEAD stays: the operation is logged on its own.
     op.to = *head;
-    op.time_ns = NowNs();
+    if (!op.time_ns) op.time_ns = NowNs();
     AE_ASSIGN(auto txn, meta_->Begin());
     AE_TRY(txn->PutOperation(op));
     AE_TRY(txn->Commit());

@@ -188,7 +188,7 @@ TEST_CASE("cli socket: one connection's read is answered while its exec runs, to
   CHECK(busy_after_reply == 0);
 }
 
-TEST_CASE("cli socket: cancel kills the exec's command and its changes become a node labelled cancelled", "[cli][socket][exec]") {
+TEST_CASE("cli socket: cancel kills the exec's command and its changes become a node recorded as cancelled", "[cli][socket][exec]") {
   TempDir tmp;
   fs::path root = BusyboxRepo(tmp);
   NobodyDaemon d(root, {"--no-capture"});
@@ -213,7 +213,8 @@ TEST_CASE("cli socket: cancel kills the exec's command and its changes become a 
   REQUIRE(exec_reply.value("ok", false));
   CHECK(exec_reply["result"]["exit_code"].is_null());
   REQUIRE(exec_reply["result"]["node"].is_object());
-  CHECK(exec_reply["result"]["node"]["title"].get<std::string>().starts_with("exec cancelled: "));
+  CHECK(exec_reply["result"]["node"]["provenance"].value("cancelled", false));
+  CHECK(exec_reply["result"]["node"]["title"].get<std::string>().ends_with(" (signal 9, cancelled, killed)"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK_FALSE(fs::exists(Work(root) / "root/late.txt"));
   CHECK(fs::exists(Work(root) / "root/early.txt"));  // kept: nothing is lost
@@ -233,7 +234,9 @@ TEST_CASE("cli mcp: notifications/cancelled stops an exec, sends no reply, recor
   json log;
   bool recorded = WaitFor([&] {
     log = m.Call("log", {{"limit", 1}});
-    return log["result"]["structuredContent"]["nodes"][0]["title"].get<std::string>().starts_with("exec cancelled: ");
+    const json& n = log["result"]["structuredContent"]["nodes"][0];
+    return n.contains("provenance") && n["provenance"].value("cancelled", false) &&
+           n["title"].get<std::string>().find(" (signal 9, cancelled, killed)") != std::string::npos;
   }, 10000);
   INFO(log.dump());
   CHECK(recorded);

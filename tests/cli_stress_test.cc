@@ -146,7 +146,9 @@ void Stress(As as) {
   // Read-only views of HEAD, for one command each (rootless and as root).
   std::thread views([&] {
     while (!stop) {
-      call("views", {"mount", "HEAD", "--", "/bin/sh", "-c", "test -f \"$AGENTENV_VIEW/bin/hl-b\""});
+      // The command's own output, not a reply: its exit code is the answer.
+      CmdResult r = RunAs(as, root, {"mount", "HEAD", "--", "/bin/sh", "-c", "test -f \"$AGENTENV_VIEW/bin/hl-b\""}, 180000);
+      if (r.code != 0) f.Fail("views: mount HEAD -- test -f bin/hl-b: " + r.Describe());
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });

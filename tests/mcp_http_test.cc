@@ -22,7 +22,7 @@ struct Endpoint {
   std::unique_ptr<serve::HttpServer> http;
 
   explicit Endpoint(serve::McpHttpOptions opt) {
-    serve::ToolRunner run = [](const std::string&, const json&, const control::FrameSink&) -> Result<json> {
+    serve::ToolRunner run = [](const std::string&, const json&, const control::CallContext&) -> Result<json> {
       return json::object();
     };
     serve::FileReader read = [](const std::string&, const std::string&, size_t) -> Result<std::string> {

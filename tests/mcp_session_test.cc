@@ -12,7 +12,7 @@ using namespace agentenv;
 using nlohmann::json;
 
 TEST_CASE("mcp session: a reply frees its slot before it goes out: a request sent on reading it is not busy", "[serve]") {
-  serve::McpSession session([](const std::string&, const json&, const control::FrameSink&) -> Result<json> {
+  serve::McpSession session([](const std::string&, const json&, const control::CallContext&) -> Result<json> {
     return json{{"nodes", json::array()}};
   }, [](const std::string&, const std::string&, size_t) -> Result<std::string> { return std::string(); });
   constexpr int kTotal = 200;

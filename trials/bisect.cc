@@ -32,16 +32,32 @@ struct Trial {
   std::string error;  // could not test (fork, run), or an aborting exit
 };
 
+bool Gone(const Error& e) { return e.code == ErrorCode::kNotFound; }
+
+// A node that retention dropped while the bisect ran is not an error: it
+// is left out like a skipped one (its verdict says why).
+void Dropped(Trial* t) {
+  t->result.verdict = "dropped";
+  t->error.clear();
+}
+
 // Forks the workspace (on the caller's thread: workspaces are made and
 // removed one at a time, only the tests run in parallel).
 void Prepare(snap::Repo& repo, const store::ObjectId& node, uint64_t index, const std::string& tag, Trial* t) {
   t->result.id = node.Hex();
   t->result.short_id = history::Short(node);
   t->result.index = index;
+  // A failure because the node left history (its objects may be gone
+  // before its record is) is a drop; any other is an error.
+  auto fail = [&](const Error& e) {
+    auto rec = repo.Record(node);
+    if (!rec && Gone(rec.error())) return Dropped(t);
+    t->error = e.message;
+  };
   auto lower = repo.LeaseLower(node);
-  if (!lower) return void(t->error = lower.error().message);
+  if (!lower) return fail(lower.error());
   auto ws = workspace::CreateWorkspace(repo, "bisect-" + tag + "-" + std::to_string(index), node, lower->dir(), "", 0, &t->lock, "bisect");
-  if (!ws) return void(t->error = ws.error().message);
+  if (!ws) return fail(ws.error());
   t->lower = std::move(*lower);
   t->ws = std::move(*ws);
 }
@@ -62,6 +78,34 @@ void RunTest(snap::Repo& repo, const std::string& test, std::chrono::millisecond
   t->result.verdict = c == 0 ? "good" : c == 125 ? "skip" : "bad";
 }
 
+// The path, oldest first: bad's parents back to good (or the root). A
+// retain running meanwhile can drop a node the walk is about to read (its
+// child then names the node's parent): the walk starts over.
+Result<std::vector<store::ObjectId>> Path(snap::Repo& repo, const store::ObjectId& bad,
+                                          const std::optional<store::ObjectId>& good) {
+  for (int attempt = 0;; ++attempt) {
+    std::vector<store::ObjectId> path = {bad};
+    bool redo = false;
+    for (store::ObjectId at = bad; !(good && at == *good);) {
+      auto rec = repo.Record(at);
+      if (!rec && Gone(rec.error()) && at != bad && attempt < 8) {
+        redo = true;
+        break;
+      }
+      if (!rec) return Unexpected<Error>(rec.error());
+      if (!rec->parent) {
+        if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + history::Short(*good) + " is not an ancestor of bad " + history::Short(bad));
+        break;
+      }
+      at = *rec->parent;
+      path.push_back(at);
+    }
+    if (redo) continue;
+    std::reverse(path.begin(), path.end());
+    return path;
+  }
+}
+
 }  // namespace
 
 Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
@@ -76,28 +120,18 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
     AE_ASSIGN(good, repo.Resolve(r.good));
   }
 
-  // The path, oldest first: bad's parents back to good (or the root).
-  std::vector<store::ObjectId> path = {bad};
-  for (store::ObjectId at = bad; !(good && at == *good);) {
-    AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
-    if (!rec.parent) {
-      if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + history::Short(*good) + " is not an ancestor of bad " + history::Short(bad));
-      break;
-    }
-    at = *rec.parent;
-    path.push_back(at);
-  }
-  std::reverse(path.begin(), path.end());
+  AE_ASSIGN(std::vector<store::ObjectId> path, Path(repo, bad, good));
   BisectReply rep;
   rep.path = path.size();
   // Bounds: lo is known good (-1: nothing yet, no good given), hi known bad.
   int64_t lo = good ? 0 : -1, hi = int64_t(path.size()) - 1;
-  std::set<int64_t> skipped;
+  std::set<int64_t> skipped, dropped;  // dropped: no longer in history, no candidate
+  std::optional<Trial> held;  // the workspace of the first bad so far
   const std::string tag = history::Short(bad).substr(0, 8) + "-" + std::to_string(snap::NowNs() / 1000 % 1000000);
   auto untested = [&] {
     std::vector<int64_t> v;
     for (int64_t i = lo + 1; i < hi; ++i)
-      if (!skipped.count(i)) v.push_back(i);
+      if (!skipped.count(i) && !dropped.count(i)) v.push_back(i);
     return v;
   };
   for (;;) {
@@ -117,12 +151,13 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
       store::WorkerPool pool(unsigned(picks.size()));
       for (size_t j = 0; j < picks.size(); ++j) pool.Submit([&, j] { RunTest(repo, r.test, timeout, network, &trials[j]); });
     }  // joins
-    for (Trial& t : trials)
-      if (t.ws) (void)workspace::RemoveWorkspace(repo, *t.ws, std::move(t.lock));
     BisectRound round;
     for (const Trial& t : trials) {
-      if (!t.error.empty())
+      if (!t.error.empty()) {
+        for (Trial& u : trials)
+          if (u.ws) (void)workspace::RemoveWorkspace(repo, *u.ws, std::move(u.lock));
         return Fail(ErrorCode::kInvalid, "bisect: node " + t.result.short_id + ": " + t.error);
+      }
       round.tried.push_back(t.result);
     }
     // In path order: the goods before the first bad move lo, the first bad
@@ -132,7 +167,18 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
       if (t.verdict == "bad") first_bad = std::min(first_bad, int64_t(t.index));
     for (const BisectTry& t : round.tried) {
       if (t.verdict == "skip") skipped.insert(int64_t(t.index));
+      if (t.verdict == "dropped") dropped.insert(int64_t(t.index));
       if (t.verdict == "good" && int64_t(t.index) < first_bad) lo = std::max(lo, int64_t(t.index));
+    }
+    // The first bad node's workspace stays until a better one is found or
+    // the bisect ends: its lease keeps the answer in history meanwhile.
+    for (Trial& t : trials) {
+      if (first_bad != hi && int64_t(t.result.index) == first_bad) {
+        if (held && held->ws) (void)workspace::RemoveWorkspace(repo, *held->ws, std::move(held->lock));
+        held = std::move(t);
+      } else if (t.ws) {
+        (void)workspace::RemoveWorkspace(repo, *t.ws, std::move(t.lock));
+      }
     }
     hi = first_bad;
     round.left = untested().size();
@@ -145,7 +191,12 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
   if (!rep.found) rep.candidates.push_back(path[size_t(hi)].Hex());
   if (lo >= 0) rep.last_good = path[size_t(lo)].Hex();
   const store::ObjectId& first = path[size_t(hi)];
-  AE_ASSIGN(snap::NodeRecord rec, repo.Record(first));
+  auto found = repo.Record(first);
+  if (!found) {
+    if (held && held->ws) (void)workspace::RemoveWorkspace(repo, *held->ws, std::move(held->lock));
+    return Unexpected<Error>(found.error());
+  }
+  const snap::NodeRecord& rec = *found;
   rep.first_bad = history::MakeNodeInfo(rec);
   if (!rec.packages) {
     if (auto p = repo.Packages(first)) {
@@ -159,6 +210,7 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
     rep.deleted = node->changes.deleted;
     for (const auto& c : node->changes.sample) rep.sample.push_back(history::MakeChangeInfo(c));
   }
+  if (held && held->ws) (void)workspace::RemoveWorkspace(repo, *held->ws, std::move(held->lock));
   rep.duration_ms = MsSince(start);
   return rep;
 }

@@ -12,7 +12,10 @@
 // git bisect run's: 0 good, 125 skip (the node cannot be tested), 1-127
 // bad (but 125), 128 and above, a signal or a timeout abort the bisect.
 // Skipped nodes are not tested again; when only skipped nodes are left
-// between the bounds the result names all of them (ambiguous).
+// between the bounds the result names all of them (ambiguous). A retain
+// running meanwhile may drop path nodes: those not yet tested are left out
+// like skipped ones; the first bad found so far keeps its workspace (whose
+// lease keeps it in history) until the bisect ends.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +47,8 @@ struct BisectRequest {
 struct BisectTry {
   std::string id, short_id;
   uint64_t index = 0;            // on the path, 0 = good (or the root)
-  std::string verdict;           // "good", "bad", "skip"
+  std::string verdict;           // "good", "bad", "skip"; "dropped": retention
+                                 // removed it before its test (left out as skipped)
   std::optional<int> exit_code;  // null: killed by a signal
   uint64_t duration_ms = 0;
   template <class V> void Fields(V& v) {

@@ -33,7 +33,8 @@ std::optional<int> CodeOf(const runner::RunResult& r) {
 
 }  // namespace
 
-Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r, const run::FrameSink& emit) {
+Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r, const run::FrameSink& emit,
+                                   const snap::Requester& who) {
   const auto start = Clock::now();
   if (r.candidates.empty()) return Fail(ErrorCode::kInvalid, "tournament needs the argument 'candidates': at least one command line to try (on the CLI, after --)");
   if (r.test.empty()) return Fail(ErrorCode::kInvalid, "tournament: no test (--test CMD; exit 0 passes)");
@@ -110,7 +111,15 @@ Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r,
     c.passed = c.test_exit_code == 0 && !c.timed_out;
     done();  // the finish line is the test's verdict, not the snapshot
     snap::SnapOptions opt;
-    opt.label = ("tournament " + rep.id + ": " + c.candidate).substr(0, 200);
+    snap::CommandOutcome how;
+    if (ran->signal) how.signal = uint32_t(ran->signal);
+    else how.exit_code = ran->exit_code;
+    how.timed_out = ran->timed_out;
+    how.duration_ms = c.duration_ms;
+    opt.provenance = run::CommandProvenance(snap::ProvenanceKind::kTournament, c.candidate, {}, "", how, who);
+    opt.provenance->workspace = ws.name;
+    opt.provenance->base = ws.base;
+    opt.provenance->tournament = snap::TournamentRole{rep.id, uint32_t(i), uint32_t(n), c.test_exit_code, false};
     opt.allow_empty = true;  // every candidate is a branch, even one that changed nothing
     auto snapped = run::RecordWorkspace(repo, ws, opt);
     if (!snapped) {
@@ -134,7 +143,16 @@ Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r,
     if (!rep.winner || finished[i] < finished[*rep.winner]) rep.winner = i;
   }
   rep.cancelled = cancelled;
-  if (rep.winner && !cancelled) rep.candidates[*rep.winner].winner = true;
+  if (rep.winner && !cancelled) {
+    CandidateResult& won = rep.candidates[*rep.winner];
+    won.winner = true;
+    // The winner says so in its record (and its title, rendered again).
+    AE_ASSIGN(store::ObjectId node, store::ObjectId::FromHex(won.node->id));
+    AE_ASSIGN(snap::NodeRecord rec, repo.EditProvenance(node, [](snap::Provenance& p) {
+      if (p.tournament) p.tournament->won = true;
+    }));
+    won.node = history::MakeNodeInfo(rec);
+  }
   // The kept workspaces become ordinary ones; the rest go (their nodes stay).
   for (size_t i = 0; i < n; ++i) {
     workspace::Workspace& ws = spaces[i];

@@ -72,6 +72,8 @@ struct TournamentReply {
 // left) every candidate is killed, none is tested or recorded, and the
 // reply says `cancelled`. Workspaces a killed tournament left are removed
 // first. Errors: kInvalid (arguments), kNotFound (base), I/O.
-Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r, const run::FrameSink& emit = {});
+// `who` asked: recorded in each candidate's provenance.
+Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r, const run::FrameSink& emit,
+                                   const snap::Requester& who);
 
 }  // namespace agentenv::trials
