@@ -131,19 +131,19 @@ scale() {
   echo "| serve: then an hour | $hour | | <= 1 s $(cold_ok "$hour") |"
   echo "| serve: the month again (warm, median of 5) | $warm | | <= 0.05 s $(awk -v a="$warm" 'BEGIN{print (a <= 0.05) ? "PASS" : "MISS"}') |"
   echo "| serve: peak RSS after these | | $srss | < 256 MB $([ "$srss" -lt 256 ] && echo PASS || echo MISS) |"
+  row '`fsck --structure-only` (the whole history)' '' "$AE" fsck --structure-only
   row '`retain --dry-run`' '' "$AE" retain --dry-run
   local before; before=$("$AE" status --json | sed -n 's/.*"nodes":\([0-9]*\).*/\1/p')
   row '`retain` (the DVR schedule)' '' "$AE" retain
   local after; after=$("$AE" status --json | sed -n 's/.*"nodes":\([0-9]*\).*/\1/p')
   row '`gc`' '' "$AE" gc
-  row '`fsck --structure-only`' '' "$AE" fsck --structure-only
   echo
   echo "retain dropped $(( before - after )) of $before nodes."
   echo
   rm -rf "$H"
   # git with as many commits, each changing one file.
   note "git: $n commits with fast-import ..."
-  git init -q "$G"
+  git init -q -b main "$G"
   python3 - "$n" <<'PY' | (cd "$G" && git fast-import --quiet)
 import sys
 n = int(sys.argv[1]); t = 1700000000
