@@ -78,32 +78,24 @@ void RunTest(snap::Repo& repo, const std::string& test, std::chrono::millisecond
   t->result.verdict = c == 0 ? "good" : c == 125 ? "skip" : "bad";
 }
 
-// The path, oldest first: bad's parents back to good (or the root). A
-// retain running meanwhile can drop a node the walk is about to read (its
-// child then names the node's parent): the walk starts over.
+// The path, oldest first: bad's parents back to good (or the root); bad's
+// record in `bad_rec`. Errors: kNotFound when a node of it left history
+// during the walk (the caller starts over), kInvalid, I/O.
 Result<std::vector<store::ObjectId>> Path(snap::Repo& repo, const store::ObjectId& bad,
-                                          const std::optional<store::ObjectId>& good) {
-  for (int attempt = 0;; ++attempt) {
-    std::vector<store::ObjectId> path = {bad};
-    bool redo = false;
-    for (store::ObjectId at = bad; !(good && at == *good);) {
-      auto rec = repo.Record(at);
-      if (!rec && Gone(rec.error()) && at != bad && attempt < 8) {
-        redo = true;
-        break;
-      }
-      if (!rec) return Unexpected<Error>(rec.error());
-      if (!rec->parent) {
-        if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + history::Short(*good) + " is not an ancestor of bad " + history::Short(bad));
-        break;
-      }
-      at = *rec->parent;
-      path.push_back(at);
+                                          const std::optional<store::ObjectId>& good, snap::NodeRecord* bad_rec) {
+  std::vector<store::ObjectId> path = {bad};
+  for (store::ObjectId at = bad; !(good && at == *good);) {
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
+    if (at == bad) *bad_rec = rec;
+    if (!rec.parent) {
+      if (good) return Fail(ErrorCode::kInvalid, "bisect: good " + history::Short(*good) + " is not an ancestor of bad " + history::Short(bad));
+      break;
     }
-    if (redo) continue;
-    std::reverse(path.begin(), path.end());
-    return path;
+    at = *rec.parent;
+    path.push_back(at);
   }
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 }  // namespace
@@ -114,13 +106,24 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
   if (r.jobs == 0 || r.jobs > 256) return Fail(ErrorCode::kInvalid, "bisect: jobs must be 1 to 256");
   AE_ASSIGN(auto timeout, run::RunTimeout(r.timeout_s, "bisect: timeout_s"));
   AE_ASSIGN(runner::Network network, run::ParseNetwork(r.network));
-  AE_ASSIGN(store::ObjectId bad, repo.Resolve(r.bad));
+  // A retain running meanwhile can drop a node the walk is about to read
+  // (bad too, when it named HEAD and HEAD moved on): start over.
+  store::ObjectId bad;
   std::optional<store::ObjectId> good;
-  if (!r.good.empty()) {
-    AE_ASSIGN(good, repo.Resolve(r.good));
+  std::vector<store::ObjectId> path;
+  snap::NodeRecord bad_rec;
+  for (int attempt = 0;; ++attempt) {
+    AE_ASSIGN(bad, repo.Resolve(r.bad));
+    if (!r.good.empty()) {
+      AE_ASSIGN(good, repo.Resolve(r.good));
+    }
+    auto walked = Path(repo, bad, good, &bad_rec);
+    if (walked) {
+      path = std::move(*walked);
+      break;
+    }
+    if (!Gone(walked.error()) || attempt == 8) return Unexpected<Error>(walked.error());
   }
-
-  AE_ASSIGN(std::vector<store::ObjectId> path, Path(repo, bad, good));
   BisectReply rep;
   rep.path = path.size();
   // Bounds: lo is known good (-1: nothing yet, no good given), hi known bad.
@@ -191,7 +194,9 @@ Result<BisectReply> Bisect(snap::Repo& repo, const BisectRequest& r) {
   if (!rep.found) rep.candidates.push_back(path[size_t(hi)].Hex());
   if (lo >= 0) rep.last_good = path[size_t(lo)].Hex();
   const store::ObjectId& first = path[size_t(hi)];
-  auto found = repo.Record(first);
+  // Held in history by its workspace's lease, or bad itself (trusted, never
+  // tested), whose record was read at the start: retain may have dropped it.
+  auto found = held ? repo.Record(first) : Result<snap::NodeRecord>(bad_rec);
   if (!found) {
     if (held && held->ws) (void)workspace::RemoveWorkspace(repo, *held->ws, std::move(held->lock));
     return Unexpected<Error>(found.error());

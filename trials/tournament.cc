@@ -42,10 +42,19 @@ Result<TournamentReply> Tournament(snap::Repo& repo, const TournamentRequest& r,
   if (r.jobs == 0) return Fail(ErrorCode::kInvalid, "tournament: jobs must be at least 1");
   AE_ASSIGN(auto timeout, run::RunTimeout(r.timeout_s, "tournament: timeout_s"));
   AE_ASSIGN(runner::Network network, run::ParseNetwork(r.network));
-  // Workspaces a killed tournament left behind: nothing runs in them.
+  // Workspaces a killed tournament left behind: nothing runs in them. Each
+  // is locked, then read again: the tournament that made it may have kept
+  // it (an ordinary workspace now) between the listing and the lock.
   AE_ASSIGN(auto existing, workspace::ListWorkspaces(repo.root()));
-  for (const auto& ws : existing)
-    if (!ws.tournament.empty() && !workspace::WorkspaceBusy(ws)) (void)workspace::RemoveWorkspace(repo, ws);
+  for (const auto& ws : existing) {
+    if (ws.tournament.empty() || workspace::WorkspaceBusy(ws)) continue;
+    auto fresh = workspace::LoadWorkspace(repo.root(), ws.name);  // kept since the listing: skip without a lock
+    if (!fresh || fresh->tournament.empty()) continue;
+    auto lock = workspace::LockWorkspace(ws, "a tournament's sweep of workspaces killed tournaments left");
+    if (!lock) continue;
+    auto now = workspace::LoadWorkspace(repo.root(), ws.name);
+    if (now && !now->tournament.empty()) (void)workspace::RemoveWorkspace(repo, *now, std::move(*lock));
+  }
 
   TournamentReply rep;
   rep.id = TournamentId();
