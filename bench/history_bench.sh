@@ -16,12 +16,23 @@
 #   3. `agentenv fsck` data verify throughput in GB/s of logical data (>= 1),
 #      median of 3 runs
 #   4. `agentenv export` throughput vs `tar -c` of the materialized tree
+#   5. histories at scale (SCALE_NODES, default "100000 1000000"): a month of
+#      captures made by `history_gen bulk`, then wall and peak RSS of log -n
+#      20, head, show, a time ref, log --grep (walks all), the digest of a
+#      day, retain --dry-run, retain, gc, fsck --structure-only, and of
+#      `serve` answering /api/timeline cold at three zooms (month, day,
+#      hour) and warm; beside git log / git log --grep / git gc on a git
+#      repository with as many commits (git fast-import). Target: every
+#      command and serve < 256 MB peak RSS; log, head, show, a time ref and
+#      a warm timeline <= 50 ms, a cold timeline <= 1 s, the digest <= 1 s.
+#      SCALE_ONLY=1 runs this part only.
 #
 # Usage: bench/history_bench.sh [agentenv-binary]
 # Env:   WORK (scratch, default /dev/shm/agentenv-historybench, wiped: tmpfs,
 #        so fsync costs nothing and 100k commits take a minute, not an hour),
 #        NODES (100000), GC_NODES (10000), PEER_STATES (200), REPS (7),
 #        ROOTFS (default /var/tmp/agentenv-bench/rootfs; for 3 and 4),
+#        SCALE_NODES ("100000 1000000"), SCALE_ONLY=1 (part 5 only),
 #        KEEP=1 to keep WORK.
 # Needs restic and ostree; root for the rootfs part (root-owned files).
 set -euo pipefail
@@ -78,6 +89,84 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "# history_bench $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) cores, load at start $(load)"
 echo "command: WORK=$WORK NODES=$NODES GC_NODES=$GC_NODES PEER_STATES=$PEER_STATES bench/history_bench.sh"
 echo
+
+# ---- 5. histories at scale (part 5; run first when SCALE_ONLY=1) ----
+scale() {
+  local n=$1 H=$WORK/s$1 G=$WORK/git$1
+  note "building a $n-node month with history_gen bulk ..."
+  read -r gen_rss gen_wall gen_cpu < <(timev "$GEN" bulk "$H" "$n")
+  export AGENTENV_ROOT=$H
+  echo "## histories at scale: $n nodes over 30 days (history_gen bulk: built in ${gen_wall} s, $(( gen_rss / 1024 )) MB; tmpfs)"
+  echo
+  echo "| command | wall s | peak RSS MB | target |"
+  echo "|---|---|---|---|"
+  row() {  # label target cmd...
+    local label=$1 target=$2; shift 2
+    read -r rss wall cpu < <(timev "$@")
+    local ok=$(( rss / 1024 < 256 ))
+    if [ -n "$target" ]; then ok=$(( ok && $(awk -v w="$wall" -v t="$target" 'BEGIN{print (w <= t) ? 1 : 0}') )); fi
+    echo "| $label | $wall | $(( rss / 1024 )) | < 256 MB${target:+, <= $target s} $([ $ok = 1 ] && echo PASS || echo MISS) |"
+  }
+  row '`log -n 20`' 0.05 "$AE" log -n 20
+  row '`head`' 0.05 "$AE" head
+  row '`show HEAD`' 0.05 "$AE" show HEAD
+  row '`show @{3 days ago}` (a time ref)' 0.05 "$AE" show '@{3 days ago}'
+  row '`log --grep` (no match: every record)' '' "$AE" log --grep 'no title holds these words'
+  row '`log --digest` (the last day)' 1 "$AE" log --digest
+  # The DVR: a fresh serve, its first timeline at three zooms, then warm.
+  local port=$(( 20000 + RANDOM % 20000 ))
+  "$AE" serve --no-capture --listen "127.0.0.1:$port" >>"$LOG" 2>&1 &
+  local spid=$!
+  for _ in $(seq 200); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.05; done
+  local now_ns=$(date +%s%N)
+  t_of() { curl -s -o /dev/null -w '%{time_total}' "http://127.0.0.1:$port/api/timeline?from=$1&to=$2&buckets=600&max_nodes=200"; }
+  local month day hour warm
+  month=$(t_of 0 0); day=$(t_of $(( now_ns - 86400000000000 )) "$now_ns"); hour=$(t_of $(( now_ns - 3600000000000 )) "$now_ns")
+  warm=$(for _ in 1 2 3 4 5; do t_of 0 0; echo; done | sort -n | sed -n 3p)
+  local srss; srss=$(awk '/VmHWM/ {print int($2/1024)}' /proc/$spid/status)
+  kill "$spid"; wait "$spid" 2>/dev/null || true
+  cold_ok() { awk -v a="$1" 'BEGIN{print (a <= 1) ? "PASS" : "MISS"}'; }
+  echo "| serve: first /api/timeline, the month (600 buckets) | $month | | <= 1 s $(cold_ok "$month") |"
+  echo "| serve: then a day | $day | | <= 1 s $(cold_ok "$day") |"
+  echo "| serve: then an hour | $hour | | <= 1 s $(cold_ok "$hour") |"
+  echo "| serve: the month again (warm, median of 5) | $warm | | <= 0.05 s $(awk -v a="$warm" 'BEGIN{print (a <= 0.05) ? "PASS" : "MISS"}') |"
+  echo "| serve: peak RSS after these | | $srss | < 256 MB $([ "$srss" -lt 256 ] && echo PASS || echo MISS) |"
+  row '`fsck --structure-only` (the whole history)' '' "$AE" fsck --structure-only
+  row '`retain --dry-run`' '' "$AE" retain --dry-run
+  local before; before=$("$AE" status --json | sed -n 's/.*"nodes":\([0-9]*\).*/\1/p')
+  row '`retain` (the DVR schedule)' '' "$AE" retain
+  local after; after=$("$AE" status --json | sed -n 's/.*"nodes":\([0-9]*\).*/\1/p')
+  row '`gc`' '' "$AE" gc
+  echo
+  echo "retain dropped $(( before - after )) of $before nodes."
+  echo
+  rm -rf "$H"
+  # git with as many commits, each changing one file.
+  note "git: $n commits with fast-import ..."
+  git init -q -b main "$G"
+  python3 - "$n" <<'PY' | (cd "$G" && git fast-import --quiet)
+import sys
+n = int(sys.argv[1]); t = 1700000000
+out = sys.stdout.buffer
+for i in range(n):
+    data = b"state %d\n" % i
+    out.write(b"commit refs/heads/main\ncommitter b <b@b> %d +0000\ndata 10\ncapture %d\n" % (t + i * 3, i % 10))
+    out.write(b"M 100644 inline mod/d%02d/f%03d\ndata %d\n%s\n" % (i % 256 // 16, i % 256, len(data), data))
+PY
+  echo "| git, $n commits | wall s | peak RSS MB |"
+  echo "|---|---|---|"
+  for c in "log -n 20" "log --grep=nomatch" "gc"; do
+    read -r rss wall cpu < <(timev git -C "$G" $c)
+    echo "| \`git $c\` | $wall | $(( rss / 1024 )) |"
+  done
+  echo
+  rm -rf "$G"
+}
+if [ "${SCALE_ONLY:-0}" = 1 ]; then
+  for n in ${SCALE_NODES:-100000 1000000}; do scale "$n"; done
+  echo "load at end $(load)"
+  exit 0
+fi
 
 # ---- 1. read commands on a long history ----
 declare -A WALL CPU
@@ -227,4 +316,5 @@ if [ -d "$ROOTFS/usr" ] && [ "$(id -u)" = 0 ]; then
 else
   note "skipping fsck/export: no $ROOTFS or not root"
 fi
+for n in ${SCALE_NODES:-100000 1000000}; do scale "$n"; done
 echo "load at end $(load)"

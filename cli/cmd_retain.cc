@@ -20,9 +20,12 @@ int CmdRetain(int argc, char** argv) {
   control::Client client(g.root);
   return Print(g, client.Call(req), [](const control::RetainReply& r) {
     std::string text;
-    if (r.dry_run)
+    if (r.dry_run) {
       for (const auto& n : r.dropped) text += "would drop " + NodeLine(n) + "\n";
-    return text + (r.dry_run ? "would drop " : "dropped ") + std::to_string(r.dropped.size()) + " nodes, keeping " +
+      if (r.dropped_nodes > r.dropped.size())
+        text += "... and " + std::to_string(r.dropped_nodes - r.dropped.size()) + " newer nodes\n";
+    }
+    return text + (r.dry_run ? "would drop " : "dropped ") + std::to_string(r.dropped_nodes) + " nodes, keeping " +
            std::to_string(r.kept) + (r.dry_run ? "" : "; run `agentenv gc` to free their space");
   });
 }

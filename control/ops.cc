@@ -192,8 +192,9 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"dry_run", {{"type", "boolean"}, {"description", "Only say what would be dropped"}}},
             {"keep_last", {{"type", "integer"}, {"description", "Always keep this many newest nodes (default 50)"}}},
             {"keep_within_s", {{"type", "integer"}, {"description", "Always keep nodes younger than this (default 600)"}}}}),
-       Obj({{"dry_run", kBool}, {"dropped", ArrayOf(kNode)}, {"kept", kInt}, {"reparented", kInt}, {"released_objects", kInt}},
-           {"dry_run", "dropped", "kept"}),
+       Obj({{"dry_run", kBool}, {"dropped_nodes", kInt}, {"dropped", ArrayOf(kNode)}, {"kept", kInt},
+            {"reparented", kInt}, {"released_objects", kInt}},
+           {"dry_run", "dropped_nodes", "dropped", "kept"}),
        true, true},
       {"gc", {},
        "Free the storage of objects no node references any more (after `retain` dropped nodes) and compact packs. "

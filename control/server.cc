@@ -213,15 +213,13 @@ Result<LogReply> Server::Log(const LogRequest& r) {
   if (r.grep.empty()) {
     AE_ASSIGN(nodes, repo_->Log(r.limit + 1));
   } else {
-    // Records only (no node objects): a search of every record is one
-    // pass over the index.
-    AE_ASSIGN(auto all, repo_->Log(SIZE_MAX));
+    // Records only (no node objects), newest first, until the page is
+    // full: one pass over the index at most, holding only the page.
     std::string needle = Lower(r.grep);
-    for (auto& n : all) {
-      if (!LogMatches(n, needle)) continue;
-      nodes.push_back(std::move(n));
-      if (nodes.size() > r.limit) break;
-    }
+    AE_TRY(repo_->meta().ForEachRecent([&](const snap::NodeRecord& n) -> Result<bool> {
+      if (LogMatches(n, needle)) nodes.push_back(n);
+      return nodes.size() <= r.limit;
+    }));
   }
   LogReply rep;
   rep.more = nodes.size() > r.limit;
@@ -386,6 +384,7 @@ Result<RetainReply> Server::Retain(const RetainRequest& r) {
   AE_ASSIGN(snap::RetentionResult res, repo_->Retain(policy, r.dry_run, snap::NowNs()));
   RetainReply rep;
   rep.dry_run = r.dry_run;
+  rep.dropped_nodes = res.dropped_nodes;
   for (const auto& n : res.dropped) rep.dropped.push_back(MakeNodeInfo(n));
   rep.kept = res.kept;
   rep.reparented = res.reparented;

@@ -256,11 +256,12 @@ struct RetainRequest {
 };
 struct RetainReply {
   bool dry_run = false;
-  std::vector<NodeInfo> dropped;
+  uint64_t dropped_nodes = 0;
+  std::vector<NodeInfo> dropped;  // the first 1000 of them, oldest first
   uint64_t kept = 0, reparented = 0, released_objects = 0;
   template <class V> void Fields(V& v) {
-    v("dry_run", dry_run); v("dropped", dropped); v("kept", kept); v("reparented", reparented);
-    v("released_objects", released_objects);
+    v("dry_run", dry_run); v("dropped_nodes", dropped_nodes); v("dropped", dropped); v("kept", kept);
+    v("reparented", reparented); v("released_objects", released_objects);
   }
 };
 

@@ -65,8 +65,10 @@ inline constexpr size_t kMaxPhases = 12;
 
 // The digest of the nodes made between r.since and r.until (ParseWhen
 // syntax, snap/repo.h, relative to `now_ns`; since defaults to a day
-// before the newest node). Thread-safe with writers (reads records and
-// node objects only). Errors: kInvalid for a time it cannot read; the
+// before the newest node). Reads the span's records through the time
+// index (built first, once, in a repository an older binary wrote to) and
+// their node objects: memory and time follow the span, not the history.
+// Thread-safe with writers. Errors: kInvalid for a time it cannot read; the
 // repository's (corrupt records, lost node objects are skipped).
 Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns);
 

@@ -61,12 +61,11 @@ size_t Span::Rollbacks() const {
 
 Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns) {
   Span span;
-  // Newest first from the log; the span is the nodes made in the window.
-  AE_ASSIGN(std::vector<snap::NodeRecord> all, repo.Log(SIZE_MAX));
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (it->time_ns < since_ns || it->time_ns > until_ns) continue;
+  // The nodes made in the window, oldest first, from the time index: the
+  // span's records only, never the rest of history.
+  AE_TRY(repo.meta().NodesInTime(since_ns, until_ns, [&](const snap::NodeRecord& rec) -> Result<bool> {
     SpanNode n;
-    n.rec = std::move(*it);
+    n.rec = rec;
     if (const auto& p = n.rec.provenance) {
       n.command = snap::CommandText(*p);
       n.outcome = snap::OutcomeText(p->outcome);
@@ -83,8 +82,8 @@ Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns) {
       }
     }
     span.nodes.push_back(std::move(n));
-  }
-  all.clear();
+    return true;
+  }));
   IdIndex index;
   for (size_t i = 0; i < span.nodes.size(); ++i) index[span.nodes[i].rec.id] = i;
 

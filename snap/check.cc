@@ -4,8 +4,10 @@
 #include <unordered_set>
 
 #include "snap/fsops.h"
+#include "snap/layout.h"
 #include "snap/refcount.h"
 #include "snap/repo.h"
+#include "snap/scratch.h"
 #include "store/manifest.h"
 
 namespace agentenv::snap {
@@ -73,9 +75,18 @@ class DamageWalker {
         }
       }
     }
-    memo_.emplace(id, d);
+    Remember(id, d);
     return d;
   }
+
+  // A memo of every tree would be a row per unique tree of history (3
+  // million at a million nodes): it is emptied when full. Consecutive nodes
+  // share most subtrees, so what was just read is what is asked next.
+  void Remember(const store::ObjectId& id, const Damage& d) {
+    if (memo_.size() >= kMaxMemo) memo_.clear();
+    memo_.emplace(id, d);
+  }
+  static constexpr size_t kMaxMemo = 1 << 17;
 
   Result<Damage> Content(const Entry& e, const std::string& path) {
     const bool manifest = e.content == store::ObjectType::kManifest;
@@ -96,7 +107,7 @@ class DamageWalker {
         }
       }
     }
-    if (manifest) memo_.emplace(e.id, d);
+    if (manifest) Remember(e.id, d);
     return d;
   }
 
@@ -106,47 +117,68 @@ class DamageWalker {
 
 std::string Name(const store::ObjectId& id) { return "node " + id.Hex().substr(0, 12); }
 
-// Recounts into the scratch table of `txn` what the live count table holds:
-// every node but the deferred ones (the live counts do not hold those yet,
-// see refcount.h), and the stat cache; calls fn for each object whose live
-// count differs and returns how many differ. Comparing this way needs no
-// ApplyDeferred, whose increments (a whole tree's worth for a snapshot that
-// changed every file) would be dirty pages of `txn` beside the recount's:
-// at 1M files, 120 MB more. Then adds the deferred nodes to the recount,
-// so it covers all of history. Errors: I/O, kCorrupt (a tree or manifest
-// that does not decode).
+// A scratch metadata index for a recount: work/recount-XXXXXX, removed
+// when this goes (a killed fsck's is reclaimed by the next one). The
+// recount lives there, committed as it grows, not in a transaction of the
+// live index: at a million nodes it is millions of rows, whose dirty pages
+// one transaction would hold in memory.
+class RecountScratch {
+ public:
+  static Result<RecountScratch> Make(const std::string& root) {
+    AE_ASSIGN(ScratchDir dir, ScratchDir::Make(layout::WorkParent(root), "recount"));
+    RecountScratch out(std::move(dir));
+    AE_ASSIGN(out.db_, MetaDb::Open(out.dir_.path() + "/meta", true));
+    return out;
+  }
+  MetaDb& db() { return *db_; }
+
+ private:
+  explicit RecountScratch(ScratchDir dir) : dir_(std::move(dir)) {}
+  ScratchDir dir_;                // removed after db_ is closed (members go in reverse)
+  std::unique_ptr<MetaDb> db_;
+};
+
+// Recounts into `scratch`'s recount table what `txn`'s live count table
+// holds: every node but the deferred ones (the live counts do not hold
+// those yet, see refcount.h), and the stat cache; calls fn for each object
+// whose live count differs and returns how many differ. Then adds the
+// deferred nodes to the recount, so it covers all of history. `txn` is
+// held open so that history stays still. Errors: I/O, kCorrupt (a tree or
+// manifest that does not decode).
 Result<uint64_t> CompareWithRecount(
-    const store::Store& s, const MetaDb& meta, MetaDb::Txn& txn,
+    const store::Store& s, const MetaDb& meta, MetaDb::Txn& txn, MetaDb& scratch,
     const std::function<void(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
-  std::vector<std::pair<store::ObjectId, store::ObjectId>> deferred;  // (node, tree)
+  std::vector<std::pair<store::ObjectId, store::ObjectId>> deferred;  // (node, tree): at most a few dozen
   AE_TRY(txn.ForEachDeferred([&](const store::ObjectId& node, const store::ObjectId& tree) -> Result<void> {
     deferred.emplace_back(node, tree);
     return {};
   }));
-  std::vector<store::ObjectId> except;
-  for (const auto& d : deferred) except.push_back(d.first);
-  AE_TRY(CountAll(s, meta, txn, MetaDb::Txn::Counts::kRecount, except));
+  std::unordered_set<store::ObjectId, store::ObjectIdHash> except;
+  for (const auto& d : deferred) except.insert(d.first);
+  AE_TRY(CountInto(s, meta, scratch, MetaDb::Txn::Counts::kRecount, except));
   uint64_t differ = 0;
   AE_ASSIGN(bool counted, txn.Counted());
+  AE_ASSIGN(auto recount, scratch.Begin());
   if (counted) {  // else built by the first retain or gc: nothing to compare
-    AE_TRY(txn.CompareCounts([&](const store::ObjectId& id, uint64_t live, uint64_t recount) -> Result<void> {
-      if (fn) fn(id, live, recount);
+    AE_TRY(txn.CompareCounts(*recount, [&](const store::ObjectId& id, uint64_t live, uint64_t n) -> Result<void> {
+      if (fn) fn(id, live, n);
       ++differ;
       return {};
     }));
   }
-  RefCounter rc(s, txn, true, MetaDb::Txn::Counts::kRecount);
+  RefCounter rc(s, *recount, true, MetaDb::Txn::Counts::kRecount);
   for (const auto& [node, tree] : deferred) AE_TRY(rc.AddNode(node, tree));
+  AE_TRY(recount->Commit());
   return differ;
 }
 
 constexpr uint64_t kCountFindings = 20;  // listed one by one; the rest summed up
 
 
-// Whether every object `txn`'s recount table names is stored: the ids come
-// in id order, so the store is asked in sorted batches (one forward cursor
-// each) rather than one random index lookup per object.
-Result<bool> AllStored(const store::Store& s, MetaDb::Txn& txn) {
+// Whether every object `scratch`'s recount table names is stored: the ids
+// come in id order, so the store is asked in sorted batches (one forward
+// cursor each) rather than one random index lookup per object.
+Result<bool> AllStored(const store::Store& s, MetaDb& scratch) {
   constexpr size_t kBatch = 1 << 16;
   std::vector<store::ObjectId> batch;
   batch.reserve(kBatch);
@@ -157,7 +189,8 @@ Result<bool> AllStored(const store::Store& s, MetaDb::Txn& txn) {
     batch.clear();
     return {};
   };
-  AE_TRY(txn.ForEachCounted(MetaDb::Txn::Counts::kRecount, [&](const store::ObjectId& id) -> Result<void> {
+  AE_ASSIGN(auto txn, scratch.Begin());
+  AE_TRY(txn->ForEachCounted(MetaDb::Txn::Counts::kRecount, [&](const store::ObjectId& id) -> Result<void> {
     batch.push_back(id);
     return batch.size() == kBatch ? flush() : Result<void>();
   }));
@@ -173,30 +206,28 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
     if (!known) ++errors;
     if (finding) finding({std::move(kind), std::move(message), known});
   };
-  AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
-  std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
-  for (const NodeRecord& r : nodes) known.insert(r.id);
-  // Everything history reaches, once: a recount into the scratch table
-  // (in a write transaction that keeps history still and is aborted, so
-  // nothing changes; counts live in LMDB, not in memory), compared with the
-  // live counts on the way, then one sorted sweep of it against the store.
-  // When all of it is there, no node can miss anything; only then is each
-  // node walked on its own (to name what it misses and where), which costs
-  // an index lookup per file.
+  // Everything history reaches, once: a recount into a scratch index
+  // (counts live in LMDB, not in memory), compared with the live counts
+  // on the way, then one sorted sweep of it against the store. A write
+  // transaction of the live index is held meanwhile and aborted: history
+  // stays still and nothing changes. When all of it is there, no node can
+  // miss anything; only then is each node walked on its own (to name what
+  // it misses and where), which costs an index lookup per file.
   AE_ASSIGN(auto txn, meta_->Begin());
+  AE_ASSIGN(RecountScratch scratch, RecountScratch::Make(root_));
   std::vector<std::string> count_findings;  // reported only when history is whole
-  Result<uint64_t> differ = CompareWithRecount(*store_, *meta_, *txn, [&](const store::ObjectId& id, uint64_t live,
-                                                                          uint64_t recounted) {
+  Result<uint64_t> differ = CompareWithRecount(*store_, *meta_, *txn, scratch.db(), [&](const store::ObjectId& id, uint64_t live,
+                                                                                     uint64_t recounted) {
     if (count_findings.size() < kCountFindings)
       count_findings.push_back("object " + id.Hex() + ": reference count " + std::to_string(live) + ", but " +
                                std::to_string(recounted) + " references exist (fsck --repair recounts)");
   });
   bool whole = false;
   if (differ) {
-    AE_ASSIGN(whole, AllStored(*store_, *txn));
+    AE_ASSIGN(whole, AllStored(*store_, scratch.db()));
   }
   DamageWalker walker(*store_);
-  for (const NodeRecord& r : nodes) {
+  AE_TRY(meta_->ForEachNode([&](const NodeRecord& r) -> Result<bool> {
     Damage d;
     if (whole) {
       auto n = LoadNode(*store_, r.id);
@@ -209,12 +240,16 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
     else if (d.problems) report(d.kind, Name(r.id) + ": " + d.Describe());
     else if (r.damaged())
       report("known-damaged", Name(r.id) + " is marked damaged but is whole again (fsck --repair clears the mark)", true);
-    if (r.parent && !known.count(*r.parent))
-      report("dangling-ref", Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) + " is not in history");
-  }
-  AE_ASSIGN(auto refs, meta_->ListRefs(""));
+    if (r.parent) {
+      AE_ASSIGN(bool known, txn->HasNode(*r.parent));
+      if (!known) report("dangling-ref", Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) + " is not in history");
+    }
+    return true;
+  }));
+  AE_ASSIGN(auto refs, txn->ListRefs(""));
   for (const auto& [ref, id] : refs) {
-    if (!known.count(id)) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
+    AE_ASSIGN(bool known, txn->HasNode(id));
+    if (!known) report("dangling-ref", "ref " + ref + " names " + id.Hex().substr(0, 12) + ", which is not in history");
   }
   // The reference counts that differ from the recount, reported only when
   // history is whole: a lost object makes its children's counts differ
@@ -230,50 +265,64 @@ Result<uint64_t> Repo::CheckHistory(const std::function<void(const HistoryFindin
 Result<HistoryRepair> Repo::RepairHistory() {
   AE_ASSIGN(WriteLock lock, Lock());
   HistoryRepair res;
+  {
+    // Counts that differ from a recount, before anything here changes them.
+    AE_ASSIGN(auto txn, meta_->Begin());
+    AE_ASSIGN(bool counted, txn->Counted());
+    if (counted) {  // else there is nothing to compare
+      AE_ASSIGN(RecountScratch scratch, RecountScratch::Make(root_));
+      AE_ASSIGN(res.counts_fixed, CompareWithRecount(*store_, *meta_, *txn, scratch.db(), {}));
+    }
+  }
+  // Marks, page by page: each page's changes commit on their own (marking
+  // again gives the same marks, so a killed repair loses nothing).
   DamageWalker walker(*store_);
-  AE_ASSIGN(std::vector<NodeRecord> nodes, meta_->AllNodes());
-  std::unordered_set<store::ObjectId, store::ObjectIdHash> known;
-  for (const NodeRecord& r : nodes) known.insert(r.id);
+  for (uint64_t next = 0;;) {
+    AE_ASSIGN(std::vector<NodeRecord> page, meta_->NodesFrom(next, 1024));
+    if (page.empty()) break;
+    AE_ASSIGN(auto txn, meta_->Begin());
+    for (const NodeRecord& old : page) {
+      next = old.seq + 1;
+      AE_ASSIGN(Damage d, walker.Node(old));
+      NodeRecord r = old;
+      if (d.problems) {
+        r.flags |= NodeRecord::kDamaged;
+        r.damage = d.Describe();
+      } else {
+        r.flags &= ~NodeRecord::kDamaged;
+        r.damage.clear();
+      }
+      if (r.parent) {
+        AE_ASSIGN(bool known, txn->HasNode(*r.parent));
+        if (!known) {
+          AE_TRY(txn->RemoveChild(*r.parent, r.id));
+          res.fixed.push_back(Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) +
+                              " is not in history; the node is now a root");
+          r.parent.reset();
+        }
+      }
+      if (r.flags == old.flags && r.damage == old.damage && r.parent == old.parent) continue;
+      AE_TRY(txn->PutNode(r));
+      if (r.damaged() && !old.damaged()) res.marked.push_back(r);
+      if (!r.damaged() && old.damaged()) res.healed.push_back(r);
+    }
+    AE_TRY(txn->Commit());
+  }
+  AE_ASSIGN(auto newest, meta_->Recent(1));
   AE_ASSIGN(auto txn, meta_->Begin());
-  // Counts that differ from a recount, before anything here changes them.
-  AE_ASSIGN(bool counted, txn->Counted());
-  if (counted) {  // else there is nothing to compare
-    AE_ASSIGN(res.counts_fixed, CompareWithRecount(*store_, *meta_, *txn, {}));
-    AE_TRY(txn->ClearCounts(MetaDb::Txn::Counts::kRecount));
-  }
-  for (const NodeRecord& old : nodes) {
-    AE_ASSIGN(Damage d, walker.Node(old));
-    NodeRecord r = old;
-    if (d.problems) {
-      r.flags |= NodeRecord::kDamaged;
-      r.damage = d.Describe();
-    } else {
-      r.flags &= ~NodeRecord::kDamaged;
-      r.damage.clear();
-    }
-    if (r.parent && !known.count(*r.parent)) {
-      AE_TRY(txn->RemoveChild(*r.parent, r.id));
-      res.fixed.push_back(Name(r.id) + ": parent " + r.parent->Hex().substr(0, 12) +
-                          " is not in history; the node is now a root");
-      r.parent.reset();
-    }
-    if (r.flags == old.flags && r.damage == old.damage && r.parent == old.parent) continue;
-    AE_TRY(txn->PutNode(r));
-    if (r.damaged() && !old.damaged()) res.marked.push_back(r);
-    if (!r.damaged() && old.damaged()) res.healed.push_back(r);
-  }
-  AE_ASSIGN(auto refs, meta_->ListRefs(""));
+  AE_ASSIGN(auto refs, txn->ListRefs(""));
   for (const auto& [ref, id] : refs) {
-    if (known.count(id)) continue;
-    if (ref == "HEAD" && !nodes.empty()) {
-      AE_TRY(txn->SetRef("HEAD", nodes.back().id));
+    AE_ASSIGN(bool known, txn->HasNode(id));
+    if (known) continue;
+    if (ref == "HEAD" && !newest.empty()) {
+      AE_TRY(txn->SetRef("HEAD", newest.front().id));
       Operation op;
       op.time_ns = NowNs();
       op.kind = OpKind::kRepair;
-      op.to = nodes.back().id;  // the node HEAD named is not in history: no `from`
+      op.to = newest.front().id;  // the node HEAD named is not in history: no `from`
       AE_TRY(txn->PutOperation(op));
       res.fixed.push_back("HEAD named " + id.Hex().substr(0, 12) + ", which is not in history; it now names the newest node " +
-                          nodes.back().id.Hex().substr(0, 12));
+                          newest.front().id.Hex().substr(0, 12));
     } else {
       AE_TRY(txn->DeleteRef(ref));
       res.fixed.push_back("ref " + ref + " named " + id.Hex().substr(0, 12) + ", which is not in history; removed");
@@ -294,10 +343,10 @@ Result<HistoryRepair> Repo::RepairHistory() {
   if (stale) {
     AE_ASSIGN(res.stat_cleared, txn->ClearStats());
   }
+  AE_TRY(txn->Commit());
   // Reference counts are rebuilt from what is left (this also lists
   // unreferenced objects as garbage for the next gc).
-  AE_TRY(CountAll(*store_, *meta_, *txn, MetaDb::Txn::Counts::kLive));
-  AE_TRY(txn->Commit());
+  AE_TRY(RebuildCounts(*store_, *meta_));
   return res;
 }
 

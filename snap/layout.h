@@ -38,12 +38,13 @@ inline std::string Config(const std::string& root) { return root + "/config"; } 
 //   work/{import,push,pull}-*  an archive or image being unpacked or packed
 //   work/disk-*        the mount point of a live-tree exec's disk-limit tmpfs (mounts/disk_limit.h)
 //   work/export-*      a tarball the web DVR made, until it is downloaded
+//   work/recount-*     fsck's recount of every reference (snap/check.cc)
 //   .pull-*            init --from-image: the image, before the repository exists
 //   .rm-*              (everywhere) a directory being removed
 inline std::vector<std::pair<std::string, std::vector<std::string_view>>> ScratchPlaces(const std::string& root) {
   return {{Lowers(root), {".tmp-", ".rm-"}},
           {Workspaces(root), {".new-", ".rm-"}},
-          {WorkParent(root), {"import-", "push-", "pull-", "disk-", "export-", ".rm-"}},
+          {WorkParent(root), {"import-", "push-", "pull-", "disk-", "export-", "recount-", ".rm-"}},
           {root, {".pull-", ".rm-"}}};
 }
 

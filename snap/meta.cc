@@ -18,6 +18,7 @@ using meta_internal::DecodeStat;
 using meta_internal::EncodeEntry;
 using meta_internal::EncodeRecord;
 using meta_internal::EncodeStat;
+using meta_internal::FromBigEndian;
 using meta_internal::IdOf;
 using meta_internal::Val;
 
@@ -200,7 +201,7 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   std::unique_ptr<MetaDb> db(new MetaDb);
   db->dir_ = dir;
   MDB_TRY(dir, mdb_env_create(&db->env_));
-  MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 16));
+  MDB_TRY(dir, mdb_env_set_maxdbs(db->env_, 32));
   MDB_TRY(dir, mdb_env_set_mapsize(db->env_, kMapSize));
   MDB_TRY(dir, mdb_env_set_maxreaders(db->env_, 1022));
   MDB_TRY(dir, mdb_env_open(db->env_, dir.c_str(), MDB_NOTLS | (create ? MDB_NOSYNC : 0), 0644));
@@ -220,7 +221,8 @@ Result<std::unique_ptr<MetaDb>> MetaDb::Open(const std::string& dir, bool create
   for (auto [name, dbi] : {std::pair{"refcount", &db->refcount_}, {"garbage", &db->garbage_},
                            {"recount", &db->recount_}, {"entries", &db->entries_},
                            {"deferred", &db->deferred_}, {"garbage_log", &db->garbage_log_},
-                           {"oplog", &db->oplog_}}) {
+                           {"oplog", &db->oplog_}, {"time", &db->time_}, {"timeline", &db->timeline_},
+                           {"lanes", &db->lanes_}}) {
     if (rc == 0) rc = mdb_dbi_open(txn, name, MDB_CREATE, dbi);
   }
   if (rc == 0) rc = mdb_dbi_open(txn, "oplog_nodes", MDB_CREATE | MDB_DUPSORT, &db->oplog_nodes_);
@@ -379,15 +381,83 @@ Result<void> MetaDb::ForEachStat(const std::function<void(const StatEntry&)>& fn
   return {};
 }
 
-Result<std::vector<NodeRecord>> MetaDb::AllNodes() const {
+namespace {
+
+// Walks the seq table from where `rc` (the positioning get's result) left
+// c, by `step`, calling fn with each node's record until it returns false;
+// rows whose node retention dropped are skipped. Closes c.
+Result<void> WalkNodes(MDB_txn* txn, MDB_dbi nodes, const std::string& dir, store::MapTrimmer& trim, MDB_cursor* c,
+                       int rc, MDB_cursor_op step, const std::function<Result<bool>(const NodeRecord&)>& fn) {
+  MDB_val k, v;
+  if (rc == 0) rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+  Result<void> err;
+  for (; rc == 0; rc = mdb_cursor_get(c, &k, &v, step)) {
+    trim.Tick();
+    store::ObjectId id = IdOf(v);
+    MDB_val nk = Val(id), nv;
+    if (mdb_get(txn, nodes, &nk, &nv) != 0) continue;
+    auto r = DecodeRecord(id, Span(nv));
+    if (!r) {
+      err = Fail(ErrorCode::kCorrupt, dir + ": bad node record " + id.Hex());
+      break;
+    }
+    auto more = fn(*r);
+    if (!more) {
+      err = Unexpected<Error>(more.error());
+      break;
+    }
+    if (!*more) break;
+  }
+  mdb_cursor_close(c);
+  return err;
+}
+
+}  // namespace
+
+Result<void> MetaDb::ForEachNode(const std::function<Result<bool>(const NodeRecord&)>& fn, uint64_t from_seq) const {
   READ_TXN(t);
-  std::vector<NodeRecord> out;
   MDB_cursor* c;
   MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
-  MDB_val k, v;
-  int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
-  AE_TRY(CollectNodes(t.txn, nodes_, dir_, c, rc, MDB_NEXT, SIZE_MAX, out));
+  uint8_t key[8];
+  BigEndian(from_seq, key);
+  MDB_val k = Val(key, 8), v;
+  int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+  return WalkNodes(t.txn, nodes_, dir_, *trim_, c, rc, MDB_NEXT, fn);
+}
+
+Result<std::vector<NodeRecord>> MetaDb::NodesFrom(uint64_t from_seq, size_t limit) const {
+  READ_TXN(t);
+  std::vector<NodeRecord> out;
+  if (limit == 0) return out;
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
+  uint8_t key[8];
+  BigEndian(from_seq, key);
+  MDB_val k = Val(key, 8), v;
+  int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+  AE_TRY(WalkNodes(t.txn, nodes_, dir_, *trim_, c, rc, MDB_NEXT, [&](const NodeRecord& r) -> Result<bool> {
+    out.push_back(r);
+    return out.size() < limit;
+  }));
   return out;
+}
+
+Result<void> MetaDb::ForEachRecent(const std::function<Result<bool>(const NodeRecord&)>& fn, uint64_t before) const {
+  READ_TXN(t);
+  MDB_cursor* c;
+  MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
+  uint8_t key[8];
+  MDB_val k, v;
+  int rc;
+  if (before == 0) {
+    rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
+  } else {
+    BigEndian(before, key);
+    k = Val(key, 8);
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
+  }
+  return WalkNodes(t.txn, nodes_, dir_, *trim_, c, rc, MDB_PREV, fn);
 }
 
 MetaDb::StatReader::~StatReader() {
@@ -496,6 +566,7 @@ Result<uint64_t> MetaDb::Txn::NextSeq() {
 }
 
 Result<void> MetaDb::Txn::PutNode(const NodeRecord& r) {
+  AE_ASSIGN(std::optional<NodeRecord> old, GetNode(r.id));
   auto bytes = EncodeRecord(r);
   MDB_val k = Val(r.id), v = Val(bytes.data(), bytes.size());
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->nodes_, &k, &v, 0));
@@ -503,7 +574,66 @@ Result<void> MetaDb::Txn::PutNode(const NodeRecord& r) {
   BigEndian(r.seq, key);
   MDB_val sk = Val(key, 8), sv = Val(r.id);
   MDB_TRY(db_->dir_, mdb_put(txn_, db_->seq_, &sk, &sv, 0));
-  return {};
+  // The time index holds the nodes before TimeNext: a rewritten one
+  // follows, a new one joins it when every node before it is in it.
+  AE_ASSIGN(uint64_t next, TimeNext());
+  if (old) {
+    if (old->seq < next) AE_TRY(ReindexNode(*old, r));
+    return {};
+  }
+  if (r.seq < next) return IndexNode(r);
+  if (r.seq > next) {
+    MDB_cursor* c;
+    MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->seq_, &c));
+    uint8_t from[8];
+    BigEndian(next, from);
+    MDB_val fk = Val(from, 8), fv;
+    int rc = mdb_cursor_get(c, &fk, &fv, MDB_SET_RANGE);
+    bool behind = rc == 0 && FromBigEndian(fk) < r.seq;  // nodes the build has not reached
+    mdb_cursor_close(c);
+    if (rc != 0 && rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
+    if (behind) return {};
+  }
+  AE_TRY(IndexNode(r));
+  return SetTimeNext(r.seq + 1);
+}
+
+Result<std::vector<NodeRecord>> MetaDb::Txn::NodesFrom(uint64_t from_seq, size_t limit) {
+  std::vector<NodeRecord> out;
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->seq_, &c));
+  uint8_t key[8];
+  BigEndian(from_seq, key);
+  MDB_val k = Val(key, 8), v;
+  Result<void> err;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0 && out.size() < limit;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+    db_->trim_->Tick();
+    store::ObjectId id = IdOf(v);
+    MDB_val nk = Val(id), nv;
+    if (mdb_get(txn_, db_->nodes_, &nk, &nv) != 0) continue;  // dropped by retention
+    auto r = DecodeRecord(id, Span(nv));
+    if (!r) {
+      err = Fail(ErrorCode::kCorrupt, db_->dir_ + ": bad node record " + id.Hex());
+      break;
+    }
+    out.push_back(std::move(*r));
+  }
+  mdb_cursor_close(c);
+  AE_TRY(err);
+  return out;
+}
+
+Result<std::vector<store::ObjectId>> MetaDb::Txn::Children(const store::ObjectId& id, size_t limit) {
+  std::vector<store::ObjectId> out;
+  MDB_cursor* c;
+  MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->children_, &c));
+  MDB_val k = Val(id), v;
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_SET); rc == 0 && out.size() < limit;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP))
+    out.push_back(IdOf(v));
+  mdb_cursor_close(c);
+  return out;
 }
 
 Result<std::optional<NodeRecord>> MetaDb::Txn::GetNode(const store::ObjectId& id) {
@@ -531,6 +661,10 @@ Result<void> MetaDb::Txn::RemoveChild(const store::ObjectId& parent, const store
 }
 
 Result<void> MetaDb::Txn::DeleteNode(const NodeRecord& r) {
+  // What the time index holds is the stored record's.
+  AE_ASSIGN(std::optional<NodeRecord> stored, GetNode(r.id));
+  AE_ASSIGN(uint64_t next, TimeNext());
+  if (stored && stored->seq < next) AE_TRY(UnindexNode(*stored));
   MDB_val k = Val(r.id);
   int rc = mdb_del(txn_, db_->nodes_, &k, nullptr);
   if (rc != MDB_NOTFOUND) MDB_TRY(db_->dir_, rc);
@@ -650,6 +784,7 @@ Result<void> MetaDb::Txn::ForEachCachedPath(
 }
 
 Result<void> MetaDb::Txn::Commit() {
+  AE_TRY(FlushTimeSums());
   int rc = mdb_txn_commit(txn_);
   txn_ = nullptr;
   MDB_TRY(db_->dir_, rc);

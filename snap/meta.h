@@ -27,7 +27,9 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,6 +40,7 @@
 #include "snap/oplog.h"
 #include "snap/packages.h"
 #include "snap/provenance.h"
+#include "snap/time_index.h"
 #include "snap/tree.h"
 #include "store/map_trim.h"
 #include "store/store.h"
@@ -142,8 +145,86 @@ class MetaDb {
   Result<uint64_t> NodeCount() const;
   // Calls fn with every stat cache entry (gc keeps their content).
   Result<void> ForEachStat(const std::function<void(const StatEntry&)>& fn) const;
-  // Every node record in creation order (retention, gc).
-  Result<std::vector<NodeRecord>> AllNodes() const;
+  // The node records in creation order, from seq `from_seq` on (oldest
+  // first), or newest first with seq < `before` (0: from the newest), until
+  // fn returns false. One read transaction: a consistent view, whose pages
+  // are unmapped again as the walk goes (the RSS stays bounded at any
+  // history size); fn must not write this index from the same thread while
+  // it runs (a write transaction would wait for none, but a long walk keeps
+  // the pages of every commit meanwhile from being reused). Errors:
+  // kCorrupt (a record that does not decode), fn's.
+  Result<void> ForEachNode(const std::function<Result<bool>(const NodeRecord&)>& fn, uint64_t from_seq = 0) const;
+  Result<void> ForEachRecent(const std::function<Result<bool>(const NodeRecord&)>& fn, uint64_t before = 0) const;
+  // Up to `limit` node records with seq >= from_seq, in creation order (a
+  // page of a walk that keeps no read transaction between pages).
+  Result<std::vector<NodeRecord>> NodesFrom(uint64_t from_seq, size_t limit) const;
+
+  // ---- The time index (snap/time_index.h; meta_time.cc).
+  // Whether it holds every node. Errors: I/O.
+  Result<bool> TimeIndexed() const;
+  // Makes the time index hold every node: in a repository an older binary
+  // made (no index) or changed (nodes it added or dropped), builds it, in
+  // write transactions of kTimeChunk nodes each, so memory stays bounded and
+  // an interrupted build goes on where it stopped; costs a few reads when it
+  // is complete. Other writers may interleave (PutNode indexes what the
+  // build has reached). Thread-safe. Errors: I/O, kCorrupt.
+  Result<void> EnsureTimeIndex();
+  static constexpr size_t kTimeChunk = 8192;
+  // The nodes made from <= time <= to, oldest first (by time, then seq),
+  // until fn returns false, after EnsureTimeIndex: one record read per
+  // node of the span, nothing of the rest of history (the digest's reader).
+  // Errors: as EnsureTimeIndex, kCorrupt, fn's.
+  Result<void> NodesInTime(int64_t from, int64_t to, const std::function<Result<bool>(const NodeRecord&)>& fn);
+
+  // A read view of the time index (holds a read transaction: every call
+  // sees the same history). Results cover the nodes the index holds: call
+  // EnsureTimeIndex first. Not thread-safe (one per thread).
+  class TimeReader {
+   public:
+    ~TimeReader();
+    // Nodes with from <= time <= to, oldest first (time, then seq), until
+    // fn returns false. Errors: kCorrupt (a row that does not decode), fn's.
+    Result<void> ForEach(int64_t from, int64_t to, const std::function<Result<bool>(const TimeRow&)>& fn) const;
+    // The newest node made at or before t (of nodes of the same time, the
+    // last made), if any.
+    Result<std::optional<TimeRow>> AtOrBefore(int64_t t) const;
+    // The oldest and the newest node by time.
+    Result<std::optional<TimeRow>> First() const;
+    Result<std::optional<TimeRow>> Last() const;
+    // The index's row of node `r` (its lane), if indexed.
+    Result<std::optional<TimeRow>> Row(const NodeRecord& r) const;
+    // The nodes with from <= time <= to, summed: the summary's rows that
+    // lie inside the range (at most 15 per level) and the nodes of its
+    // edges' partial 8.6 s buckets.
+    Result<TimeSum> Sum(int64_t from, int64_t to) const;
+    // The nodes with from <= time <= to in at most `max_buckets` buckets of
+    // equal width (those that hold nodes): the smallest width of the form
+    // k 2^(33 + 3 l) (k 1..8: within twice the range / max_buckets), its
+    // buckets aligned to multiples of it, the first and last clipped to
+    // the range; or, when the range is too short for 2^33 ns buckets and
+    // holds at most `raw_max` nodes, buckets of (range / max_buckets) from
+    // `from`, summed from the nodes themselves. Cost: about 8 summary rows
+    // per bucket, two lookups per bucket for its first and last node.
+    struct Buckets {
+      int64_t width = 0;
+      std::vector<TimeBucket> buckets;
+    };
+    Result<Buckets> Bucketize(int64_t from, int64_t to, uint32_t max_buckets, uint64_t raw_max) const;
+    // How many lanes nodes were drawn in (0: no node).
+    Result<uint32_t> Lanes() const;
+    // As MetaDb::GetNode, in this view.
+    Result<std::optional<NodeRecord>> GetNode(const store::ObjectId& id) const;
+
+   private:
+    friend class MetaDb;
+    TimeReader() = default;
+    Result<TimeSum> Agg(int level, unsigned __int128 a, unsigned __int128 b) const;
+    Result<void> Level(int level, uint64_t lo, uint64_t hi, const std::function<void(uint64_t, const TimeSum&)>& fn) const;
+    Result<std::optional<TimeRow>> Seek(uint64_t at, bool before) const;
+    const MetaDb* db_ = nullptr;
+    MDB_txn* txn_ = nullptr;
+  };
+  Result<std::unique_ptr<TimeReader>> ReadTime() const;
 
   // The operation log (snap/oplog.h). Rows with from_ns <= time < to_ns,
   // oldest first, at most `limit` (page on from the last row's time + 1).
@@ -218,7 +299,15 @@ class MetaDb {
     Result<void> AddChild(const store::ObjectId& parent, const store::ObjectId& child);
     Result<void> RemoveChild(const store::ObjectId& parent, const store::ObjectId& child);
     // Removes the node's record, its seq entry and its children list.
+    // PutNode and DeleteNode keep the time index (snap/time_index.h): a new
+    // node is indexed (its lane assigned), a rewritten one's changes and
+    // thinned count follow, a removed one leaves it.
     Result<void> DeleteNode(const NodeRecord& r);
+    // Up to `limit` node records with seq >= from_seq, in creation order,
+    // as this transaction sees them. Errors: kCorrupt, I/O.
+    Result<std::vector<NodeRecord>> NodesFrom(uint64_t from_seq, size_t limit);
+    // The current children of `id` (at most `limit`).
+    Result<std::vector<store::ObjectId>> Children(const store::ObjectId& id, size_t limit = SIZE_MAX);
     Result<void> SetRef(const std::string& name, const store::ObjectId& id);
     Result<void> DeleteRef(const std::string& name);
     // As MetaDb's, seen by this transaction (rows other writers committed
@@ -269,10 +358,12 @@ class MetaDb {
     // Empties a count table (kLive also empties garbage and clears the
     // "counted" flag).
     Result<void> ClearCounts(Counts table);
-    // Walks both count tables in id order and calls fn(id, live, recount)
-    // for every id whose counts differ; stops at fn's first error.
+    // Walks this transaction's live count table and `recount`'s kRecount
+    // table (of this index or of another one: fsck's scratch) in id order
+    // and calls fn(id, live, recount) for every id whose counts differ;
+    // stops at fn's first error.
     Result<void> CompareCounts(
-        const std::function<Result<void>(const store::ObjectId&, uint64_t live, uint64_t recount)>& fn);
+        Txn& recount, const std::function<Result<void>(const store::ObjectId&, uint64_t live, uint64_t recount)>& fn);
     // Calls fn with every id of a count table, in id order; stops at fn's
     // first error.
     Result<void> ForEachCounted(Counts table, const std::function<Result<void>(const store::ObjectId&)>& fn);
@@ -321,9 +412,32 @@ class MetaDb {
     // A row of a path-keyed table (stat or entries).
     Result<void> PutPath(MDB_dbi dbi, std::string_view path, const std::vector<uint8_t>& bytes);
     Result<void> DeletePath(MDB_dbi dbi, std::string_view path);
+    // The time index's upkeep (meta_time.cc). Indexed: seq < TimeNext().
+    Result<uint64_t> TimeNext();
+    Result<void> SetTimeNext(uint64_t next);
+    Result<void> AddTimeNodes(int64_t delta);
+    Result<void> IndexNode(const NodeRecord& r);
+    Result<void> UnindexNode(const NodeRecord& stored);
+    Result<void> ReindexNode(const NodeRecord& old, const NodeRecord& r);
+    Result<uint32_t> AssignLane(const NodeRecord& r);
+    // Adds a node's part (sign +1 or -1; changes and thinned deltas) to the
+    // summary rows of every level, in time_sums_ until FlushTimeSums.
+    void AddTimeSums(int64_t time_ns, int64_t nodes, int64_t changes, int64_t thinned, std::optional<uint32_t> lane);
+    Result<void> FlushTimeSums();
+    // Empties the time index (a rebuild from the first node).
+    Result<void> ClearTimeIndex();
     const MetaDb* db_ = nullptr;
     MDB_txn* txn_ = nullptr;
     std::optional<uint64_t> garbage_next_;  // garbage_log's next sequence number, once read
+    std::optional<uint64_t> time_next_;     // TimeNext, once read
+    // Pending changes of timeline rows (key: level, bucket), written at
+    // Commit (or when there are many): a run of nodes in one bucket costs
+    // one row write, not one per node.
+    struct SumDelta {
+      int64_t nodes = 0, changes = 0, thinned = 0;
+      std::array<int64_t, TimeSum::kLaneSlots> lanes{};
+    };
+    std::map<std::array<uint8_t, 9>, SumDelta> time_sums_;
   };
   Result<std::unique_ptr<Txn>> Begin();
 
@@ -334,6 +448,7 @@ class MetaDb {
   MDB_dbi nodes_ = 0, seq_ = 0, children_ = 0, refs_ = 0, stat_ = 0, entries_ = 0, info_ = 0;
   MDB_dbi refcount_ = 0, garbage_ = 0, garbage_log_ = 0, recount_ = 0, deferred_ = 0;
   MDB_dbi oplog_ = 0, oplog_nodes_ = 0;
+  MDB_dbi time_ = 0, timeline_ = 0, lanes_ = 0;
   // Ticked once per entry read or written by the bulk paths (stat cache,
   // count tables). The map never moves: its size is fixed at Open.
   std::unique_ptr<store::MapTrimmer> trim_;

@@ -202,10 +202,10 @@ Result<void> MetaDb::Txn::ClearCounts(Counts table) {
 }
 
 Result<void> MetaDb::Txn::CompareCounts(
-    const std::function<Result<void>(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
+    Txn& recount, const std::function<Result<void>(const store::ObjectId&, uint64_t, uint64_t)>& fn) {
   MDB_cursor *a, *b;
   MDB_TRY(db_->dir_, mdb_cursor_open(txn_, db_->refcount_, &a));
-  if (int rc = mdb_cursor_open(txn_, db_->recount_, &b); rc != 0) {
+  if (int rc = mdb_cursor_open(recount.txn_, recount.db_->recount_, &b); rc != 0) {
     mdb_cursor_close(a);
     MDB_TRY(db_->dir_, rc);
   }
@@ -215,6 +215,7 @@ Result<void> MetaDb::Txn::CompareCounts(
   // A merge of two id-ordered tables: memory stays constant.
   while (err && (ra == 0 || rb == 0)) {
     db_->trim_->Tick();
+    if (recount.db_ != db_) recount.db_->trim_->Tick();
     int cmp = ra != 0 ? 1 : rb != 0 ? -1 : std::memcmp(ka.mv_data, kb.mv_data, 32);
     if (cmp < 0) {
       err = fn(IdOf(ka), CountOf(va), 0);

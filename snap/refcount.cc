@@ -2,6 +2,7 @@
 #include "snap/refcount.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "store/manifest.h"
 
@@ -134,25 +135,70 @@ Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, Tree
   return n;
 }
 
-Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,
-                          MetaDb::Txn::Counts table, const std::vector<store::ObjectId>& except) {
-  AE_TRY(txn.ClearCounts(table));
-  RefCounter rc(store, txn, true, table);
-  AE_ASSIGN(std::vector<NodeRecord> nodes, meta.AllNodes());
-  for (const NodeRecord& r : nodes) {
-    if (std::find(except.begin(), except.end(), r.id) == except.end()) AE_TRY(rc.AddNode(r.id, r.tree));
+Result<RefStats> CountInto(const store::Store& store, const MetaDb& meta, MetaDb& into, MetaDb::Txn::Counts table,
+                           const std::unordered_set<store::ObjectId, store::ObjectIdHash>& except) {
+  RefStats total;
+  std::unique_ptr<MetaDb::Txn> txn;
+  std::optional<RefCounter> rc;
+  uint64_t in_txn = 0;
+  auto open = [&]() -> Result<void> {
+    if (txn) return {};
+    AE_ASSIGN(txn, into.Begin());
+    rc.emplace(store, *txn, true, table);
+    return {};
+  };
+  auto commit = [&]() -> Result<void> {
+    if (!txn) return {};
+    AE_TRY(txn->Commit());
+    total.objects_read += rc->stats().objects_read;
+    total.released += rc->stats().released;
+    rc.reset();
+    txn.reset();
+    in_txn = 0;
+    return {};
+  };
+  // Pages of records, each read in a transaction of its own: no read
+  // transaction stays open while the counts are written.
+  for (uint64_t next = 0;;) {
+    AE_ASSIGN(std::vector<NodeRecord> page, meta.NodesFrom(next, 1024));
+    if (page.empty()) break;
+    for (const NodeRecord& r : page) {
+      next = r.seq + 1;
+      if (except.count(r.id)) continue;
+      AE_TRY(open());
+      AE_TRY(rc->AddNode(r.id, r.tree));
+      if (++in_txn >= kCountChunk) AE_TRY(commit());
+    }
   }
-  nodes = {};
-  AE_TRY(txn.ForEachStat([&](const StatEntry& e) { return rc.AddContent(e.ref); }));
-  if (table == MetaDb::Txn::Counts::kLive) {
-    AE_TRY(store.ForEach([&](const store::ObjectId& id, const store::ObjectInfo&) -> Result<void> {
-      AE_ASSIGN(auto row, txn.GetRef(table, id));
-      if (row.count == 0 && id != EmptyTreeId()) AE_TRY(txn.PutGarbage(id));
-      return {};
-    }));
-    AE_TRY(txn.SetCounted());
+  AE_TRY(commit());
+  Result<void> err;
+  AE_TRY(meta.ForEachStat([&](const StatEntry& e) {
+    if (!err) return;
+    err = open();
+    if (err) err = rc->AddContent(e.ref);
+    if (err && ++in_txn >= kCountChunk * 64) err = commit();
+  }));
+  AE_TRY(err);
+  AE_TRY(commit());
+  return total;
+}
+
+Result<RefStats> RebuildCounts(const store::Store& store, MetaDb& meta) {
+  {
+    AE_ASSIGN(auto txn, meta.Begin());
+    AE_TRY(txn->ClearCounts(MetaDb::Txn::Counts::kLive));
+    AE_TRY(txn->Commit());
   }
-  return rc.stats();
+  AE_ASSIGN(RefStats stats, CountInto(store, meta, meta, MetaDb::Txn::Counts::kLive));
+  AE_ASSIGN(auto txn, meta.Begin());
+  AE_TRY(store.ForEach([&](const store::ObjectId& id, const store::ObjectInfo&) -> Result<void> {
+    AE_ASSIGN(auto row, txn->GetRef(MetaDb::Txn::Counts::kLive, id));
+    if (row.count == 0 && id != EmptyTreeId()) AE_TRY(txn->PutGarbage(id));
+    return {};
+  }));
+  AE_TRY(txn->SetCounted());
+  AE_TRY(txn->Commit());
+  return stats;
 }
 
 }  // namespace agentenv::snap

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/result.h"
@@ -55,7 +56,7 @@ struct RefStats {
 class RefCounter {
  public:
   // `enabled` false (a repository whose table is not built yet, see
-  // CountAll): the counting calls change nothing; PutStat and ClearStats
+  // RebuildCounts): the counting calls change nothing; PutStat and ClearStats
   // still write the stat cache. `load` reads trees (default: from `store`);
   // a snapshot passes its in-memory encodings of the trees it made.
   RefCounter(const store::Store& store, MetaDb::Txn& txn, bool enabled,
@@ -115,14 +116,26 @@ inline constexpr uint64_t kDeferredNodesMax = 64;
 // Errors: as AddNode.
 Result<uint64_t> ApplyDeferred(const store::Store& store, MetaDb::Txn& txn, TreeLoader load = {});
 
-// Builds a count table from scratch inside `txn`: clears it, then adds every
-// node record (but those whose ids are in `except`) and stat cache entry. For kLive it then puts every stored
-// object without a reference in the garbage table (objects of snapshots
-// that crashed before their node was committed, or of a repository older
-// than the table) and sets the counted flag. Cost: every unique tree and
-// manifest read once and one pass over the store index; memory bounded
-// (counts stay in LMDB). Callers hold the repository lock for kLive.
-Result<RefStats> CountAll(const store::Store& store, const MetaDb& meta, MetaDb::Txn& txn,
-                          MetaDb::Txn::Counts table, const std::vector<store::ObjectId>& except = {});
+// Counts into `into`'s table `table` (on top of what it holds: callers
+// clear it first) every reference of `meta`'s node records, but those in
+// `except`, and of its stat cache, in transactions of kCountChunk nodes
+// (and of kCountChunk * 64 stat cache entries): counts live in LMDB and
+// each transaction's dirty pages are a chunk's, so memory stays bounded at
+// any history size. `into` is `meta` (the live counts) or a scratch index
+// (fsck's recount). Cost: every unique tree and manifest read once.
+// Errors: I/O, kCorrupt (a tree or manifest that does not decode).
+Result<RefStats> CountInto(const store::Store& store, const MetaDb& meta, MetaDb& into, MetaDb::Txn::Counts table,
+                           const std::unordered_set<store::ObjectId, store::ObjectIdHash>& except = {});
+inline constexpr uint64_t kCountChunk = 256;
+
+// Builds the live count table from scratch: empties it (a transaction of its
+// own: the table then reads as not built, so a crash before the end leaves
+// it to be built again), counts every reference (CountInto), then puts
+// every stored object without a reference in the garbage table (objects of
+// snapshots that crashed before their node was committed, or of a
+// repository older than the table) and marks the table counted. Cost: as
+// CountInto, plus one pass over the store index. Callers hold the
+// repository lock. Errors: as CountInto.
+Result<RefStats> RebuildCounts(const store::Store& store, MetaDb& meta);
 
 }  // namespace agentenv::snap

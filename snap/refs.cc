@@ -122,10 +122,10 @@ Result<store::ObjectId> Repo::Resolve(const std::string& ref) const {
     if (is_time(base)) {
       std::string when = base.substr(2, base.size() - 3);
       AE_ASSIGN(int64_t t, ParseWhen(when, NowNs()));
-      AE_ASSIGN(auto nodes, Log(SIZE_MAX));
-      const NodeRecord* best = nullptr;
-      for (const auto& r : nodes)
-        if (r.time_ns <= t && (!best || r.time_ns > best->time_ns)) best = &r;
+      // One lookup in the time index (of the nodes of one time, the last made).
+      AE_TRY(meta_->EnsureTimeIndex());
+      AE_ASSIGN(auto reader, meta_->ReadTime());
+      AE_ASSIGN(auto best, reader->AtOrBefore(t));
       if (!best) return Fail(ErrorCode::kNotFound, "ref '" + base + "': no node was made at or before that time");
       return best->id;
     }

@@ -130,10 +130,17 @@ struct RetentionPolicy {
                                  {std::chrono::minutes(10), std::chrono::hours(24)},
                                  {std::chrono::hours(1), std::chrono::hours(24 * 7)},
                                  {std::chrono::hours(24), std::chrono::hours(24 * 365 * 100)}};
+  // Nodes dropped per metadata transaction (each commit leaves history
+  // whole; a smaller one bounds memory tighter and loses less to a kill).
+  uint64_t drops_per_commit = 1024;
 };
 
 struct RetentionResult {
+  uint64_t dropped_nodes = 0;
+  // The first kDroppedSample nodes dropped (oldest first): a month of
+  // captures thinned is a million records, not a list to hold or print.
   std::vector<NodeRecord> dropped;
+  static constexpr size_t kDroppedSample = 1000;
   uint64_t kept = 0;
   uint64_t reparented = 0;  // surviving nodes that got a new parent
   uint64_t operations_dropped = 0;  // operation log rows that named dropped nodes
@@ -322,16 +329,24 @@ class Repo {
   // now - keep_within go in the same transaction. dry_run: plan only.
   // Takes the lock.
   // Node leases keep them too (below).
+  // One pass over the seq table, oldest first, with bounded state (the
+  // slots taken, the spans being dropped); nodes are dropped in
+  // transactions of policy.drops_per_commit nodes. Each leaves history whole:
+  // the next node of a span still being dropped is reparented to the span's
+  // kept ancestor, carrying the span's summary so far, which it passes on
+  // when it is dropped itself. So a killed retain loses nothing, and the
+  // next one makes the same decisions and goes on. Cost: the nodes read
+  // (records only) plus what is dropped (their references released).
   Result<RetentionResult> Retain(const RetentionPolicy& policy, bool dry_run, int64_t now_ns);
 
   // Node leases: `holder` (e.g. "ws/<workspace>-<suffix>") uses node `id`
   // (a workspace's base), which Retain must not drop while the lease
   // exists. A lease is a row of the metadata (a ref "lease/<holder>"),
   // written in one transaction that first finds the node in history;
-  // Retain reads the leases again in the transaction that drops nodes and
-  // starts over when one names a node it would drop. So either the lease
-  // commits first and the node is kept, or the node is gone first and
-  // LeaseNode fails with kNotFound. Errors: kNotFound, I/O. Thread-safe.
+  // each transaction of Retain that drops nodes reads the leases first, and
+  // keeps a node one names. So either the lease commits first and the node
+  // is kept, or the node is gone first and LeaseNode fails with kNotFound.
+  // Errors: kNotFound, I/O. Thread-safe.
   Result<void> LeaseNode(const std::string& holder, const store::ObjectId& id);
   // Ends a lease; none is no error. Errors: I/O.
   Result<void> ReleaseNode(const std::string& holder);
@@ -434,9 +449,11 @@ class Repo {
   Result<store::ObjectId> LiveTree();
 
  private:
-  // One plan and drop of Retain, under its lock; *leased_since: a lease
-  // taken since the plan names a node it drops (nothing written).
-  Result<RetentionResult> RetainOnce(const RetentionPolicy& policy, bool dry_run, int64_t now_ns, bool* leased_since);
+  // Retention: gives node r the parent np (its nearest kept ancestor) and
+  // the summary of the span dropped in between (before any span it held
+  // already), with its change count, package deltas and a rendered title
+  // against np. Writes the record and np's child row in txn.
+  Result<void> Reparent(MetaDb::Txn& txn, NodeRecord r, const store::ObjectId& np, Thinned thinned);
   Repo() = default;
   struct Scanned {
     ScanOutput out;

@@ -16,11 +16,20 @@
 namespace agentenv::store {
 namespace {
 const uint64_t kPageSize = uint64_t(::sysconf(_SC_PAGESIZE));
+
+// The default budget, or AGENTENV_MAP_BUDGET_MB when set to a number > 0.
+uint64_t Budget(uint64_t given) {
+  const char* env = given == MapTrimmer::kDefaultBudget ? std::getenv("AGENTENV_MAP_BUDGET_MB") : nullptr;
+  if (!env) return given;
+  char* end = nullptr;
+  const unsigned long long mb = std::strtoull(env, &end, 10);
+  return end != env && *end == '\0' && mb > 0 && mb < (1ULL << 20) ? uint64_t(mb) << 20 : given;
+}
 }  // namespace
 
 MapTrimmer::MapTrimmer(MDB_env* env, uint64_t file_budget)
     : env_(env),
-      budget_pages_(file_budget / kPageSize),
+      budget_pages_(Budget(file_budget) / kPageSize),
       statm_fd_(::open("/proc/self/statm", O_RDONLY | O_CLOEXEC)) {
   // /proc/self/maps names the file by its canonical path.
   const char* dir = nullptr;

@@ -33,6 +33,9 @@ namespace agentenv::store {
 class MapTrimmer {
  public:
   // file_budget: the process's file-backed RSS above which Tick trims.
+  // AGENTENV_MAP_BUDGET_MB, when set, replaces the default budget (a test
+  // that compares the peak RSS of small and large histories sets it low,
+  // so that both pass it and what it compares is what else grows).
   explicit MapTrimmer(MDB_env* env, uint64_t file_budget = kDefaultBudget);
   ~MapTrimmer();
   MapTrimmer(const MapTrimmer&) = delete;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "snap/repo.h"
 #include "snap/tree.h"
@@ -16,6 +17,16 @@
 #include "tests/testutil.h"
 
 namespace agentenv::test {
+
+// Every node record of `meta` in creation order (small test histories).
+inline Result<std::vector<snap::NodeRecord>> AllNodes(const snap::MetaDb& meta) {
+  std::vector<snap::NodeRecord> out;
+  AE_TRY(meta.ForEachNode([&](const snap::NodeRecord& r) -> Result<bool> {
+    out.push_back(r);
+    return true;
+  }));
+  return out;
+}
 
 inline std::string ReadString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

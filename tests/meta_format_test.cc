@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -384,7 +385,7 @@ class RawEnv {
  public:
   explicit RawEnv(const std::string& dir) {
     REQUIRE(mdb_env_create(&env_) == 0);
-    REQUIRE(mdb_env_set_maxdbs(env_, 16) == 0);
+    REQUIRE(mdb_env_set_maxdbs(env_, 32) == 0);
     REQUIRE(mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS, 0644) == 0);
     REQUIRE(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_) == 0);
   }
@@ -426,9 +427,9 @@ class RawEnv {
 
 using Rows = std::vector<std::pair<std::string, std::string>>;
 
-const std::vector<std::string> kTables = {"children", "deferred", "entries",     "garbage", "garbage_log",
-                                          "info",     "nodes",    "oplog",       "oplog_nodes", "recount",
-                                          "refcount", "refs",     "seq",         "stat"};
+const std::vector<std::string> kTables = {"children", "deferred", "entries",  "garbage", "garbage_log", "info",
+                                          "lanes",    "nodes",    "oplog",    "oplog_nodes", "recount", "refcount",
+                                          "refs",     "seq",      "stat",     "time",    "timeline"};
 
 TEST_CASE("meta format: rows as MetaDb writes them, read with the LMDB C API", "[meta-format]") {
   // info's u64s and the count rows are in host byte order.
@@ -493,7 +494,24 @@ TEST_CASE("meta format: rows as MetaDb writes them, read with the LMDB C API", "
   CHECK(raw.Rows("entries") == Rows{{Hex("etc"), kDirHex}});
   CHECK(raw.Rows("info") == Rows{{Hex("counted_through"), "0200000000000000"},
                                  {Hex("next_seq"), "0200000000000000"},
-                                 {Hex("refcount"), Hex("2")}});
+                                 {Hex("refcount"), Hex("2")},
+                                 {Hex("time_next"), "0200000000000000"},
+                                 {Hex("time_nodes"), "0100000000000000"}});
+  // The time index: time -5 with the sign bit flipped, then the seq; lane
+  // 0, no changes, nothing thinned.
+  CHECK(raw.Rows("time") == Rows{{"7ffffffffffffffb" "0000000000000001", Id("bb") + "000000"}});
+  // One sum row per level: bucket = flipped time >> (33 + 3 level); 1
+  // node, 0 changes, 0 thinned, 1 lane slot: slot 0 holds 1 node.
+  Rows sums;
+  for (int level = 0; level < 11; ++level) {
+    const uint64_t bucket = 0x7ffffffffffffffbULL >> (33 + 3 * level);
+    char key[19];
+    std::snprintf(key, sizeof key, "%02x%016llx", level, static_cast<unsigned long long>(bucket));
+    sums.emplace_back(key, "010000010001");
+  }
+  CHECK(raw.Rows("timeline") == sums);
+  // Lane 0's tip: time -5 (zigzag 9), seq 1, the node.
+  CHECK(raw.Rows("lanes") == Rows{{"00000000", "0901" + Id("bb")}});
   CHECK(raw.Rows("refcount") == Rows{{Id("77"), "0200000000000080"}});
   CHECK(raw.Rows("recount").empty());
   CHECK(raw.Rows("garbage").empty());

@@ -93,7 +93,7 @@ void CountTree(const store::Store& s, const ObjectId& id, store::ObjectType type
 
 Counts NaiveCounts(Repo& repo) {
   Counts c;
-  auto nodes = repo.meta().AllNodes();
+  auto nodes = AllNodes(repo.meta());
   REQUIRE(nodes);
   for (const auto& r : *nodes) {
     c[r.id]++;
@@ -809,7 +809,7 @@ TEST_CASE("refcount: kill -9 during snapshots and gc loses no committed node and
     CHECK(st->errors == 0);
     // Every node the child made restores exactly what its snapshot saw
     // (restore's own "uncommitted changes" nodes have other titles).
-    auto nodes = *repo->meta().AllNodes();
+    auto nodes = *AllNodes(repo->meta());
     for (const auto& r : nodes) {
       uint64_t rr = 0, i = 0;
       if (std::sscanf(r.title.c_str(), "%lu.%lu", &rr, &i) != 2) continue;

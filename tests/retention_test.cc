@@ -1,11 +1,17 @@
 // Retention and gc on a simulated week of history.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "snap/diff.h"
 #include "snap/repo.h"
@@ -77,7 +83,7 @@ TEST_CASE("retention: a simulated week stays bounded with an exponential tail, g
   // Survivors: tag, HEAD, branch point, both tips, the root.
   std::set<store::ObjectId> alive;
   std::map<store::ObjectId, snap::NodeRecord> by_id;
-  auto all = repo->meta().AllNodes();
+  auto all = AllNodes(repo->meta());
   REQUIRE(all);
   for (auto& r : *all) {
     alive.insert(r.id);
@@ -279,6 +285,95 @@ TEST_CASE("retention: a node without provenance keeps its title's words", "[rete
   REQUIRE(s);
   CHECK(s->title == was->title);  // the words it had: not guessed from
   CHECK(s->changes == 2);         // its count is against its new parent
+}
+
+// Each node's parent and how many nodes retention dropped below it.
+std::map<store::ObjectId, std::pair<std::optional<store::ObjectId>, uint64_t>> Shape(Repo& repo) {
+  std::map<store::ObjectId, std::pair<std::optional<store::ObjectId>, uint64_t>> out;
+  auto all = AllNodes(repo.meta());
+  REQUIRE(all);
+  for (const auto& r : *all)
+    out[r.id] = {r.parent, r.provenance && r.provenance->thinned ? r.provenance->thinned->nodes : 0};
+  return out;
+}
+
+TEST_CASE("retention: a retain killed mid-way loses nothing and the next one finishes the same thinning",
+          "[retention][crash]") {
+  ::setenv("TMPDIR", "/dev/shm", 1);
+  TempDir t;
+  ::unsetenv("TMPDIR");
+  const std::string pristine = t.str() + "/pristine", twin = t.str() + "/twin", root = t.str() + "/r";
+  const int64_t start = 1'700'000'000'000'000'000LL, now = start + 3 * kDay;
+  const uint64_t made = 1000;
+  {
+    auto repo = *Repo::Create(pristine);
+    for (uint64_t i = 0; i < made; ++i) {
+      Write(repo->work_dir() + "/f", RandomString(3000, i));
+      snap::SnapOptions o;
+      o.time_ns = start + int64_t(i) * 20'000'000'000LL;
+      o.allow_empty = true;
+      auto id = SnapNode(*repo, o);
+      if (i == made / 2) REQUIRE(repo->Tag("half", id.Hex()));
+    }
+  }
+  snap::RetentionPolicy policy;
+  policy.keep_last = 5;
+  policy.keep_within = std::chrono::seconds(0);
+  policy.drops_per_commit = 4;  // hundreds of commits to land a kill between
+  REQUIRE(std::system(("cp -a " + pristine + " " + twin).c_str()) == 0);
+  auto want = [&] {
+    auto repo = *Repo::Open(twin);
+    auto res = repo->Retain(policy, false, now);
+    REQUIRE(res);
+    return Shape(*repo);
+  }();
+  REQUIRE(want.size() < made / 10);
+
+  // Kill a retain at a growing delay until one lands mid-way.
+  bool midway = false;
+  int delay_ms = 5;
+  for (int round = 0; round < 30 && !midway; ++round) {
+    REQUIRE(std::system(("rm -rf " + root + " && cp -a " + pristine + " " + root).c_str()) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto repo = Repo::Open(root);
+      ::_exit(repo && (*repo)->Retain(policy, false, now) ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms * kSanitizerSlowdown));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    REQUIRE((WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)));
+    auto repo = *Repo::Open(root);
+    const uint64_t left = *repo->meta().NodeCount();
+    INFO("round " << round << ", killed after " << delay_ms << " ms: " << left << " nodes left");
+    if (left == made) {
+      delay_ms += 5 + delay_ms / 2;  // killed before its first commit
+      continue;
+    }
+    if (left == want.size()) {
+      delay_ms = std::max(1, delay_ms / 2);  // it finished first
+      continue;
+    }
+    midway = true;
+    // History is whole and counted right, and every node dropped so far
+    // is summarized exactly once by a node still there.
+    auto errors = repo->CheckHistory([](const snap::HistoryFinding& f) { UNSCOPED_INFO(f.kind << ": " << f.message); });
+    REQUIRE(errors);
+    CHECK(*errors == 0);
+    uint64_t summarized = 0;
+    for (const auto& [id, shape] : Shape(*repo)) summarized += shape.second;
+    CHECK(left + summarized == made);
+    // The next retain goes on to the same thinning as one never killed.
+    auto res = repo->Retain(policy, false, now);
+    REQUIRE(res);
+    CHECK(Shape(*repo) == want);
+    errors = repo->CheckHistory({});
+    REQUIRE(errors);
+    CHECK(*errors == 0);
+  }
+  CHECK(midway);
 }
 
 }  // namespace

@@ -81,7 +81,9 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     if (!from || !to || !buckets || !max_nodes || *buckets < 1 || *max_nodes < 0)
       return SendError(res, 400, "timeline: from and to are nanoseconds since the epoch, buckets >= 1, max_nodes >= 0");
     TimelineQuery q{*from, *to, uint32_t(std::min<int64_t>(*buckets, 2000)), uint32_t(std::min<int64_t>(*max_nodes, 5000))};
-    SendJson(res, Fresh().Timeline(q));
+    auto timeline = Fresh().Timeline(q);
+    if (!timeline) return SendError(res, timeline.error());
+    SendJson(res, *timeline);
   });
 
   svr.Get("/api/node", [this](const httplib::Request& req, httplib::Response& res) {
@@ -90,7 +92,7 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     if (show.is_null()) return SendError(res, err);
     json out = {{"show", show}};
     const std::string id = show["node"].value("id", "");
-    if (json idx = Fresh().NodeJson(id); !idx.is_null()) out["node"] = idx;
+    if (auto idx = Fresh().NodeJson(id); idx && !idx->is_null()) out["node"] = std::move(*idx);
     if (show["node"].contains("parent") && show["node"]["parent"].is_string()) {
       auto limit = IntParam(req, "limit", 2000);
       json diff = Call("diff", {{"from", show["node"]["parent"]}, {"to", id}, {"limit", limit.value_or(2000)}}, &err);

@@ -1,40 +1,42 @@
-// The web DVR's history index (web/history.h).
+// The web DVR's view of the history (web/history.h).
 #include "web/history.h"
 
 #include <algorithm>
-#include <set>
 
-#include "control/ops.h"
+#include "history/node_view.h"
 
 namespace agentenv::web {
 namespace {
 
 // The newest nodes a poll reads: more new ones than this since the last
-// poll (a burst of captures) make it read the whole history again.
-constexpr uint64_t kPollPage = 64;
-// Every this many polls the whole history is read again, to see nodes
-// retention dropped (they are old: the newest page does not show them).
-constexpr int kFullEvery = 50;
+// poll (a burst of captures) make the page reload its view.
+constexpr size_t kPollPage = 64;
+
+json ItemJson(const snap::NodeRecord& n, uint32_t lane, const std::string& head,
+              const std::map<std::string, std::string>& tags) {
+  const std::string id = n.id.Hex();
+  json j = {{"id", id},           {"short", history::Short(n.id)}, {"seq", n.seq}, {"time_ns", n.time_ns},
+            {"changes", n.changes}, {"title", n.title},            {"lane", lane}, {"head", id == head}};
+  if (n.parent) j["parent"] = n.parent->Hex();
+  if (auto t = tags.find(id); t != tags.end()) j["tags"] = t->second;
+  // Nodes retention dropped just before it (snap/provenance.h).
+  if (n.provenance && n.provenance->thinned && n.provenance->thinned->nodes) j["thinned"] = n.provenance->thinned->nodes;
+  if (n.damaged()) j["damaged"] = true;
+  return j;
+}
 
 }  // namespace
 
-void HistoryIndex::SortByTime(std::vector<Item>& items) {
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.seq < b.seq;
-  });
-}
-
-Result<std::string> HistoryIndex::ReadHead() {
-  AE_ASSIGN(control::HeadReply h, control::Op<control::HeadRequest>::Run(server_, {}, {}));
-  return h.node.id;
-}
-
-Result<std::map<std::string, std::string>> HistoryIndex::ReadTags() {
-  AE_ASSIGN(control::TagReply t, control::Op<control::TagRequest>::Run(server_, control::TagRequest{}, {}));
-  std::map<std::string, std::string> out;
-  for (const auto& e : t.tags.value_or(std::vector<control::TagEntry>{}))
-    out[e.id] += (out[e.id].empty() ? "" : ", ") + e.name;
-  return out;
+Result<HistoryIndex::Refs> HistoryIndex::ReadRefs() {
+  Refs r;
+  AE_ASSIGN(auto head, meta().GetRef("HEAD"));
+  if (head) r.head = head->Hex();
+  AE_ASSIGN(auto tags, meta().ListRefs("tag/"));
+  for (const auto& [name, id] : tags) {
+    std::string& names = r.tags[id.Hex()];
+    names += (names.empty() ? "" : ", ") + name.substr(4);
+  }
+  return r;
 }
 
 Result<void> HistoryIndex::Load() {
@@ -43,222 +45,155 @@ Result<void> HistoryIndex::Load() {
 }
 
 Result<void> HistoryIndex::Reload() {
-  AE_ASSIGN(control::LogReply log, control::Op<control::LogRequest>::Run(server_, {UINT32_MAX}, {}));
-  AE_ASSIGN(std::string head, ReadHead());
-  AE_ASSIGN(auto tags, ReadTags());
-  std::vector<Item> items;
-  items.reserve(log.nodes.size());
-  for (const auto& n : log.nodes)
-    items.push_back({n.node.id, n.node.short_id, n.node.title, n.node.parent.value_or(""), "", n.node.seq,
-                     n.node.changes, 0, n.node.time_ns, 0, n.node.damaged});
-  SortByTime(items);
-  MutexLock lock(mu_);
+  AE_TRY(meta().EnsureTimeIndex());
+  AE_ASSIGN(auto newest, meta().Recent(1));
+  AE_ASSIGN(uint64_t count, meta().NodeCount());
+  AE_ASSIGN(Refs refs, ReadRefs());
   loaded_ = true;
-  items_ = std::move(items);
-  head_ = head;
-  tags_ = std::move(tags);
-  Relayout();
+  MutexLock lock(mu_);
+  max_seq_ = newest.empty() ? 0 : newest.front().seq;
+  nodes_ = count;
+  refs_ = std::move(refs);
   return {};
 }
 
 Result<HistoryChange> HistoryIndex::Poll() {
   MutexLock poll_lock(poll_mu_);
   HistoryChange ch;
-  if (!loaded_) {  // the first use reads everything: nothing to announce
+  if (!loaded_) {  // the first use reads where history stands: nothing to announce
     AE_TRY(Reload());
     return ch;
   }
-  if (++polls_ % kFullEvery == 0) {
-    size_t before = size();
-    AE_TRY(Reload());
-    ch.dropped = size() < before;
-    if (ch.dropped) return ch;
-  }
-  AE_ASSIGN(control::LogReply log, control::Op<control::LogRequest>::Run(server_, {kPollPage}, {}));
-  AE_ASSIGN(std::string head, ReadHead());
-  AE_ASSIGN(auto tags, ReadTags());
-  std::vector<std::string> added_ids;
+  AE_ASSIGN(auto page, meta().Recent(kPollPage + 1));  // newest first
+  AE_ASSIGN(uint64_t count, meta().NodeCount());
+  AE_ASSIGN(Refs refs, ReadRefs());
+  uint64_t seen, nodes;
+  Refs old;
   {
     MutexLock lock(mu_);
-    uint64_t fresh = 0;
-    std::set<std::string> page;
-    for (const auto& n : log.nodes) {
-      fresh += n.node.seq > max_seq_;
-      page.insert(n.node.id);
-    }
-    // A node the page should hold but does not was dropped (retention).
-    const uint64_t oldest = log.more && !log.nodes.empty() ? log.nodes.back().node.seq : 0;
-    bool gone = false;
-    for (const Item& it : items_) gone |= it.seq >= oldest && !page.count(it.id);
-    if ((fresh == log.nodes.size() && log.more) || gone) {
-      ch.dropped = true;  // more new nodes than a page, or some dropped: read them all below
-    } else {
-      for (auto it = log.nodes.rbegin(); it != log.nodes.rend(); ++it) {
-        const auto& n = it->node;
-        if (n.seq <= max_seq_) continue;
-        items_.push_back({n.id, n.short_id, n.title, n.parent.value_or(""), "", n.seq, n.changes, 0, n.time_ns, 0,
-                          n.damaged});
-        added_ids.push_back(n.id);
-      }
-      ch.head_moved = head != head_;
-      ch.tags_changed = tags != tags_;
-      head_ = head;
-      tags_ = std::move(tags);
-      if (!added_ids.empty() || ch.head_moved || ch.tags_changed) {
-        SortByTime(items_);
-        Relayout();
-      }
+    seen = max_seq_;
+    nodes = nodes_;
+    old = refs_;
+  }
+  std::vector<const snap::NodeRecord*> fresh;  // oldest first
+  for (auto it = page.rbegin(); it != page.rend(); ++it)
+    if (it->seq > seen) fresh.push_back(&*it);
+  const uint64_t max_seq = page.empty() ? 0 : page.front().seq;
+  // More new nodes than a page (the oldest of them not seen), or fewer
+  // nodes than the new ones account for (retention dropped some): the
+  // page reloads its view rather than hear of each.
+  ch.dropped = fresh.size() > kPollPage || count != nodes + fresh.size();
+  ch.head_moved = refs.head != old.head;
+  ch.tags_changed = refs.tags != old.tags;
+  if (!ch.dropped && !fresh.empty()) {
+    AE_ASSIGN(auto reader, meta().ReadTime());
+    for (const snap::NodeRecord* n : fresh) {
+      AE_ASSIGN(auto row, reader->Row(*n));
+      ch.added.push_back(ItemJson(*n, row ? row->lane : 0, refs.head, refs.tags));
     }
   }
-  if (ch.dropped) {
-    AE_TRY(Reload());
-    return ch;
-  }
-  for (const auto& id : added_ids) ch.added.push_back(NodeJson(id));
-  return ch;
-}
-
-void HistoryIndex::Relayout() {
-  by_id_.clear();
-  max_seq_ = 0;
-  for (size_t i = 0; i < items_.size(); ++i) {
-    by_id_[items_[i].id] = i;
-    items_[i].tags.clear();
-    max_seq_ = std::max(max_seq_, items_[i].seq);
-  }
-  for (const auto& [id, names] : tags_)
-    if (auto it = by_id_.find(id); it != by_id_.end()) items_[it->second].tags = names;
-  std::set<std::string> mainline;
-  for (std::string at = head_; !at.empty() && !mainline.count(at);) {
-    auto it = by_id_.find(at);
-    if (it == by_id_.end()) break;
-    mainline.insert(at);
-    at = items_[it->second].parent;
-  }
-  std::vector<size_t> by_seq(items_.size());
-  for (size_t i = 0; i < by_seq.size(); ++i) by_seq[i] = i;
-  const Item* items = items_.data();  // mu_ is held while the comparator runs
-  std::sort(by_seq.begin(), by_seq.end(), [items](size_t a, size_t b) { return items[a].seq < items[b].seq; });
-  // Lane 0 is HEAD's ancestry; a node continues its parent's lane when it
-  // is that lane's latest node, else takes the lowest lane whose latest
-  // node is older than its parent (free since then), else a new one.
-  std::vector<int64_t> tip_time = {INT64_MIN};
-  std::vector<std::string> tip_id = {""};
-  uint64_t prev_seq = 0;
-  for (size_t i : by_seq) {
-    Item& it = items_[i];
-    it.thinned = prev_seq && it.seq > prev_seq + 1 ? it.seq - prev_seq - 1 : 0;
-    prev_seq = it.seq;
-    int lane = 0;
-    if (!mainline.count(it.id)) {
-      auto p = by_id_.find(it.parent);
-      int plane = p == by_id_.end() ? -1 : items_[p->second].lane;
-      int64_t ptime = p == by_id_.end() ? it.time_ns : items_[p->second].time_ns;
-      if (plane > 0 && tip_id[size_t(plane)] == it.parent) {
-        lane = plane;
-      } else {
-        lane = int(tip_time.size());
-        for (size_t l = 1; l < tip_time.size(); ++l)
-          if (tip_time[l] < ptime) {
-            lane = int(l);
-            break;
-          }
-        if (size_t(lane) == tip_time.size()) {
-          tip_time.push_back(INT64_MIN);
-          tip_id.push_back("");
-        }
-      }
-    }
-    it.lane = lane;
-    tip_time[size_t(lane)] = std::max(tip_time[size_t(lane)], it.time_ns);
-    tip_id[size_t(lane)] = it.id;
-  }
-  lanes_ = int(tip_time.size());
-}
-
-json HistoryIndex::ItemJson(const Item& it) const {
-  json j = {{"id", it.id},           {"short", it.short_id}, {"seq", it.seq},   {"time_ns", it.time_ns},
-            {"changes", it.changes}, {"title", it.title},    {"lane", it.lane}, {"head", it.id == head_}};
-  if (!it.parent.empty()) j["parent"] = it.parent;
-  if (!it.tags.empty()) j["tags"] = it.tags;
-  if (it.thinned) j["thinned"] = it.thinned;
-  if (it.damaged) j["damaged"] = true;
-  return j;
-}
-
-json HistoryIndex::NodeJson(const std::string& id) const {
   MutexLock lock(mu_);
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? json() : ItemJson(items_[it->second]);
+  max_seq_ = std::max(max_seq_, max_seq);
+  nodes_ = count;
+  refs_ = std::move(refs);
+  return ch;
 }
 
 size_t HistoryIndex::size() const {
   MutexLock lock(mu_);
-  return items_.size();
+  return nodes_;
 }
 
-json HistoryIndex::Timeline(const TimelineQuery& q) const {
-  MutexLock lock(mu_);
-  json out = {{"total", items_.size()}, {"lanes", lanes_}, {"head", head_}};
-  if (auto h = by_id_.find(head_); h != by_id_.end()) out["head_node"] = ItemJson(items_[h->second]);
+Result<json> HistoryIndex::NodeJson(const std::string& id) {
+  auto parsed = store::ObjectId::FromHex(id);
+  if (!parsed) return json();
+  AE_ASSIGN(auto reader, meta().ReadTime());
+  AE_ASSIGN(auto rec, reader->GetNode(*parsed));
+  if (!rec) return json();
+  AE_ASSIGN(auto row, reader->Row(*rec));
+  AE_ASSIGN(Refs refs, ReadRefs());
+  return ItemJson(*rec, row ? row->lane : 0, refs.head, refs.tags);
+}
+
+Result<json> HistoryIndex::Timeline(const TimelineQuery& q) {
+  AE_TRY(meta().EnsureTimeIndex());
+  AE_ASSIGN(Refs refs, ReadRefs());
+  AE_ASSIGN(auto reader, meta().ReadTime());
+  AE_ASSIGN(snap::TimeSum all, reader->Sum(INT64_MIN, INT64_MAX));
+  AE_ASSIGN(uint32_t lanes, reader->Lanes());
+  json out = {{"total", all.nodes}, {"lanes", std::max<uint32_t>(1, lanes)}, {"head", refs.head}};
+  std::optional<snap::NodeRecord> head;
+  if (auto h = store::ObjectId::FromHex(refs.head)) {
+    AE_ASSIGN(head, reader->GetNode(*h));
+  }
+  if (head) {
+    AE_ASSIGN(auto row, reader->Row(*head));
+    out["head_node"] = ItemJson(*head, row ? row->lane : 0, refs.head, refs.tags);
+  }
+  // Tags, with their nodes' times (bounded by the tags, not by history).
   json tags = json::array();
-  for (const auto& [id, names] : tags_)
-    if (auto it = by_id_.find(id); it != by_id_.end())
-      tags.push_back({{"names", names}, {"id", id}, {"time_ns", items_[it->second].time_ns}});
+  std::vector<std::pair<int64_t, const std::string*>> tag_times;
+  for (const auto& [id, names] : refs.tags) {
+    auto parsed = store::ObjectId::FromHex(id);
+    if (!parsed) continue;
+    AE_ASSIGN(auto rec, reader->GetNode(*parsed));
+    if (!rec) continue;
+    tags.push_back({{"names", names}, {"id", id}, {"time_ns", rec->time_ns}});
+    tag_times.emplace_back(rec->time_ns, &names);
+  }
+  std::sort(tag_times.begin(), tag_times.end());
   out["tags"] = std::move(tags);
-  if (items_.empty()) {
+  AE_ASSIGN(auto first, reader->First());
+  AE_ASSIGN(auto last, reader->Last());
+  if (!first || !last) {
     out["nodes"] = json::array();
     return out;
   }
-  out["first_ns"] = items_.front().time_ns;
-  out["last_ns"] = items_.back().time_ns;
+  out["first_ns"] = first->time_ns;
+  out["last_ns"] = last->time_ns;
   int64_t from = q.from_ns, to = q.to_ns;
-  if (from == 0 && to == 0) from = items_.front().time_ns, to = items_.back().time_ns;
+  if (from == 0 && to == 0) from = first->time_ns, to = last->time_ns;
   if (to < from) std::swap(from, to);
-  auto by_time = [](const Item& a, int64_t t) { return a.time_ns < t; };
-  auto lo = std::lower_bound(items_.begin(), items_.end(), from, by_time);
-  auto hi = std::lower_bound(lo, items_.end(), to + 1, by_time);
-  const size_t n = size_t(hi - lo);
+  AE_ASSIGN(snap::TimeSum in_range, reader->Sum(from, to));
+  AE_ASSIGN(snap::TimeSum before, from == INT64_MIN ? Result<snap::TimeSum>(snap::TimeSum{}) : reader->Sum(INT64_MIN, from - 1));
+  const uint64_t n = in_range.nodes;
   out["from_ns"] = from;
   out["to_ns"] = to;
   out["in_range"] = n;
-  out["before"] = size_t(lo - items_.begin());
-  out["after"] = size_t(items_.end() - hi);
+  out["before"] = before.nodes;
+  out["after"] = all.nodes - std::min(all.nodes, before.nodes + n);
   if (n <= q.max_nodes) {
     json nodes = json::array();
-    for (auto it = lo; it != hi; ++it) nodes.push_back(ItemJson(*it));
+    AE_TRY(reader->ForEach(from, to, [&](const snap::TimeRow& row) -> Result<bool> {
+      AE_ASSIGN(auto rec, reader->GetNode(row.id));
+      if (rec) nodes.push_back(ItemJson(*rec, row.lane, refs.head, refs.tags));
+      return true;
+    }));
     out["nodes"] = std::move(nodes);
     return out;
   }
-  // Buckets of equal time; only those that hold nodes are sent.
-  const uint32_t count = std::clamp<uint32_t>(q.buckets, 1, 2000);
-  const int64_t width = std::max<int64_t>(1, (to - from) / int64_t(count) + 1);
+  AE_ASSIGN(auto bk, reader->Bucketize(from, to, std::clamp<uint32_t>(q.buckets, 1, 2000), kRawMax));
   json buckets = json::array();
-  for (auto it = lo; it != hi;) {
-    const int64_t index = (it->time_ns - from) / width;
-    const int64_t t0 = from + index * width, t1 = t0 + width;
-    uint64_t nodes = 0, changes = 0, thinned = 0, lanes = 0;
-    bool head = false;
-    std::string tag_names;
-    const Item& first = *it;
-    const Item* last = &*it;
-    for (; it != hi && it->time_ns < t1; ++it) {
-      ++nodes;
-      changes += it->changes;
-      thinned += it->thinned;
-      lanes |= uint64_t{1} << std::min(it->lane, 31);
-      head |= it->id == head_;
-      if (!it->tags.empty()) tag_names += (tag_names.empty() ? "" : ", ") + it->tags;
-      last = &*it;
-    }
-    json b = {{"t0", t0}, {"t1", t1}, {"count", nodes}, {"changes", changes}, {"lanes", lanes},
-              {"first", first.id}, {"last", last->id}, {"first_ns", first.time_ns}, {"last_ns", last->time_ns}};
-    if (head) b["head"] = true;
-    if (thinned) b["thinned"] = thinned;
-    if (!tag_names.empty()) b["tags"] = tag_names;
-    buckets.push_back(std::move(b));
+  for (const snap::TimeBucket& b : bk.buckets) {
+    json j = {{"t0", b.t0},
+              {"t1", b.t1},
+              {"count", b.sum.nodes},
+              {"changes", b.sum.changes},
+              {"lanes", b.sum.LaneMask()},
+              {"first", b.first.id.Hex()},
+              {"last", b.last.id.Hex()},
+              {"first_ns", b.first.time_ns},
+              {"last_ns", b.last.time_ns}};
+    if (head && head->time_ns >= b.t0 && head->time_ns < b.t1) j["head"] = true;
+    if (b.sum.thinned) j["thinned"] = b.sum.thinned;
+    std::string names;
+    for (auto t = std::lower_bound(tag_times.begin(), tag_times.end(), std::make_pair(b.t0, (const std::string*)nullptr));
+         t != tag_times.end() && t->first < b.t1; ++t)
+      names += (names.empty() ? "" : ", ") + *t->second;
+    if (!names.empty()) j["tags"] = names;
+    buckets.push_back(std::move(j));
   }
-  out["bucket_ns"] = width;
+  out["bucket_ns"] = bk.width;
   out["buckets"] = std::move(buckets);
   return out;
 }

@@ -1,8 +1,10 @@
-// The web DVR's index of the history: every node's time, counts, lane,
-// tags and HEAD mark, read through the log, head and tag operations
-// (control/ops.h) and kept up to date by Poll. It answers the timeline
-// endpoint by time range: the nodes themselves when few enough, else
-// buckets that summarize them, so a page never loads a 20k-node history.
+// The web DVR's view of the history. The timeline endpoint is answered
+// from the metadata index's time index (snap/time_index.h): the nodes of a
+// time range when few enough, else buckets summed from the index's bucket
+// rows, so that a cold answer at any zoom reads what it shows, not the
+// history, and the server holds no row per node. Poll finds what changed
+// since the last poll (new nodes, HEAD, tags, nodes retention dropped) from
+// the newest page of the log, HEAD, the tags and the node count.
 #pragma once
 
 #include <cstdint>
@@ -38,49 +40,45 @@ class HistoryIndex {
  public:
   explicit HistoryIndex(control::Server& server) : server_(server) {}
 
-  // Reads the whole history (the log operation without a limit).
-  // Thread-safe. Errors: the operations'.
+  // Makes the time index whole (a repository of an older binary gets it
+  // built, once) and reads where history stands: its newest node, node
+  // count, HEAD and tags. Thread-safe. Errors: I/O, kCorrupt.
   Result<void> Load();
-  // Reads the newest nodes, HEAD and the tags, and folds what changed
-  // into the index (a full Load when more changed than the newest page
-  // shows, or nodes were dropped). Thread-safe (one at a time). Errors:
-  // the operations'.
+  // What changed since the last Load or Poll (the first one Loads and
+  // announces nothing); more new nodes than one page (64), or nodes
+  // dropped, read as `dropped` (the page reloads its view). Thread-safe
+  // (one at a time). Errors: as Load.
   Result<HistoryChange> Poll();
   // The timeline of a time range (see TimelineQuery), as JSON: range,
-  // totals, HEAD, tags, lanes, then "nodes" or "buckets". Thread-safe.
-  json Timeline(const TimelineQuery& q) const;
-  // The JSON of one indexed node (as in Timeline), or null. Thread-safe.
-  json NodeJson(const std::string& id) const;
+  // totals, HEAD, tags, lanes, then "nodes" or "buckets". One read view of
+  // the index. Thread-safe. Errors: as Load.
+  Result<json> Timeline(const TimelineQuery& q);
+  // The JSON of one node (as in Timeline), or null when it is not in
+  // history. Thread-safe. Errors: I/O.
+  Result<json> NodeJson(const std::string& id);
+  // Nodes in history as of the last Load or Poll.
   size_t size() const;
 
+  // A range past this many nodes is not summed from the nodes themselves
+  // (its buckets are then 2^33 ns wide or more).
+  static constexpr uint64_t kRawMax = 65536;
+
  private:
-  struct Item {
-    std::string id, short_id, title, parent, tags;
-    uint64_t seq = 0, changes = 0, thinned = 0;  // thinned: nodes dropped by retention just before it
-    int64_t time_ns = 0;
-    int lane = 0;
-    bool damaged = false;
+  struct Refs {
+    std::string head;
+    std::map<std::string, std::string> tags;  // node id -> "a, b"
   };
-  json ItemJson(const Item& it) const REQUIRES(mu_);
-  // Recomputes lanes (HEAD's ancestry is lane 0; a branch takes the
-  // lowest lane free since its parent) and retention gaps. mu_ held.
-  void Relayout() REQUIRES(mu_);
-  Result<void> Reload() REQUIRES(poll_mu_);  // Load, poll_mu_ held
-  static void SortByTime(std::vector<Item>& items);  // the timeline's order: time, then seq
-  Result<std::string> ReadHead();
-  Result<std::map<std::string, std::string>> ReadTags();  // node id -> "a, b"
+  Result<Refs> ReadRefs();
+  Result<void> Reload() REQUIRES(poll_mu_);
+  snap::MetaDb& meta() { return server_.repo().meta(); }
 
   control::Server& server_;
   Mutex poll_mu_;  // one Load or Poll at a time
-  int polls_ GUARDED_BY(poll_mu_) = 0;
   bool loaded_ GUARDED_BY(poll_mu_) = false;
   mutable Mutex mu_;
-  std::vector<Item> items_ GUARDED_BY(mu_);  // by time, then seq
-  std::map<std::string, size_t> by_id_ GUARDED_BY(mu_);
-  std::string head_ GUARDED_BY(mu_);
-  std::map<std::string, std::string> tags_ GUARDED_BY(mu_);
   uint64_t max_seq_ GUARDED_BY(mu_) = 0;
-  int lanes_ GUARDED_BY(mu_) = 1;
+  uint64_t nodes_ GUARDED_BY(mu_) = 0;
+  Refs refs_ GUARDED_BY(mu_);
 };
 
 }  // namespace agentenv::web
