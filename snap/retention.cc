@@ -75,7 +75,7 @@ class Plan {
 
 // A run of dropped nodes below the kept node `anchor`, one line of descent
 // (each dropped node has one child); `next`: the child of its newest node.
-struct Span {
+struct DroppedSpan {
   store::ObjectId anchor, next;
   Thinned thinned;
 };
@@ -132,7 +132,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
   Plan plan(policy, now_ns, keep_from);
   // Operation log rows naming a dropped node go once past the dense recent past.
   const int64_t horizon = now_ns - std::chrono::nanoseconds(policy.keep_within).count();
-  std::unordered_map<store::ObjectId, Span, store::ObjectIdHash> spans;  // by their newest dropped node
+  std::unordered_map<store::ObjectId, DroppedSpan, store::ObjectIdHash> spans;  // by their newest dropped node
   std::unordered_set<store::ObjectId, store::ObjectIdHash> carried;     // reparented when a transaction ended
   bool counted = dry_run;
   uint64_t next = 0;  // the seq of the next node to decide
@@ -174,7 +174,7 @@ Result<RetentionResult> Repo::Retain(const RetentionPolicy& policy, bool dry_run
           ++res.dropped_nodes;
           if (res.dropped.size() < RetentionResult::kDroppedSample) res.dropped.push_back(r);
           if (!dry_run) {
-            Span span;
+            DroppedSpan span;
             if (auto s = spans.find(*r.parent); s != spans.end()) {
               span = std::move(s->second);
               spans.erase(s);
