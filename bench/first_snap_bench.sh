@@ -12,8 +12,16 @@
 #      every file read since init. Then 10 files changed and a snap (a
 #      later snap), then 10 files changed and git add -A && commit (git,
 #      the same changes).
+#   c. init --from SRC; cp -a of the live tree (coreutils reflinks on
+#      btrfs) and git add -A && commit, then 10 files changed and the
+#      first snap with no sync between, as a user's tools leave it: the
+#      snapshot's transaction commit also writes back what the copy and
+#      the reads left dirty (the atime of every file init wrote).
+#   floor: the same as c. in a new repository, then `btrfs subvolume
+#      snapshot` of the live tree alone: the transaction commit any
+#      snapshot of that state pays, whoever takes it.
 #
-# Every timed command starts after `sync`, with nothing of another
+# Every timed command of a. and b. starts after `sync`, with nothing of another
 # command's left to write back (a btrfs snapshot commits the whole
 # filesystem's transaction, the atime updates of b's reads included).
 # With a baseline binary, a. and b. run with both binaries in each round
@@ -53,7 +61,7 @@ note() { printf '%s\n' "$*" >&2; }
 [ -z "$BASE" ] || [ -x "$BASE" ] || die "$BASE: not an executable"
 [ -d "$ROOTFS/usr" ] || die "$ROOTFS: no rootfs (bench/make_rootfs.sh builds one)"
 [ "$(id -u)" = 0 ] || die "needs root (loop devices, root-owned files)"
-for t in git mkfs.btrfs perf; do command -v $t >/dev/null || die "$t: not installed"; done
+for t in git mkfs.btrfs btrfs perf; do command -v $t >/dev/null || die "$t: not installed"; done
 
 AUTOGROUP=unchanged
 if [ "$NICE" != 0 ] && [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
@@ -127,7 +135,7 @@ git_commit() {  # WORKTREE GITDIR MESSAGE
 BINS=("$AE"); NAMES=(new)
 if [ -n "$BASE" ]; then BINS+=("$BASE"); NAMES+=(baseline); fi
 declare -A INIT=()
-gitc=()
+gitc=() floor=()
 n=0
 for _ in $(seq "$REPS"); do
   for i in "${!BINS[@]}"; do
@@ -150,6 +158,24 @@ for _ in $(seq "$REPS"); do
       sync; change10 "$w"; sync
       timed gitc git_commit "$w" "$root.git" later
     fi
+    # c. the tree copied and read by the user's tools, no sync before the snap
+    n=$((n + 1)); root=$MNT/r$n; w=$root/work/current
+    quiet "$bin" init --root "$root" --from "$SRC"
+    sync
+    quiet cp -a "$w" "$MNT/copy$n"
+    quiet git_commit "$w" "$root.git" init
+    change10 "$w"
+    snap_timed "$name" first-copied "$bin" "$root"
+    if [ "$i" = 0 ]; then
+      # floor: the same state, a subvolume snapshot alone
+      n=$((n + 1)); root=$MNT/r$n; w=$root/work/current
+      quiet "$bin" init --root "$root" --from "$SRC"
+      sync
+      quiet cp -a "$w" "$MNT/copy$n"
+      quiet git_commit "$w" "$root.git" init
+      change10 "$w"
+      timed floor btrfs subvolume snapshot -r "$w" "$MNT/floor$n"
+    fi
   done
 done
 
@@ -170,16 +196,19 @@ row() {  # LABEL KEY
 }
 row "first snap after init, nothing read since" first
 row "first snap after init, every file read since (git add -A)" first-read
+row "first snap after init, tree copied (cp -a) and read (git add -A), no sync" first-copied
 row "later snap" later
 echo "| git add -A && commit (a later commit) | $(msf "$(median "${gitc[@]}")") ms |"
+echo "| floor of c: btrfs subvolume snapshot alone, same state | $(msf "$(median "${floor[@]}")") ms |"
 echo
 echo "samples, wall (CPU) ms:"
 for name in "${NAMES[@]}"; do
   # shellcheck disable=SC2086
   echo "  $name: init --from: $(samples ${INIT[$name]})"
-  for key in first first-read later; do
+  for key in first first-read first-copied later; do
     # shellcheck disable=SC2086
     echo "  $name: $key: $(samples ${WALL[$name/$key]}) ($(samples ${CPU[$name/$key]}))"
   done
 done
 echo "  git add -A && commit: $(samples "${gitc[@]}")"
+echo "  floor (subvolume snapshot): $(samples "${floor[@]}")"

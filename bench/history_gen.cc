@@ -234,6 +234,7 @@ int Bulk(const std::string& root, long nodes, double days) {
       rec.tree = node.tree;
       rec.changes = 1;
       rec.title = node.label;
+      rec.provenance.emplace().kind = snap::ProvenanceKind::kCapture;  // as the daemon's watcher records
       for (auto r : {(*txn)->PutNode(rec), refs.AddNode(id, node.tree), (*txn)->AddChild(*node.parent, id),
                      (*txn)->DeleteRef("tip/" + node.parent->Hex()), (*txn)->SetRef("tip/" + id.Hex(), id)})
         if (!r) return Fail("metadata", r.error());

@@ -240,6 +240,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
                        ", " + plural(span.tournaments.size(), "tournament", "tournaments") + ", " +
                        plural(span.forks.size(), "fork", "forks");
     if (span.head) text += "; HEAD " + span.head->Hex().substr(0, 12);
+    if (span.capture_stride > 1) text += "; dirs of captures from 1 in " + std::to_string(span.capture_stride);
     text += "\n";
     for (size_t k = 0; k < phases.size(); ++k) {
       const Phase& ph = phases[k];

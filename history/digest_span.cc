@@ -74,6 +74,22 @@ Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns) {
       else if (!p->workspace.empty() || p->kind == snap::ProvenanceKind::kWorkspace) n.line = Line::kFork;
       n.message = p->message;
     }
+    span.nodes.push_back(std::move(n));
+    return true;
+  }));
+  // The directories come from node objects, one read per node: every node
+  // a person or a command made, and of the watcher's captures (a busy day
+  // holds tens of thousands) an even sample of at most kCaptureSample, so
+  // the digest of a day costs the same at any rate of capture.
+  constexpr size_t kCaptureSample = 2000;
+  auto capture = [](const SpanNode& n) {
+    return n.rec.provenance && n.rec.provenance->kind == snap::ProvenanceKind::kCapture && n.command.empty();
+  };
+  const size_t captures = size_t(std::count_if(span.nodes.begin(), span.nodes.end(), capture));
+  span.capture_stride = std::max<size_t>(1, (captures + kCaptureSample - 1) / kCaptureSample);
+  size_t capture_at = 0;
+  for (SpanNode& n : span.nodes) {
+    if (capture(n) && capture_at++ % span.capture_stride != 0) continue;
     if (auto node = snap::LoadNode(repo.store(), n.rec.id)) {
       if (n.message.empty()) n.message = node->message;
       for (const auto& c : node->changes.sample) {
@@ -81,9 +97,7 @@ Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns) {
         else n.dirs.push_back(DirOf(c));
       }
     }
-    span.nodes.push_back(std::move(n));
-    return true;
-  }));
+  }
   IdIndex index;
   for (size_t i = 0; i < span.nodes.size(); ++i) index[span.nodes[i].rec.id] = i;
 

@@ -72,6 +72,9 @@ struct Span {
   std::vector<Tournament> tournaments;
   std::vector<Fork> forks;
   std::optional<store::ObjectId> head;
+  // Directories were read from every capture_stride-th automatic capture
+  // (1: from every node).
+  size_t capture_stride = 1;
   size_t Rollbacks() const;
 };
 

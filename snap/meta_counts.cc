@@ -24,6 +24,7 @@ Result<std::vector<MetaDb::GarbageRow>> MetaDb::Garbage(size_t limit) const {
     MDB_val k, v;
     for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && out.size() < limit;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+      trim_->Tick();
       if (dbi == garbage_) out.push_back({IdOf(k), false, 0});
       else out.push_back({IdOf(v), true, FromBigEndian(k)});
     }
@@ -34,6 +35,7 @@ Result<std::vector<MetaDb::GarbageRow>> MetaDb::Garbage(size_t limit) const {
 
 Result<uint64_t> MetaDb::RefCount(const store::ObjectId& id) const {
   READ_TXN(t);
+  trim_->Tick();  // gc asks once per garbage row: random pages of the whole table
   MDB_val k = Val(id), v;
   int rc = mdb_get(t.txn, refcount_, &k, &v);
   if (rc == MDB_NOTFOUND) return uint64_t{0};
@@ -293,6 +295,7 @@ Result<void> MetaDb::Txn::PutGarbage(const store::ObjectId& id) {
 }
 
 Result<void> MetaDb::Txn::DeleteGarbage(const GarbageRow& row) {
+  db_->trim_->Tick();
   uint8_t key[8];
   BigEndian(row.seq, key);
   MDB_val k = row.logged ? Val(key, 8) : Val(row.id);

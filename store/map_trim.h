@@ -60,10 +60,10 @@ class MapTrimmer {
 
   // About 1/5 of the 256 MB a command may use at peak (fsck has two maps
   // busy at once, and each may grow by half a budget past the other's
-  // pages); fault-around adds at most kCheckEvery * 64 KiB (32 MiB) before
+  // pages); fault-around adds at most kCheckEvery * 64 KiB (8 MiB) before
   // the next check. 64 MB left fsck at 1M objects within 2 MB of 256.
   static constexpr uint64_t kDefaultBudget = uint64_t{48} << 20;
-  static constexpr uint64_t kCheckEvery = 512;
+  static constexpr uint64_t kCheckEvery = 128;
 
  private:
   void Check();
