@@ -1,6 +1,7 @@
-// Requests to the server, the token and the confirmation dialog.
-// The token is kept in sessionStorage (this tab only) and sent by fetch()
-// in an Authorization header: never in a cookie or a URL the server sees.
+// Requests to the server, the token and the session. The token is kept in
+// sessionStorage (this tab only) and sent by fetch() in an Authorization
+// header, never in a URL the server sees; it is traded once for a session
+// cookie (HttpOnly: no script reads it) that carries the page's reads.
 
 const TOKEN_KEY = 'agentenv-dvr-token';
 
