@@ -15,7 +15,7 @@ constexpr size_t kPollPage = 64;
 // HEAD moves drawn in one view; a range with more is a bucket view anyway.
 constexpr size_t kMaxJumps = 200;
 // Names a lane shows at most (oldest first).
-constexpr size_t kLaneNames = 3;
+constexpr size_t kLaneNames = 4;
 
 json ItemJson(const snap::NodeRecord& n, uint32_t lane, const std::string& head,
               const std::map<std::string, std::string>& tags) {
@@ -172,7 +172,8 @@ Result<json> HistoryIndex::Timeline(const TimelineQuery& q) {
   if (n <= q.max_nodes) {
     json nodes = json::array();
     // A lane is named after the workspaces or tournaments of its nodes in
-    // view (a lane is reused once free: a fork, later a candidate).
+    // view, in time order (a lane is reused once free: the live tree after
+    // a rollback, a fork, later a candidate).
     std::map<uint32_t, std::vector<std::string>> lane_names;
     AE_TRY(reader->ForEach(from, to, [&](const snap::TimeRow& row) -> Result<bool> {
       AE_ASSIGN(auto rec, reader->GetNode(row.id));

@@ -39,7 +39,7 @@ std::string LaneName(const snap::NodeRecord& n) {
   const snap::Provenance& p = *n.provenance;
   if (p.tournament) return "tournament " + p.tournament->id + " #" + std::to_string(p.tournament->index + 1);
   if (!p.workspace.empty()) return "workspace " + p.workspace;
-  return "";
+  return "live tree";
 }
 
 Result<json> Jumps(const snap::MetaDb& meta, const snap::MetaDb::TimeReader& reader, int64_t from_ns, int64_t to_ns,

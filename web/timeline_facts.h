@@ -27,7 +27,8 @@ using json = nlohmann::json;
 void AddProvenanceFacts(json& j, const snap::NodeRecord& n);
 
 // The name of the lane a node is drawn in, from its provenance:
-// "tournament <id> #<i>", "workspace <name>", or "" (the live tree).
+// "tournament <id> #<i>", "workspace <name>", "live tree", or "" (no
+// provenance recorded).
 std::string LaneName(const snap::NodeRecord& n);
 
 // The HEAD moves with from_ns <= time <= to_ns, oldest first, at most

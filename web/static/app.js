@@ -64,7 +64,10 @@ async function openNode(ref, focus = true) {
     }
   };
   const fail = e => { $('action-result').textContent = e.message; if (e.status === 401) setToken(''); };
-  const heading = el('h2', { tabindex: '-1' }, ...badges, n.title || n.short);
+  // The first node's title is its package list: its heading says what it is.
+  const prov = n.provenance;
+  const title = prov?.kind === 'init' ? 'initial tree' + (prov.source ? ' from ' + prov.source : '') : n.title || n.short;
+  const heading = el('h2', { tabindex: '-1' }, ...badges, title.length > 120 ? title.slice(0, 119) + '…' : title);
   t.replaceChildren(
     heading,
     el('dl', { class: 'meta' },
@@ -88,7 +91,7 @@ async function openNode(ref, focus = true) {
        act('Export tarball…', () => confirmAction(`Export node ${n.short}`, '/api/export', { ref: n.id })
          .then(rep => rep && download(rep), fail))),
     el('p', { id: 'action-result', class: 'hint', role: 'status' }),
-    provenanceSection(n), packagesSection(n),
+    ...[provenanceSection(n), packagesSection(n)].filter(Boolean),
     r.diff ? renderChanges(r.diff, n.parent, n.id) : el('p', { class: 'hint' }, 'The first node: everything in it is new.'));
   if (focus) heading.focus();
 }
@@ -108,7 +111,7 @@ async function openCompare(a, b) {
   try {
     const d = await get('/api/compare', { from: a, to: b });
     t.replaceChildren(el('h2', { tabindex: '-1' }, `From ${a.slice(0, 12)} to ${b.slice(0, 12)}`),
-                      nodesBetween(d, openNode), packagesSection(d), renderChanges(d.diff, a, b));
+                      ...[nodesBetween(d, openNode), packagesSection(d), renderChanges(d.diff, a, b)].filter(Boolean));
   } catch (e) { t.replaceChildren(el('p', { class: 'error' }, e.message)); }
 }
 
