@@ -87,6 +87,7 @@ try {
   await page.goto(server.base + '/', { waitUntil: 'domcontentloaded' });
   await page.waitForSelector('#token-dialog[open]', { timeout: 15000 });
   check(true, 'without a session the page asks for the token');
+  await axe(page, 'token dialog');
   await page.type('#token-input', token);
   await page.keyboard.press('Enter');
   await page.waitForFunction(() => document.body.dataset.ready === '1', { timeout: 30000 });

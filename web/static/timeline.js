@@ -226,7 +226,7 @@ export class Timeline {
         g.fillRect(x0, y - h / 2, x1 - x0, h);
       }
       if (b.thinned) { g.fillStyle = '#9ca3af'; g.fillRect(x0, TOP - 4, x1 - x0, 3); }
-      if (x1 - x0 > 26) { g.fillStyle = '#111827'; g.fillText(String(b.count), x0 + 2, TOP - 6); }
+      if (x1 - x0 > 26) this.layout.place([String(b.count)], [[x0 + 2, TOP - 6]]);
       this.hits.push({ x: (x0 + x1) / 2, y: TOP + lanes * LANE_H / 2, r: Math.max(4, (x1 - x0) / 2), bucket: b, wide: true });
     }
   }
