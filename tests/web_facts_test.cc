@@ -241,4 +241,19 @@ TEST_CASE("web: on a listener that wants the token the page trades it once for a
   CHECK(d.Status("/api/timeline", with) == 401);
 }
 
+TEST_CASE("web: sessions end after their lifetime, at most 256 live at once, the oldest ending first", "[web]") {
+  web::SessionStore store(std::chrono::hours(1));
+  CHECK(!store.Open(""));  // a session stands for a token
+  auto first = store.Open(kToken);
+  REQUIRE(first);
+  CHECK(store.TokenOf("agentenv_dvr_1=" + *first) == kToken);
+  CHECK(store.TokenOf("agentenv_dvr_1=" + *first + "x").empty());
+  CHECK(store.TokenOf(*first).empty());  // not under a name of ours
+  for (size_t i = 0; i < web::SessionStore::kMaxSessions; ++i) REQUIRE(store.Open(kToken));
+  CHECK(store.size() == web::SessionStore::kMaxSessions);
+  CHECK(store.TokenOf("agentenv_dvr_1=" + *first).empty());
+  CHECK(store.SetCookie("[::1]:8080", "v", false) ==
+        "agentenv_dvr_8080=v; Path=/; HttpOnly; SameSite=Strict; Max-Age=3600");
+}
+
 }  // namespace agentenv::test

@@ -131,6 +131,15 @@ try {
     if (z === 1) check(boxes.some(x => /★ won/.test(x.text)), 'the winner candidate is labelled ★ won');
     await page.keyboard.press('+');
   }
+  // Narrow: the whole day in buckets; their labels do not overlap either.
+  await page.setViewport({ width: 560, height: 900 });
+  await page.click('[data-span="all"]');
+  await settle(page);
+  check(await page.evaluate(() => !!dvrTimeline.data.buckets), 'a narrow page shows the day as buckets');
+  boxes = await labels(page);
+  pair = overlapping(boxes);
+  check(!pair, `no two labels overlap in the bucket view (${boxes.length} labels)` + (pair ? ': ' + pair.join(' / ') : ''));
+  await page.setViewport({ width: 1400, height: 900 });
   if (shots) {
     await page.evaluate(t => { dvrTimeline.view = { from: t - 5400e9, to: t + 1800e9 }; return dvrTimeline.load(); }, t0);
     await settle(page);
