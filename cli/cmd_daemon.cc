@@ -79,14 +79,15 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
     serve::Log("serving MCP at " + http->base_url() + "/mcp" +
                  (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
     // On loopback the token rides in the fragment, which a browser never
-    // sends: the page reads it and keeps it for the tab (sessionStorage).
-    // Any other bind's log may be read by others: the token stays in its
-    // file (and a browser could not send it with each request anyway).
+    // sends: the page reads it, keeps it for the tab (sessionStorage) and
+    // trades it for a session cookie (web/session.h). Any other bind's log
+    // may be read by others: the token stays in its file; the page asks
+    // for it once, then its session cookie carries its reads.
     if (serve::IsLoopbackHost(listen_host))
       serve::Log("web DVR at " + http->base_url() + "/" + (web_token.empty() ? "" : "#token=" + web_token));
     else
-      serve::Log("web DVR at " + http->base_url() + "/ (every request needs the bearer token in " + token_file +
-                   "; for a browser, reach a loopback bind through a tunnel, e.g. ssh -L)");
+      serve::Log("web DVR at " + http->base_url() + "/ (the page asks once for the token in " + token_file +
+                   ", then keeps a session cookie)");
   }
   int sig = (*serving)->WaitSignal();
   serve::Log(std::string("stopping on ") + (sig == SIGINT ? "SIGINT" : "SIGTERM"));

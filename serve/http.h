@@ -72,6 +72,14 @@ struct HttpOptions {
 struct HttpRoutes {
   std::function<void(httplib::Server&)> install;
   std::function<bool(std::string_view method, std::string_view path)> long_lived;
+  // Requests among them any client may make without the token (a page and
+  // its scripts, which hold no data); absent: none. Host and Origin are
+  // checked still.
+  std::function<bool(std::string_view method, std::string_view path)> open;
+  // The token the session named by a Cookie header was made from, "" for
+  // none (unknown, forged, expired): a request carrying it is let through
+  // as if it bore that token. Called on the listener's thread: quick, thread-safe.
+  std::function<std::string(const std::string& cookie)> session_token;
 };
 
 class HttpServer {

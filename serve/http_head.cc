@@ -3,6 +3,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "serve/http.h"
@@ -151,6 +152,17 @@ std::string HostOf(std::string_view authority) {
   return std::string(colon == std::string_view::npos ? authority : authority.substr(0, colon));
 }
 
+std::string PresentedToken(const RequestHead& head, const GuardOptions& opt) {
+  const std::string authorization = head.Value("Authorization");
+  if (authorization.size() > 7 && ::strncasecmp(authorization.c_str(), "bearer ", 7) == 0)
+    return std::string(Trim(std::string_view(authorization).substr(7)));
+  if (head.Count("Cookie") == 0) return "";
+  const std::string cookie = head.Value("Cookie");
+  for (const auto& session : opt.sessions)
+    if (std::string token = session(cookie); !token.empty()) return token;
+  return "";
+}
+
 Refusal Guard(const RequestHead& head, const GuardOptions& opt) {
   const size_t hosts = head.Count("Host");
   if (hosts > 1) return {400, "more than one Host header", false};
@@ -167,7 +179,8 @@ Refusal Guard(const RequestHead& head, const GuardOptions& opt) {
     for (const auto& a : opt.allowed_origins) allowed |= origin == a;
     if (!allowed) return {403, "Origin '" + origin + "' refused: allow it with --allow-origin", false};
   }
-  if (!opt.token.empty() && !BearerMatches(head.Value("Authorization"), opt.token))
+  const bool open = std::any_of(opt.open.begin(), opt.open.end(), [&](const auto& f) { return f(head.method, head.path()); });
+  if (!opt.token.empty() && !open && !BearerMatches("Bearer " + PresentedToken(head, opt), opt.token))
     return {401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token is in the file the "
                  "server printed at start)",
             true};

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,6 +57,12 @@ struct GuardOptions {
   bool loopback = true;                     // the listener is bound to a loopback address
   std::string token;                        // required on every request when not empty
   std::vector<std::string> allowed_origins; // beyond the loopback ones
+  // Requests served without a credential (a page's own files, which hold
+  // no data), by method and path (HttpRoutes::open).
+  std::vector<std::function<bool(std::string_view method, std::string_view path)>> open;
+  // The token a Cookie header's session was made from, "" for none
+  // (HttpRoutes::session_token).
+  std::vector<std::function<std::string(const std::string& cookie)>> sessions;
 };
 
 struct Refusal {
@@ -65,12 +72,20 @@ struct Refusal {
   explicit operator bool() const { return status != 0; }
 };
 
+// The token a request presents: the bearer token of its Authorization
+// header, else the token its session cookie was made from (a session
+// stands for the token it was exchanged for, so what that token may do
+// applies to the session), else "". The one place a credential is read.
+std::string PresentedToken(const RequestHead& head, const GuardOptions& opt);
+
 // The guard every request passes before a route sees it:
 //   - exactly one Host header (RFC 9112: 400 otherwise), and on a loopback
 //     bind it names a loopback host (DNS rebinding: 403);
 //   - at most one Origin and one Authorization header (400);
 //   - an Origin, when sent, is a loopback origin or an allowed one (403);
-//   - with a token, "Authorization: Bearer <token>" (401).
+//   - with a token, "Authorization: Bearer <token>" or a session cookie
+//     made from it (PresentedToken), unless the request is an open one
+//     (401).
 // Pure; thread-safe.
 Refusal Guard(const RequestHead& head, const GuardOptions& opt);
 

@@ -172,6 +172,8 @@ HttpServer::Loop::Loop(const HttpOptions& opt, UniqueFd listening, const std::ve
   for (const HttpRoutes& r : routes) {
     if (r.install) r.install(router_);
     if (r.long_lived) long_lived_.push_back(r.long_lived);
+    if (r.open) guard_.open.push_back(r.open);
+    if (r.session_token) guard_.sessions.push_back(r.session_token);
   }
 }
 

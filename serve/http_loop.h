@@ -108,7 +108,7 @@ class HttpServer::Loop {
   void Idle(HttpConn& c, HttpClock::time_point now);
 
   const HttpOptions opt_;
-  const GuardOptions guard_;
+  GuardOptions guard_;  // set in the constructor, then only read
   UniqueFd listening_, epoll_, wake_;
   Router router_;
   std::vector<std::function<bool(std::string_view, std::string_view)>> long_lived_;

@@ -1,41 +1,24 @@
-// The web DVR's actions (web/dvr_routes.h): restore, tag, fork, export.
+// The web DVR's actions (web/dvr_routes.h): restore, tag, fork, export
+// (its download: dvr_export.cc).
 // Each needs the token and a JSON body; with "dry_run" it says what it
 // would change (paths and counts) and changes nothing. The real one runs
 // the same operation the CLI's verb does, on the daemon's server.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <httplib.h>
 
-#include <chrono>
-
-#include "common/random.h"
-#include "common/unique_fd.h"
-#include "control/archive.h"
-#include "capture/capture.h"
 #include "serve/http.h"
 #include "serve/log.h"
 #include "snap/layout.h"
-#include "snap/scratch.h"
 #include "web/dvr_routes.h"
 #include "web/reply.h"
+#include "web/summary.h"
 
 namespace agentenv::web {
 namespace {
 
-constexpr size_t kMaxPendingExports = 4;
-constexpr auto kExportLifetime = std::chrono::minutes(10);
+// A dry run counts at most this many paths per directory; it lists the first kShownPaths.
+constexpr size_t kSummaryPaths = 20000, kShownPaths = 200;
 
 }  // namespace
-
-// A tarball made by an export, waiting for its one download.
-struct Dvr::PendingExport {
-  snap::ScratchDir dir;
-  std::string file, name;
-  uint64_t size = 0;
-  std::chrono::steady_clock::time_point made;
-};
 
 bool Dvr::Authorized(const httplib::Request& req, httplib::Response& res) const {
   if (!serve::BearerMatches(req.get_header_value("Authorization"), opt_.token)) {
@@ -51,7 +34,46 @@ bool Dvr::Authorized(const httplib::Request& req, httplib::Response& res) const 
   return true;
 }
 
+json Dvr::DrySummary(const std::string& from, const std::string& to, const json& paths, Error* err) {
+  json args = {{"from", from}, {"limit", kSummaryPaths}};
+  if (!to.empty()) args["to"] = to;
+  if (paths.is_array() && !paths.empty()) args["paths"] = paths;
+  json diff = Call("diff", args, err);
+  if (diff.is_null()) return json();
+  // To the live tree: the diff reads from the node to it; what a restore
+  // does is the reverse (a path only the live tree has is removed).
+  if (to.empty())
+    for (auto& c : diff["changes"]) c["op"] = c["op"] == "+" ? "-" : c["op"] == "-" ? "+" : c["op"];
+  json out = DirectoryCounts(diff["changes"]);
+  out["total"] = diff["total"];
+  out["truncated"] = diff.value("truncated", false);
+  // Packages the step gains or loses (HEAD stands for the live tree, whose
+  // packages are recorded at its capture). Left out when they cannot be read.
+  auto pk = to.empty() ? PackagesBetween(server_, "HEAD", from) : PackagesBetween(server_, from, to);
+  if (pk) out.update(*pk);
+  json& changes = diff["changes"];
+  if (changes.size() > kShownPaths) {
+    changes.erase(changes.begin() + kShownPaths, changes.end());
+    out["truncated"] = true;
+  }
+  out["changes"] = std::move(changes);
+  return out;
+}
+
 void Dvr::ActionRoutes(httplib::Server& svr) {
+  // The token, once, for a session cookie. A session stands for the token
+  // it was made from (web/session.h); actions still want the token itself.
+  svr.Post("/api/session", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    auto value = sessions_.Open(opt_.token);  // the token presented: it matched
+    if (!value) return SendError(res, value.error());
+    // Secure when the page came over TLS (a terminating proxy in front).
+    const bool tls = req.get_header_value("Origin").starts_with("https://");
+    res.set_header("Set-Cookie", sessions_.SetCookie(req.get_header_value("Host"), *value, tls));
+    res.set_header("Cache-Control", "no-store");
+    SendJson(res, {{"session", true}});
+  });
+
   // Every action: the token, a JSON object body, then `run(body, dry_run)`.
   auto action = [this, &svr](const std::string& path, std::function<json(const json&, bool, Error*)> run) {
     svr.Post(path, [this, path, run](const httplib::Request& req, httplib::Response& res) {
@@ -71,15 +93,18 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
   action("/api/restore", [this](const json& b, bool dry, Error* err) -> json {
     const std::string ref = b.value("ref", "");
     if (!dry) return Call("rollback", b, err);
-    // What the restore undoes: the live tree against the node.
+    // What the restore undoes: the live tree against the node (a partial
+    // restore: at or below its paths).
     json show = Call("show", {{"ref", ref}}, err);
     if (show.is_null()) return json();
-    json diff = Call("diff", {{"from", show["node"]["id"]}, {"limit", 200}}, err);
-    if (diff.is_null()) return json();
-    return {{"node", show["node"]}, {"changes", diff["changes"]}, {"total", diff["total"]},
-            {"truncated", diff["truncated"]},
-            {"summary", "the live tree becomes node " + show["node"].value("short", "") + ": " +
-                            std::to_string(diff.value("total", 0)) + " path(s) change; unsaved changes are saved as a node first"}};
+    const std::string id = show["node"].value("id", "");
+    json out = DrySummary(id, "", b.value("paths", json::array()), err);
+    if (out.is_null()) return json();
+    out["node"] = show["node"];
+    out["summary"] = "the live tree becomes node " + show["node"].value("short", "") + ": " +
+                     std::to_string(out.value("total", 0)) + " path(s) change; unsaved changes are saved as a node first";
+    // Counted from the node to the live tree: what the restore undoes is the reverse.
+    return out;
   });
 
   action("/api/tag", [this](const json& b, bool dry, Error* err) -> json {
@@ -108,75 +133,17 @@ void Dvr::ActionRoutes(httplib::Server& svr) {
     json show = Call("show", {{"ref", b.value("ref", "HEAD")}}, err);
     if (show.is_null()) return json();
     const json& d = show["node"];
-    return {{"node", show["node"]},
+    json out = DrySummary("HEAD", show["node"].value("id", ""), json::array(), err);
+    if (out.is_null()) return json();
+    out.update(json{{"node", show["node"]},
             {"summary", "creates workspace " + (b.value("name", "").empty() ? "ws-<node>-<n>" : b.value("name", "")) +
                             " holding node " + show["node"].value("short", "") + " (" +
-                            std::to_string(d.value("files", 0)) + " files); the live tree and HEAD do not change"}};
-  });
-
-  action("/api/export", [this](const json& b, bool dry, Error* err) -> json {
-    json show = Call("show", {{"ref", b.value("ref", "HEAD")}}, err);
-    if (show.is_null()) return json();
-    const json& d = show["node"];
-    const std::string id = show["node"].value("id", "");
-    if (dry)
-      return {{"node", show["node"]},
-              {"summary", "writes node " + id.substr(0, 12) + " as a .tar.gz (" + std::to_string(d.value("files", 0)) +
-                              " files, " + std::to_string(d.value("logical_bytes", 0)) + " bytes before compression); " +
-                              "nothing in the repository changes"}};
-    auto dir = snap::ScratchDir::Make(snap::layout::WorkParent(opt_.root), "export");
-    if (!dir) return *err = dir.error(), json();
-    auto pending = std::make_shared<PendingExport>(PendingExport{std::move(*dir), "", "", 0, {}});
-    pending->name = "agentenv-" + id.substr(0, 12) + ".tar.gz";
-    pending->file = pending->dir.path() + "/" + pending->name;
-    auto rep = control::Export(server_, {id, pending->file, ""});
-    if (!rep) return *err = rep.error(), json();
-    struct stat st{};
-    if (::stat(pending->file.c_str(), &st) != 0) return *err = Error{pending->file + ": " + std::strerror(errno)}, json();
-    pending->size = uint64_t(st.st_size);
-    pending->made = std::chrono::steady_clock::now();
-    // No randomness: the export fails rather than hand out a guessable link.
-    auto random = RandomHex(16);
-    if (!random) return *err = random.error(), json();
-    const std::string key = *random;
-    {
-      MutexLock lock(exports_mu_);
-      for (auto it = exports_.begin(); it != exports_.end();)
-        it = pending->made - it->second->made > kExportLifetime ? exports_.erase(it) : std::next(it);
-      while (exports_.size() >= kMaxPendingExports) exports_.erase(exports_.begin());
-      exports_[key] = pending;
-    }
-    json out = control::ToJson(*rep);
-    out["download"] = "/api/export/" + key;
-    out["size"] = pending->size;
-    out["name"] = pending->name;
+                            std::to_string(d.value("files", 0)) + " files; below: how it differs from HEAD); the live tree and HEAD do not change"}});
     return out;
   });
 
-  // The download link is the capability: 128 random bits, handed only to a
-  // token holder, good for one download within kExportLifetime.
-  svr.Get(R"(/api/export/([0-9a-f]{32}))", [this](const httplib::Request& req, httplib::Response& res) {
-    std::shared_ptr<PendingExport> p;
-    {
-      MutexLock lock(exports_mu_);
-      auto it = exports_.find(req.matches[1].str());
-      if (it != exports_.end() && std::chrono::steady_clock::now() - it->second->made <= kExportLifetime) p = it->second;
-      if (it != exports_.end()) exports_.erase(it);
-    }
-    if (!p) return SendError(res, 404, "no such export (each is downloaded once, within 10 minutes); export again");
-    auto fd = std::make_shared<UniqueFd>(::open(p->file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!*fd) return SendError(res, 500, p->file + ": " + std::strerror(errno));
-    res.set_header("Content-Disposition", "attachment; filename=\"" + p->name + "\"");
-    res.set_header("Cache-Control", "no-store");
-    res.set_content_provider(
-        p->size, "application/gzip",
-        [fd](size_t offset, size_t length, httplib::DataSink& sink) {
-          char buf[1 << 16];
-          ssize_t n = ::pread(fd->get(), buf, std::min(length, sizeof buf), off_t(offset));
-          return n > 0 && sink.write(buf, size_t(n));
-        },
-        [p](bool) {});  // the scratch directory goes with the last reference
-  });
+  action("/api/export", [this](const json& b, bool dry, Error* err) -> json { return Export(b, dry, err); });
+  DownloadRoutes(svr);
 }
 
 }  // namespace agentenv::web

@@ -11,6 +11,7 @@
 #include "control/ops.h"
 #include "web/assets.h"
 #include "web/reply.h"
+#include "web/summary.h"
 
 namespace agentenv::web {
 namespace {
@@ -34,7 +35,8 @@ void SendAsset(httplib::Response& res, const Asset& a) {
 
 }  // namespace
 
-Dvr::Dvr(control::Server& server, DvrOptions opt) : server_(server), opt_(std::move(opt)), index_(server), events_(index_) {}
+Dvr::Dvr(control::Server& server, DvrOptions opt)
+    : server_(server), opt_(std::move(opt)), index_(server), events_(index_), sessions_(opt_.session_lifetime) {}
 
 Dvr::~Dvr() { Stop(); }
 
@@ -62,9 +64,16 @@ serve::HttpRoutes Dvr::Routes() {
   // The event stream stays open; a file or an export streams for as long
   // as its client reads: they hold their threads long.
   auto long_lived = [](std::string_view method, std::string_view path) {
-    return method == "GET" && (path == "/api/events" || path == "/api/cat" || path.starts_with("/api/export/"));
+    return method == "GET" && (path == "/api/events" || path == "/api/cat" ||
+                               (path.starts_with("/api/export/") && !path.ends_with("/progress")));
   };
-  return serve::HttpRoutes{install, long_lived};
+  // The page and its scripts hold no data: a browser loads them before it
+  // has a session.
+  auto open = [](std::string_view method, std::string_view path) {
+    return method == "GET" && (path == "/" || path.starts_with("/static/"));
+  };
+  auto session_token = [this](const std::string& cookie) { return sessions_.TokenOf(cookie); };
+  return serve::HttpRoutes{install, long_lived, open, session_token};
 }
 
 void Dvr::ReadRoutes(httplib::Server& svr) {
@@ -116,6 +125,24 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     json diff = Call("diff", args, &err);
     if (diff.is_null()) return SendError(res, err);
     SendJson(res, diff);
+  });
+
+  // A comparison: the nodes between the two with their provenance, the
+  // package deltas, and the changed paths.
+  svr.Get("/api/compare", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string from = Param(req, "from"), to = Param(req, "to");
+    if (from.empty() || to.empty()) return SendError(res, 400, "compare: from and to name two nodes (ids, tags, HEAD~N)");
+    auto between = NodesBetween(server_, from, to, 200);
+    if (!between) return SendError(res, between.error());
+    auto packages = PackagesBetween(server_, from, to);
+    if (!packages) return SendError(res, packages.error());
+    Error err;
+    json diff = Call("diff", {{"from", from}, {"to", to}, {"limit", IntParam(req, "limit", 2000).value_or(2000)}}, &err);
+    if (diff.is_null()) return SendError(res, err);
+    json out = *between;
+    out.update(*packages);
+    out["diff"] = std::move(diff);
+    SendJson(res, out);
   });
 
   svr.Get("/api/ls", [this](const httplib::Request& req, httplib::Response& res) {

@@ -10,11 +10,22 @@
 //   GET  /api/node?ref=         show, plus the changes against its parent
 //   GET  /api/diff?from=&to=    changes between two nodes; &path=&patch=1:
 //                               the unified diff of the files at or below path
+//   GET  /api/compare?from=&to= the nodes between two nodes (provenance),
+//                               their package deltas and their diff
 //   GET  /api/ls?ref=&path=     a directory of a node (or the one entry)
 //   GET  /api/cat?ref=&path=    a file of a node (&max= bytes; &download=1)
 //   POST /api/restore|tag|fork|export   actions, JSON bodies; "dry_run":
 //                               true says what would change and changes nothing
-//   GET  /api/export/<id>       the tarball an export made (once)
+//   GET  /api/export/<id>       the node as a tar, streamed as it is
+//                               written (once); /progress: bytes sent
+//
+//   POST /api/session           the token (Authorization: Bearer) for a
+//                               session cookie (web/session.h)
+//
+// On a bind that is not loopback the listener wants the token on every
+// request but the page's own files (GET / and /static/*, open): the page
+// trades its token for the session cookie, which its reads and its event
+// stream then carry.
 //
 // Reads are the ls, cat, show, diff, log, head and tag operations; actions
 // the rollback, tag, fork and export ones, on the daemon's control::Server
@@ -24,6 +35,7 @@
 // (a form post carries no such header), nor read any reply (no CORS).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +45,7 @@
 #include "serve/http.h"
 #include "web/events.h"
 #include "web/history.h"
+#include "web/session.h"
 
 namespace httplib {
 struct Request;
@@ -44,6 +57,7 @@ namespace agentenv::web {
 struct DvrOptions {
   std::string root;   // the repository: exports are made under it
   std::string token;  // what actions need; empty: every action refused
+  std::chrono::steady_clock::duration session_lifetime = std::chrono::hours(12);
 };
 
 class Dvr {
@@ -56,6 +70,7 @@ class Dvr {
   // Ends the event streams and the poller. Idempotent.
   void Stop();
   HistoryIndex& index() { return index_; }
+  SessionStore& sessions() { return sessions_; }
   EventHub& events() { return events_; }
 
  private:
@@ -67,13 +82,22 @@ class Dvr {
   // The index, brought up to date first when no poller keeps it so.
   HistoryIndex& Fresh();
   json Call(const std::string& op, const json& args, Error* error);
+  // A dry run's summary of going from `from` to `to` (a ref; "" the live
+  // tree: then what a restore to `from` does to it), at or below `paths`:
+  // counts per top directory, the package deltas, then the first 200 paths.
+  // The export action (dvr_export.cc): a dry run's summary, else a
+  // download link and a progress link.
+  json Export(const json& body, bool dry, Error* error);
+  void DownloadRoutes(httplib::Server& svr);
+  json DrySummary(const std::string& from, const std::string& to, const json& paths, Error* error);
 
   control::Server& server_;
   DvrOptions opt_;
   HistoryIndex index_;
   EventHub events_;
+  SessionStore sessions_;
   Mutex exports_mu_;
-  std::map<std::string, std::shared_ptr<PendingExport>> exports_ GUARDED_BY(exports_mu_);
+  std::map<std::string, std::shared_ptr<PendingExport>> exports_ GUARDED_BY(exports_mu_);  // by link key
 };
 
 }  // namespace agentenv::web

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "history/node_view.h"
+#include "web/timeline_facts.h"
 
 namespace agentenv::web {
 namespace {
@@ -11,6 +12,10 @@ namespace {
 // The newest nodes a poll reads: more new ones than this since the last
 // poll (a burst of captures) make the page reload its view.
 constexpr size_t kPollPage = 64;
+// HEAD moves drawn in one view; a range with more is a bucket view anyway.
+constexpr size_t kMaxJumps = 200;
+// Names a lane shows at most (oldest first).
+constexpr size_t kLaneNames = 4;
 
 json ItemJson(const snap::NodeRecord& n, uint32_t lane, const std::string& head,
               const std::map<std::string, std::string>& tags) {
@@ -22,6 +27,7 @@ json ItemJson(const snap::NodeRecord& n, uint32_t lane, const std::string& head,
   // Nodes retention dropped just before it (snap/provenance.h).
   if (n.provenance && n.provenance->thinned && n.provenance->thinned->nodes) j["thinned"] = n.provenance->thinned->nodes;
   if (n.damaged()) j["damaged"] = true;
+  AddProvenanceFacts(j, n);
   return j;
 }
 
@@ -162,13 +168,30 @@ Result<json> HistoryIndex::Timeline(const TimelineQuery& q) {
   out["in_range"] = n;
   out["before"] = before.nodes;
   out["after"] = all.nodes - std::min(all.nodes, before.nodes + n);
+  AE_ASSIGN(out["jumps"], Jumps(meta(), *reader, from, to, kMaxJumps));
   if (n <= q.max_nodes) {
     json nodes = json::array();
+    // A lane is named after the workspaces or tournaments of its nodes in
+    // view, in time order (a lane is reused once free: the live tree after
+    // a rollback, a fork, later a candidate).
+    std::map<uint32_t, std::vector<std::string>> lane_names;
     AE_TRY(reader->ForEach(from, to, [&](const snap::TimeRow& row) -> Result<bool> {
       AE_ASSIGN(auto rec, reader->GetNode(row.id));
-      if (rec) nodes.push_back(ItemJson(*rec, row.lane, refs.head, refs.tags));
+      if (!rec) return true;
+      if (std::string name = LaneName(*rec); !name.empty()) {
+        auto& names = lane_names[row.lane];
+        if (std::find(names.begin(), names.end(), name) == names.end() && names.size() < kLaneNames) names.push_back(name);
+      }
+      nodes.push_back(ItemJson(*rec, row.lane, refs.head, refs.tags));
       return true;
     }));
+    json names = json::object();
+    for (const auto& [lane, list] : lane_names) {
+      std::string joined;
+      for (const std::string& name : list) joined += (joined.empty() ? "" : " · ") + name;
+      names[std::to_string(lane)] = joined;
+    }
+    out["lane_names"] = std::move(names);
     out["nodes"] = std::move(nodes);
     return out;
   }

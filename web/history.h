@@ -50,8 +50,10 @@ class HistoryIndex {
   // (one at a time). Errors: as Load.
   Result<HistoryChange> Poll();
   // The timeline of a time range (see TimelineQuery), as JSON: range,
-  // totals, HEAD, tags, lanes, then "nodes" or "buckets". One read view of
-  // the index. Thread-safe. Errors: as Load.
+  // totals, HEAD, tags, lanes, the HEAD moves in the range ("jumps",
+  // web/timeline_facts.h), then "nodes" (each with its provenance's facts)
+  // and "lane_names", or "buckets". One read view of the index.
+  // Thread-safe. Errors: as Load.
   Result<json> Timeline(const TimelineQuery& q);
   // The JSON of one node (as in Timeline), or null when it is not in
   // history. Thread-safe. Errors: I/O.

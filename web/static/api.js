@@ -1,6 +1,7 @@
-// Requests to the server, the token and the confirmation dialog.
-// The token is kept in sessionStorage (this tab only) and sent by fetch()
-// in an Authorization header: never in a cookie or a URL the server sees.
+// Requests to the server, the token and the session. The token is kept in
+// sessionStorage (this tab only) and sent by fetch() in an Authorization
+// header, never in a URL the server sees; it is traded once for a session
+// cookie (HttpOnly: no script reads it) that carries the page's reads.
 
 const TOKEN_KEY = 'agentenv-dvr-token';
 
@@ -10,16 +11,42 @@ export function setToken(t) {
   document.getElementById('token-button').textContent = token() ? 'Token ✓' : 'Token…';
 }
 
+// The fragment's parameters, in any order: "#node=green&token=T" and
+// "#token=T&node=green" both give { node: 'green', token: 'T' }.
+export function fragment(hash = location.hash) {
+  const out = new Map();
+  for (const part of hash.replace(/^#/, '').split('&')) {
+    if (!part) continue;
+    const eq = part.indexOf('=');
+    const key = eq < 0 ? part : part.slice(0, eq), value = eq < 0 ? '' : part.slice(eq + 1);
+    try { out.set(decodeURIComponent(key), decodeURIComponent(value)); } catch { out.set(key, value); }
+  }
+  return out;
+}
+
 // `agentenv serve` prints http://HOST:PORT/#token=...: the fragment stays in
-// the browser; it is read once and removed from the address bar.
+// the browser; it is read once and removed from the address bar, the rest
+// of the fragment (a view) kept.
 export function takeTokenFromFragment() {
-  const m = /(?:^#|&)token=([0-9a-fA-F]+)/.exec(location.hash);
-  if (m) {
-    setToken(m[1]);
-    const rest = location.hash.replace(/(^#|&)token=[0-9a-fA-F]+/, '$1').replace(/^#&/, '#');
-    history.replaceState(null, '', location.pathname + (rest === '#' ? '' : rest));
+  const f = fragment();
+  if (f.has('token')) {
+    setToken(/^[0-9a-fA-F]+$/.test(f.get('token')) ? f.get('token') : '');
+    const rest = location.hash.replace(/^#/, '').split('&').filter(p => p && !p.startsWith('token=')).join('&');
+    history.replaceState(null, '', location.pathname + (rest ? '#' + rest : ''));
   }
   setToken(token());
+}
+
+// Trades the token, once, for a session cookie (HttpOnly, SameSite=Strict,
+// for this listener) that page loads, reads and the event stream carry on
+// a bind that is not loopback. Actions still send the token. Resolves to
+// whether a session was made.
+export async function startSession() {
+  if (!token()) return false;
+  const res = await fetch('/api/session', { method: 'POST', cache: 'no-store',
+    headers: { 'Content-Type': 'application/json', 'Authorization': 'Bearer ' + token() }, body: '{}' });
+  if (res.status === 401) setToken('');
+  return res.ok;
 }
 
 export class ApiError extends Error {
@@ -49,6 +76,8 @@ export function askToken() {
   const d = document.getElementById('token-dialog');
   const input = document.getElementById('token-input');
   input.value = '';
+  // Enter saves (the form's first button is Cancel).
+  input.onkeydown = ev => { if (ev.key === 'Enter') { ev.preventDefault(); d.close('ok'); } };
   return new Promise(resolve => {
     d.onclose = () => {
       if (d.returnValue === 'ok' && input.value.trim()) setToken(input.value);
@@ -57,62 +86,6 @@ export function askToken() {
     };
     d.showModal();
   });
-}
-
-// An action: a dry run first, whose summary and paths the dialog shows,
-// then the real one when the user confirms. `fields` are extra inputs
-// (name: label) whose values go into the request. Resolves to the reply,
-// or null when cancelled.
-export async function confirmAction(title, path, request, fields = {}) {
-  if (!token() && !(await askToken())) return null;
-  const d = document.getElementById('confirm');
-  const $ = id => document.getElementById(id);
-  $('confirm-title').textContent = title;
-  $('confirm-error').textContent = '';
-  $('confirm-paths').replaceChildren();
-  $('confirm-fields').replaceChildren(...Object.entries(fields).map(([name, label]) => {
-    const l = document.createElement('label');
-    l.textContent = label + ' ';
-    const i = document.createElement('input');
-    i.name = name; i.id = 'field-' + name; i.value = request[name] || '';
-    i.oninput = () => dry();
-    l.append(i);
-    return l;
-  }));
-  const values = () => {
-    const r = { ...request };
-    for (const name of Object.keys(fields)) r[name] = $('field-' + name).value;
-    return r;
-  };
-  let seq = 0;
-  async function dry() {
-    const mine = ++seq;
-    try {
-      const rep = await post(path, { ...values(), dry_run: true });
-      if (mine !== seq) return;
-      $('confirm-summary').textContent = rep.summary;
-      $('confirm-error').textContent = '';
-      const paths = (rep.changes || []).map(c => {
-        const li = document.createElement('li');
-        li.textContent = c.op + ' ' + c.path + (c.dir ? '/' : '');
-        return li;
-      });
-      if (rep.truncated) paths.push(Object.assign(document.createElement('li'), { textContent: `… ${rep.total} in all` }));
-      $('confirm-paths').replaceChildren(...paths);
-      $('confirm-ok').disabled = false;
-    } catch (e) {
-      if (mine !== seq) return;
-      $('confirm-summary').textContent = '';
-      $('confirm-error').textContent = e.message;
-      $('confirm-ok').disabled = e.status === 401;
-      if (e.status === 401) setToken('');
-    }
-  }
-  $('confirm-ok').disabled = true;
-  await dry();
-  const answer = await new Promise(resolve => { d.onclose = () => resolve(d.returnValue); d.showModal(); });
-  if (answer !== 'ok') return null;
-  return post(path, values());
 }
 
 export function el(tag, props = {}, ...children) {

@@ -1,6 +1,8 @@
 // The page: timeline on top, a node / its files / a comparison below,
 // live updates from /api/events, actions behind a confirmation.
-import { get, el, fmtTime, fmtBytes, takeTokenFromFragment, askToken, confirmAction, setToken, token } from './api.js';
+import { get, el, fmtTime, fmtBytes, takeTokenFromFragment, askToken, setToken, token, fragment, startSession } from './api.js';
+import { confirmAction } from './confirm.js';
+import { provenanceSection, packagesSection, nodesBetween } from './node_facts.js';
 import { Timeline, listVisible } from './timeline.js';
 import { renderChanges } from './changes.js';
 import { renderFiles } from './files.js';
@@ -20,7 +22,7 @@ function route(hash) {
   if (location.hash !== hash) history.pushState(null, '', hash);
 }
 
-async function openNode(ref) {
+async function openNode(ref, focus = true) {
   tab('node');
   route('#node=' + encodeURIComponent(ref));
   const t = $('tab-node');
@@ -39,12 +41,35 @@ async function openNode(ref) {
       `${r.created ?? 0} created, ${r.removed ?? 0} removed` + (r.saved ? `; unsaved changes kept as ${r.saved.slice(0, 12)}` : ''),
     tagged: r => `tagged ${n.short}` + (r.name ? ` as ${r.name}` : ''),
     forked: r => `forked ${n.short} into workspace ${r.workspace?.name ?? ''} (agentenv exec --workspace ${r.workspace?.name ?? ''} -- …)`,
-    exported: r => `exported ${n.short}: ${r.entries ?? '?'} entries, downloading`,
+    exported: r => `exporting ${n.short} as ${r.name}: the download streams as it is written`,
   };
   const done = (what, rep) => { $('action-result').textContent = (say[what] ?? (r => what + ': ' + JSON.stringify(r)))(rep); };
+  // The export streams: the download starts at once; the bytes sent so far
+  // are shown against the node's size until it is done.
+  const download = async rep => {
+    done('exported', rep);
+    const bar = el('progress', { id: 'export-progress', max: String(Math.max(1, rep.expected_bytes)), value: '0',
+                                 'aria-label': 'export progress' });
+    const text = el('span', { id: 'export-status', role: 'status' }, ' starting…');
+    $('action-result').append(el('br'), bar, text);
+    el('a', { href: rep.download, download: rep.name }).click();
+    for (;;) {
+      await new Promise(r => setTimeout(r, 300));
+      let p;
+      try { p = await get(rep.progress); } catch { break; }
+      bar.value = Math.min(p.sent, Number(bar.max));
+      text.textContent = ` ${fmtBytes(p.sent)} of about ${fmtBytes(rep.expected_bytes)} sent` +
+        (p.done ? ' · done' : p.failed ? ' · cut short' : '');
+      if (p.done || p.failed) break;
+    }
+  };
   const fail = e => { $('action-result').textContent = e.message; if (e.status === 401) setToken(''); };
+  // The first node's title is its package list: its heading says what it is.
+  const prov = n.provenance;
+  const title = prov?.kind === 'init' ? 'initial tree' + (prov.source ? ' from ' + prov.source : '') : n.title || n.short;
+  const heading = el('h2', { tabindex: '-1' }, ...badges, title.length > 120 ? title.slice(0, 119) + '…' : title);
   t.replaceChildren(
-    el('h2', {}, ...badges, det.label || n.title || n.short),
+    heading,
     el('dl', { class: 'meta' },
        el('dt', {}, 'node'), el('dd', { id: 'node-id' }, n.id),
        el('dt', {}, 'time'), el('dd', {}, fmtTime(n.time_ns)),
@@ -64,15 +89,18 @@ async function openNode(ref) {
        act('Fork into a workspace…', () => confirmAction(`Fork node ${n.short}`, '/api/fork', { ref: n.id, name: '' }, { name: 'workspace name (optional)' })
          .then(rep => rep && done('forked', rep), fail)),
        act('Export tarball…', () => confirmAction(`Export node ${n.short}`, '/api/export', { ref: n.id })
-         .then(rep => { if (rep) { done('exported', rep); location.href = rep.download; } }, fail))),
-    el('p', { id: 'action-result', class: 'hint' }),
+         .then(rep => rep && download(rep), fail))),
+    el('p', { id: 'action-result', class: 'hint', role: 'status' }),
+    ...[provenanceSection(n), packagesSection(n)].filter(Boolean),
     r.diff ? renderChanges(r.diff, n.parent, n.id) : el('p', { class: 'hint' }, 'The first node: everything in it is new.'));
+  if (focus) heading.focus();
 }
 
 async function openFiles(ref, path) {
   tab('files');
   route('#files=' + encodeURIComponent(ref) + ':' + encodeURIComponent(path));
   await renderFiles($('tab-files'), ref, path, openFiles);
+  $('tab-files').querySelector('h2')?.focus();  // the keyboard goes on from the listing
 }
 
 async function openCompare(a, b) {
@@ -81,8 +109,9 @@ async function openCompare(a, b) {
   const t = $('tab-compare');
   t.replaceChildren(el('p', { class: 'hint' }, 'loading…'));
   try {
-    const d = await get('/api/diff', { from: a, to: b });
-    t.replaceChildren(el('h2', {}, `From ${a.slice(0, 12)} to ${b.slice(0, 12)}`), renderChanges(d, a, b));
+    const d = await get('/api/compare', { from: a, to: b });
+    t.replaceChildren(el('h2', { tabindex: '-1' }, `From ${a.slice(0, 12)} to ${b.slice(0, 12)}`),
+                      ...[nodesBetween(d, openNode), packagesSection(d), renderChanges(d.diff, a, b)].filter(Boolean));
   } catch (e) { t.replaceChildren(el('p', { class: 'error' }, e.message)); }
 }
 
@@ -115,14 +144,15 @@ function listen() {
 function dispatch() {
   if (location.hash === shown) return;
   shown = location.hash;
-  const h = decodeURIComponent(location.hash.slice(1));
-  if (h.startsWith('node=')) return openNode(h.slice(5));
-  if (h.startsWith('files=')) { const [ref, ...p] = h.slice(6).split(':'); return openFiles(ref, p.join(':')); }
-  if (h.startsWith('compare=')) { const [a, b] = h.slice(8).split('..'); return openCompare(a, b); }
+  const f = fragment();
+  if (f.has('node')) return openNode(f.get('node'));
+  if (f.has('files')) { const [ref, ...p] = f.get('files').split(':'); return openFiles(ref, p.join(':')); }
+  if (f.has('compare')) { const [a, b] = f.get('compare').split('..'); return openCompare(a, b); }
 }
 
 async function main() {
   takeTokenFromFragment();
+  await startSession().catch(() => false);
   $('token-button').onclick = () => askToken();
   timeline = new Timeline($('timeline'), {
     open: openNode, pick,
@@ -137,7 +167,18 @@ async function main() {
   for (const b of document.querySelectorAll('#tabs button')) b.onclick = () => tab(b.dataset.tab);
   window.addEventListener('popstate', dispatch);
   window.addEventListener('hashchange', dispatch);
-  const d = await timeline.load();
+  window.dvrTimeline = timeline;  // read by the browser test
+  // Escape, from anywhere but a dialog, goes back to the timeline.
+  window.addEventListener('keydown', ev => {
+    if (ev.key === 'Escape' && !document.querySelector('dialog[open]') && document.activeElement !== $('timeline')) $('timeline').focus();
+  });
+  let d;
+  try { d = await timeline.load(); } catch (e) {
+    if (e.status !== 401) throw e;
+    // A bind that is not loopback, and no session yet: the token, once.
+    if (await askToken()) await startSession();
+    d = await timeline.load();
+  }
   window.dvrFirstPaint = performance.now();  // the timeline is drawn (read by the browser test)
   document.body.dataset.ready = '1';
   if (d) summary(d);

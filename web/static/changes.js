@@ -4,6 +4,8 @@
 // none (binary, with both sizes).
 import { get, el, fmtBytes } from './api.js';
 
+// A diff of at most this many paths opens whole: its files are a Tab away.
+const kOpenAll = 40;
 const OPS = { '+': ['op-add', 'added'], '-': ['op-del', 'deleted'], 'M': ['op-mod', 'modified'] };
 
 function insert(root, change) {
@@ -64,14 +66,14 @@ async function showPatch(holder, from, to, change) {
   }
 }
 
-function renderDir(dir, from, to, depth) {
+function renderDir(dir, from, to, depth, open) {
   const out = [];
   for (const name of Object.keys(dir.dirs).sort()) {
     const d = dir.dirs[name];
-    const det = el('details', depth < 1 ? { open: '' } : {},
+    const det = el('details', depth < 1 || open ? { open: '' } : {},
                    el('summary', {}, d.self ? el('span', { class: 'op ' + OPS[d.self][0] }, d.self) : null,
                       name + '/', counts(d.count)));
-    det.append(...renderDir(d, from, to, depth + 1));
+    det.append(...renderDir(d, from, to, depth + 1, open));
     out.push(det);
   }
   for (const f of dir.files.sort((a, b) => a.name.localeCompare(b.name))) {
@@ -97,6 +99,6 @@ export function renderChanges(diff, from, to) {
                   el('h3', {}, `${diff.total} changed path${diff.total === 1 ? '' : 's'}` +
                                (diff.truncated ? ` (first ${diff.changes.length} shown)` : '')),
                   Object.keys(root.dirs).length ? stat : null,
-                  el('div', { class: 'tree' }, ...renderDir(root, from, to, 0)));
+                  el('div', { class: 'tree' }, ...renderDir(root, from, to, 0, diff.changes.length <= kOpenAll)));
   return wrap;
 }

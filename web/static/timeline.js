@@ -3,6 +3,8 @@
 // nodes of the visible range when they are few, else buckets that
 // summarize them (/api/timeline); the page never holds the whole history.
 import { get, el, fmtTime } from './api.js';
+import { LabelLayout, nodeLabels } from './labels.js';
+import { bindKeys } from './timeline_keys.js';
 
 const LANE_H = 26, TOP = 34, AXIS_H = 22, MAX_LANES = 6, MIN_SPAN = 1e6;  // 1 ms
 
@@ -18,7 +20,9 @@ export class Timeline {
     this.seq = 0;
     this.hits = [];             // [{x, y, r, node | bucket}] of the last draw
     this.follow = true;
+    this.cursor = null;        // the node the keyboard is on
     this.bind();
+    bindKeys(this);
     new ResizeObserver(() => this.draw()).observe(canvas);
   }
 
@@ -103,24 +107,32 @@ export class Timeline {
     if (!d || !this.view) { g.fillStyle = '#6b7280'; g.fillText('no history yet', 10, 20); return; }
     const W = c.clientWidth, axisY = TOP + lanes * LANE_H;
     g.font = '11px system-ui, sans-serif';
+    this.layout = new LabelLayout(g, W);
     for (let l = 0; l < lanes; ++l) {
       g.fillStyle = l % 2 ? '#f9fafb' : '#ffffff';
       g.fillRect(0, TOP + l * LANE_H, W, LANE_H);
-      g.fillStyle = '#9ca3af';
-      g.fillText(l === 0 ? 'HEAD line' : (l === MAX_LANES - 1 && d.lanes > MAX_LANES ? `lanes ${l}+` : `lane ${l}`), 4, TOP + l * LANE_H + 11);
+      this.layout.place([this.laneName(l)], [[4, TOP + l * LANE_H + 11]], '#4b5563');
     }
     this.drawAxis(g, W, axisY);
     for (const t of d.tags || []) {
       const x = this.x(t.time_ns);
       if (x < -50 || x > W + 50) continue;
       g.strokeStyle = '#0e7490'; g.beginPath(); g.moveTo(x, 14); g.lineTo(x, axisY); g.stroke();
-      g.fillStyle = '#0e7490'; g.fillText('⚑ ' + t.names, x + 2, 12);
+      this.layout.place(['⚑ ' + t.names, '⚑'], [[x + 2, 12], [x - 2, 12, true], [x + 2, 24]], '#0e7490');
     }
+    this.drawJumps(g, d.jumps || [], W);  // under the nodes; their labels first
     if (d.nodes) this.drawNodes(g, d.nodes, W);
     else this.drawBuckets(g, d, W, lanes);
     const n = d.in_range ?? 0;
     this.h.range(`${fmtTime(this.view.from)} — ${fmtTime(this.view.to)} · ${n} node${n === 1 ? '' : 's'} in view` +
                  (d.buckets ? ' (summarized)' : ''));
+  }
+
+  // A lane is named after the workspace or tournament of its nodes in view.
+  laneName(l) {
+    const d = this.data, names = d.lane_names || {};
+    if (l === MAX_LANES - 1 && d.lanes > MAX_LANES) return `lanes ${l}+`;
+    return names[l] || (l === 0 ? 'HEAD line' : `lane ${l}`);
   }
 
   drawAxis(g, W, y) {
@@ -149,31 +161,56 @@ export class Timeline {
       if (p[1] !== q[1]) g.lineTo(q[0] - 6, q[1] === p[1] ? p[1] : p[1] + Math.sign(q[1] - p[1]) * 2);
       g.lineTo(q[0], q[1]); g.stroke();
     }
-    let lastLabelX = -1e9, lastLabelY = -1;
+    // Points first, labels after: a label avoids every label drawn before
+    // it; the telling ones (failures, tournaments, HEAD, tags) go first.
+    const rank = n => (n.failed || n.tournament ? 0 : n.head || n.tags ? 1 : 2);
     for (const n of nodes) {
       const [x, y] = pos.get(n.id);
       if (n.thinned) {  // nodes retention dropped before this one
         g.fillStyle = '#e5e7eb'; g.fillRect(x - 14, y - 9, 10, 18);
-        g.fillStyle = '#6b7280'; g.fillText('⋯' + n.thinned, x - 26, y - 11);
+        this.layout.place(['⋯' + n.thinned], [[x - 4, y - 11, true]], '#6b7280');
       }
       const r = Math.min(9, 3 + Math.log2(1 + n.changes));
       g.beginPath(); g.arc(x, y, r, 0, 2 * Math.PI);
-      g.fillStyle = n.damaged ? '#dc2626' : this.fresh.has(n.id) ? '#f59e0b' : n.tags ? '#0e7490' : '#2563eb';
+      g.fillStyle = n.failed ? '#dc2626' : n.damaged ? '#7f1d1d' : this.fresh.has(n.id) ? '#f59e0b' : n.tags ? '#0e7490' : '#2563eb';
       g.fill();
+      if (n.tournament?.won) { g.lineWidth = 2; g.strokeStyle = '#ca8a04'; g.stroke(); g.lineWidth = 1; }
       if (n.head) { g.lineWidth = 3; g.strokeStyle = '#7c3aed'; g.stroke(); g.lineWidth = 1; }
-      if (this.picked.includes(n.id) || this.selected === n.id) {
-        g.lineWidth = 2; g.strokeStyle = '#111827';
+      if (this.picked.includes(n.id) || this.selected === n.id || this.cursor === n.id) {
+        g.lineWidth = 2; g.strokeStyle = this.cursor === n.id ? '#ea580c' : '#111827';
         g.beginPath(); g.arc(x, y, r + 4, 0, 2 * Math.PI); g.stroke(); g.lineWidth = 1;
       }
-      g.strokeStyle = '#9ca3af';
-      const label = (n.head ? 'HEAD ' : '') + (n.title || n.short).slice(0, 24) + ` (${n.changes})`;
-      if (x + r + 2 > lastLabelX + 6 || lastLabelY !== y) {  // labels never overlap on a lane
-        g.fillStyle = '#111827';
-        g.fillText(label, x + r + 2, y - 4);
-        lastLabelX = x + r + 2 + g.measureText(label).width;
-        lastLabelY = y;
-      }
       this.hits.push({ x, y, r: r + 3, node: n });
+    }
+    const order = nodes.map((n, i) => [rank(n), i]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    for (const [, i] of order) {
+      const n = nodes[i], [x, y] = pos.get(n.id);
+      const r = Math.min(9, 3 + Math.log2(1 + n.changes)) + 2;
+      const [full, short] = nodeLabels(n);
+      const color = n.failed ? '#b91c1c' : n.tournament?.won ? '#854d0e' : '#111827';
+      this.layout.place([full, short], [[x + r, y - 3], [x + r, y + 11], [x - r, y - 3, true], [x - r, y + 11, true]], color);
+    }
+  }
+
+  // HEAD moves (rollbacks, restores, a winner applied) as arcs from the
+  // node HEAD was at to the node it went to, over the lanes.
+  drawJumps(g, jumps, W) {
+    for (const j of jumps) {
+      if (j.from_ns === undefined || j.to_ns === undefined) continue;
+      const x0 = this.x(j.from_ns), y0 = this.laneY(j.from_lane), x1 = this.x(j.to_ns), y1 = this.laneY(j.to_lane);
+      if (Math.max(x0, x1) < 0 || Math.min(x0, x1) > W) continue;
+      const top = Math.max(16, Math.min(y0, y1) - 20 - Math.min(30, Math.abs(x1 - x0) / 8));
+      g.strokeStyle = j.kind === 'tournament_apply' ? '#ca8a04' : '#c026d3';
+      g.setLineDash([4, 3]); g.lineWidth = 1.5;
+      g.beginPath(); g.moveTo(x0, y0); g.bezierCurveTo(x0, top, x1, top, x1, y1); g.stroke();
+      g.setLineDash([]); g.lineWidth = 1;
+      g.beginPath(); g.moveTo(x1, y1 - 1); g.lineTo(x1 - 4, y1 - 8); g.lineTo(x1 + 4, y1 - 8); g.closePath();
+      g.fillStyle = g.strokeStyle; g.fill();
+      const what = j.kind === 'tournament_apply' ? '★ winner applied' : j.kind === 'restore' ? '↶ rollback' : '↶ ' + j.kind.replace('_', ' ');
+      const undid = j.undid ? ` undid ${j.undid.length + (j.undid_more || 0)}` : '';
+      const mx = (x0 + x1) / 2, my = top + 6;
+      this.layout.place([what + undid, what], [[mx, my], [mx, my - 11], [mx, my + 11]], g.strokeStyle);
+      this.hits.push({ x: mx, y: my, r: 10, jump: j });
     }
   }
 
@@ -189,7 +226,7 @@ export class Timeline {
         g.fillRect(x0, y - h / 2, x1 - x0, h);
       }
       if (b.thinned) { g.fillStyle = '#9ca3af'; g.fillRect(x0, TOP - 4, x1 - x0, 3); }
-      if (x1 - x0 > 26) { g.fillStyle = '#111827'; g.fillText(String(b.count), x0 + 2, TOP - 6); }
+      if (x1 - x0 > 26) this.layout.place([String(b.count)], [[x0 + 2, TOP - 6]]);
       this.hits.push({ x: (x0 + x1) / 2, y: TOP + lanes * LANE_H / 2, r: Math.max(4, (x1 - x0) / 2), bucket: b, wide: true });
     }
   }
@@ -229,9 +266,17 @@ export class Timeline {
       tip.hidden = false;
       tip.style.left = (ev.clientX - c.getBoundingClientRect().left + 20) + 'px';
       tip.style.top = (c.offsetTop + 10) + 'px';
-      tip.textContent = h.node
+      tip.textContent = h.jump
+        ? `${h.jump.kind === 'tournament_apply' ? 'tournament winner applied' : 'HEAD moved (' + h.jump.kind + ')'} at ${fmtTime(h.jump.time_ns)}\n` +
+          `from ${(h.jump.from || '').slice(0, 12)} to ${h.jump.to.slice(0, 12)} ${h.jump.to_title || ''}` +
+          (h.jump.undid ? '\nundid: ' + h.jump.undid.join('; ') + (h.jump.undid_more ? ` and ${h.jump.undid_more} more` : '') : '')
+        : h.node
         ? `${h.node.short}  ${h.node.title}\n${fmtTime(h.node.time_ns)} · ${h.node.changes} change(s)` +
           (h.node.tags ? `\ntags: ${h.node.tags}` : '') + (h.node.head ? '\nHEAD' : '') +
+          (h.node.failed ? `\nfailed: ${h.node.outcome}` : '') +
+          (h.node.tournament ? `\ntournament ${h.node.tournament.id} candidate ${h.node.tournament.index + 1}/${h.node.tournament.count}` +
+            (h.node.tournament.won ? ', the winner' : '') : '') +
+          (h.node.workspace ? `\nworkspace ${h.node.workspace}` : '') +
           (h.node.thinned ? `\n${h.node.thinned} node(s) before it dropped by retention` : '')
         : `${h.bucket.count} nodes, ${h.bucket.changes} changes\n${fmtTime(h.bucket.first_ns)} — ${fmtTime(h.bucket.last_ns)}` +
           (h.bucket.tags ? `\ntags: ${h.bucket.tags}` : '') + (h.bucket.thinned ? `\n${h.bucket.thinned} dropped by retention` : '') +
@@ -250,17 +295,27 @@ export class Timeline {
       this.view = { from: h.bucket.first_ns - pad, to: h.bucket.last_ns + pad };
       return this.load();
     }
+    if (h.jump) return this.h.open(h.jump.to);
     if (ev.shiftKey) this.h.pick(h.node.id); else this.h.open(h.node.id);
   }
 }
 
 // The nodes in view as buttons (keyboard, screen readers, tests).
 export function listVisible(ol, d, timeline, open) {
+  const mark = n => (n.failed ? ` ✗ ${n.exit !== undefined ? 'exit ' + n.exit : n.outcome}` : '') +
+    (n.tournament ? ` #${n.tournament.index + 1}/${n.tournament.count}${n.tournament.won ? ' ★ won' : ''}` : '');
   const items = (d.nodes || []).slice(-300).reverse().map(n => el('li', {},
-    el('button', { type: 'button', class: (n.head ? 'head ' : '') + (timeline.picked.includes(n.id) ? 'picked' : ''),
+    el('button', { type: 'button', class: [n.head ? 'head' : '', timeline.picked.includes(n.id) ? 'picked' : '',
+                                           n.failed ? 'failed' : '', n.tournament?.won ? 'won' : ''].join(' ').trim(),
                    data: { node: n.id }, title: fmtTime(n.time_ns) + '\n' + n.title,
                    onclick: ev => ev.shiftKey ? timeline.h.pick(n.id) : open(n.id) },
-       `${n.short} ${n.title.slice(0, 60)} (${n.changes})` + (n.tags ? ` ⚑${n.tags}` : ''))));
+       `${n.short} ${n.title.slice(0, 60)} (${n.changes})` + mark(n) + (n.tags ? ` ⚑${n.tags}` : ''))));
   if (d.buckets) items.unshift(el('li', { class: 'hint' }, `${d.in_range} nodes in ${d.buckets.length} buckets: zoom in to list them`));
   ol.replaceChildren(...items);
+  // The lanes in view by name, and the HEAD moves, as text.
+  const lanes = Object.entries(d.lane_names || {}).map(([l, name]) => `lane ${l}: ${name}`);
+  const jumps = (d.jumps || []).filter(j => j.from).map(j =>
+    `${j.kind === 'tournament_apply' ? 'winner applied' : 'rollback'} ${j.from.slice(0, 12)} → ${j.to.slice(0, 12)}` +
+    (j.undid ? ` (undid ${j.undid.join('; ')})` : ''));
+  document.getElementById('lanes').textContent = [...lanes, ...jumps].join(' · ');
 }
