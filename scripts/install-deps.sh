@@ -89,9 +89,11 @@ fi
 web_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/web" && pwd)"
 if node -e '
   const lock = require(process.argv[1] + "/package-lock.json");
-  const want = lock.packages["node_modules/puppeteer-core"].version;
-  const have = require(process.argv[1] + "/node_modules/puppeteer-core/package.json").version;
-  if (want !== have) process.exit(1);' "$web_dir" 2>/dev/null; then
+  for (const name of Object.keys(lock.packages[""].dependencies || {})) {
+    const want = lock.packages["node_modules/" + name].version;
+    const have = require(process.argv[1] + "/node_modules/" + name + "/package.json").version;
+    if (want !== have) process.exit(1);
+  }' "$web_dir" 2>/dev/null; then
   echo "install-deps: tests/web/node_modules up to date"
 else
   echo "install-deps: npm ci in tests/web"

@@ -20,7 +20,13 @@ import { browser, check, cleanup, run, serve, skip, tempDir } from './harness.mj
 const [bin, gen] = process.argv.slice(2);
 if (!bin || !gen) skip('usage: dvr_day_test.mjs <agentenv> <history_gen>');
 const shots = process.env.DVR_SCREENSHOTS;
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+let axePath;
+try {
+  axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+} catch {
+  skip('axe-core missing in tests/web/node_modules (scripts/install-deps.sh runs npm ci there)');
+}
+const axeSource = readFileSync(axePath, 'utf8');
 const b = await browser();
 const dir = tempDir();
 const root = join(dir, 'repo'), tokenFile = join(dir, 'token');
