@@ -46,6 +46,7 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
     return workspace::CreateWorkspace(*repo_, name, base, lower.dir(), "", r.disk_bytes);
   }));
   rep.workspace = Describe(ws);
+  rep.endpoint = "/w/" + ws.name + "/mcp";
   rep.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   return rep;
@@ -111,6 +112,48 @@ Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r, const 
 Result<SnapshotReply> Server::SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt) {
   AE_ASSIGN(snap::SnapResult res, run::RecordWorkspace(*repo_, ws, opt));
   return SnapshotReplyOf(res);
+}
+
+Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const CallContext& call) {
+  if (!r.paths.empty())
+    return Fail(ErrorCode::kInvalid, "rollback: a workspace goes back whole ('paths' is for the live tree)");
+  AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "rollback"));
+  // HEAD and HEAD~N count along the workspace's lane.
+  store::ObjectId target = ws.head;
+  if (r.ref.starts_with("HEAD")) {
+    const std::string rest = r.ref.substr(4);
+    uint64_t back = rest.empty() ? 0 : rest.size() > 1 && rest.size() < 8 && rest[0] == '~' && rest.find_first_not_of("0123456789", 1) == std::string::npos
+                                              ? std::stoull(rest.substr(1))
+                                              : UINT64_MAX;
+    if (back == UINT64_MAX) return Fail(ErrorCode::kInvalid, "rollback: '" + r.ref + "': in a workspace give HEAD, HEAD~N or a node");
+    for (; back > 0; --back) {
+      AE_ASSIGN(snap::NodeRecord rec, repo_->Record(target));
+      if (!rec.parent) return Fail(ErrorCode::kNotFound, "rollback: " + r.ref + ": the lane is shorter");
+      target = *rec.parent;
+    }
+  } else {
+    AE_ASSIGN(target, repo_->Resolve(r.ref));
+  }
+  // Unsaved changes become a node first: the rollback can be undone.
+  snap::SnapOptions so;
+  snap::Provenance prov;
+  prov.kind = snap::ProvenanceKind::kWorkspace;
+  prov.workspace = ws.name;
+  prov.base = ws.base;
+  prov.who = call.who;
+  prov.message = "saved before a rollback";
+  so.provenance = std::move(prov);
+  AE_ASSIGN(snap::SnapResult saved, run::RecordWorkspace(*repo_, ws, so));
+  RollbackReply rep;
+  if (saved.node) rep.saved = saved.node->Hex();
+  if (target != ws.head || saved.node) {
+    AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(target));
+    AE_TRY(workspace::ResetWorkspace(*repo_, ws, target, lower.dir()));
+  }
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(target));
+  rep.node = MakeNodeInfo(rec);
+  return rep;
 }
 
 Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {

@@ -167,7 +167,14 @@ Refusal Guard(const RequestHead& head, const GuardOptions& opt) {
     for (const auto& a : opt.allowed_origins) allowed |= origin == a;
     if (!allowed) return {403, "Origin '" + origin + "' refused: allow it with --allow-origin", false};
   }
-  if (!opt.token.empty() && !BearerMatches(head.Value("Authorization"), opt.token))
+  const std::string authorization = head.Value("Authorization");
+  if (!opt.token.empty() && !BearerMatches(authorization, opt.token)) {
+    const int status = opt.scoped ? opt.scoped(authorization, head.path()) : 401;
+    // The same answer whether or not the path names something that exists.
+    if (status == 403) return {403, "this token does not reach this endpoint", false};
+    if (status == 0) return {};
+  }
+  if (!opt.token.empty() && !BearerMatches(authorization, opt.token))
     return {401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token is in the file the "
                  "server printed at start)",
             true};

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,6 +57,10 @@ struct GuardOptions {
   bool loopback = true;                     // the listener is bound to a loopback address
   std::string token;                        // required on every request when not empty
   std::vector<std::string> allowed_origins; // beyond the loopback ones
+  // With a token: the status refusing another bearer on a path (0 passes:
+  // a scoped token on its environment's endpoint, serve/grants.h; 401 or
+  // 403). Empty: only the token passes.
+  std::function<int(std::string_view authorization, std::string_view path)> scoped;
 };
 
 struct Refusal {
@@ -70,7 +75,8 @@ struct Refusal {
 //     bind it names a loopback host (DNS rebinding: 403);
 //   - at most one Origin and one Authorization header (400);
 //   - an Origin, when sent, is a loopback origin or an allowed one (403);
-//   - with a token, "Authorization: Bearer <token>" (401).
+//   - with a token, "Authorization: Bearer <token>" (401), or a scoped
+//     token on its own environment's endpoint (`scoped`: 401 or 403).
 // Pure; thread-safe.
 Refusal Guard(const RequestHead& head, const GuardOptions& opt);
 
