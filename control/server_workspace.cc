@@ -17,6 +17,24 @@ MountInfo Describe(const mounts::MountRecord& m) {
   return {m.dir, m.node, m.lower, FormatTime(m.created_ns), m.uid, m.pid, m.mounted};
 }
 
+// `ref` in workspace `ws`: HEAD and HEAD~N count along its lane (its last
+// node back through the parents); any other ref is the repository's.
+Result<store::ObjectId> ResolveIn(const snap::Repo& repo, const workspace::Workspace& ws, const std::string& ref) {
+  if (!ref.starts_with("HEAD")) return repo.Resolve(ref);
+  const std::string rest = ref.substr(4);
+  const bool counted = rest.size() > 1 && rest.size() < 8 && rest[0] == '~' &&
+                       rest.find_first_not_of("0123456789", 1) == std::string::npos;
+  if (!rest.empty() && !counted)
+    return Fail(ErrorCode::kInvalid, "'" + ref + "': in a workspace give HEAD, HEAD~N or a node");
+  store::ObjectId at = ws.head;
+  for (uint64_t back = counted ? std::stoull(rest.substr(1)) : 0; back > 0; --back) {
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
+    if (!rec.parent) return Fail(ErrorCode::kNotFound, "'" + ref + "': workspace '" + ws.name + "' has a shorter lane");
+    at = *rec.parent;
+  }
+  return at;
+}
+
 WorkspaceInfo Describe(const workspace::Workspace& ws) {
   return {ws.name, ws.base.Hex(), ws.head.Hex(), ws.lower, FormatTime(ws.created_ns), workspace::WorkspaceBusy(ws)};
 }
@@ -119,22 +137,7 @@ Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const 
     return Fail(ErrorCode::kInvalid, "rollback: a workspace goes back whole ('paths' is for the live tree)");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
   AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "rollback"));
-  // HEAD and HEAD~N count along the workspace's lane.
-  store::ObjectId target = ws.head;
-  if (r.ref.starts_with("HEAD")) {
-    const std::string rest = r.ref.substr(4);
-    uint64_t back = rest.empty() ? 0 : rest.size() > 1 && rest.size() < 8 && rest[0] == '~' && rest.find_first_not_of("0123456789", 1) == std::string::npos
-                                              ? std::stoull(rest.substr(1))
-                                              : UINT64_MAX;
-    if (back == UINT64_MAX) return Fail(ErrorCode::kInvalid, "rollback: '" + r.ref + "': in a workspace give HEAD, HEAD~N or a node");
-    for (; back > 0; --back) {
-      AE_ASSIGN(snap::NodeRecord rec, repo_->Record(target));
-      if (!rec.parent) return Fail(ErrorCode::kNotFound, "rollback: " + r.ref + ": the lane is shorter");
-      target = *rec.parent;
-    }
-  } else {
-    AE_ASSIGN(target, repo_->Resolve(r.ref));
-  }
+  AE_ASSIGN(store::ObjectId target, ResolveIn(*repo_, ws, r.ref));
   // Unsaved changes become a node first: the rollback can be undone.
   snap::SnapOptions so;
   snap::Provenance prov;
@@ -159,7 +162,7 @@ Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const 
 Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
   auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
-    AE_ASSIGN(store::ObjectId id, ref == "HEAD" ? Result<store::ObjectId>(ws.head) : repo_->Resolve(ref));
+    AE_ASSIGN(store::ObjectId id, ResolveIn(*repo_, ws, ref));
     AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
     return rec.tree;
   };

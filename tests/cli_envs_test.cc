@@ -117,6 +117,12 @@ TEST_CASE("cli serve --listen: a workspace endpoint's tools act on it: snapshot,
   REQUIRE(snap.value("created", false));
   CHECK(a.Tool("log", {{"limit", 1}})["nodes"][0]["id"] == snap["node"]["id"]);
   CHECK(a.Tool("diff", json::object())["changes"].empty());  // recorded: nothing left to diff
+  // HEAD~N counts along the workspace's lane, not the live tree's.
+  json step = a.Tool("diff", {{"from", "HEAD~1"}, {"to", "HEAD"}});
+  INFO(step.dump());
+  bool in_step = false;
+  for (const auto& c : step["changes"]) in_step |= c["path"] == "etc/new";
+  CHECK(in_step);
   // The live tree saw none of it; its HEAD did not move.
   CHECK(!fs::exists(Work(s.root) / "etc/new"));
   HttpMcp live(s.port);
