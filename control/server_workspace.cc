@@ -4,6 +4,7 @@
 #include "mounts/views.h"
 
 #include <chrono>
+#include <thread>
 
 #include "history/node_view.h"
 #include "control/server.h"
@@ -33,6 +34,21 @@ Result<store::ObjectId> ResolveIn(const snap::Repo& repo, const workspace::Works
     at = *rec.parent;
   }
   return at;
+}
+
+// The workspace's lock for `holder`, waited for while another command
+// holds it (an exec that just replied may hold it a moment longer: its
+// env's last process is still exiting), up to kLockWait: a snapshot or a
+// rollback queues like an exec of the same workspace.
+constexpr auto kLockWait = std::chrono::seconds(30);
+Result<UniqueFd> LockQueued(const workspace::Workspace& ws, std::string_view holder) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    auto lock = workspace::LockWorkspace(ws, holder);
+    if (lock || lock.error().code != ErrorCode::kBusy || std::chrono::steady_clock::now() - start > kLockWait)
+      return lock;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 WorkspaceInfo Describe(const workspace::Workspace& ws) {
@@ -112,7 +128,7 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "snapshot"));
+  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "snapshot"));
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
@@ -136,7 +152,7 @@ Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const 
   if (!r.paths.empty())
     return Fail(ErrorCode::kInvalid, "rollback: a workspace goes back whole ('paths' is for the live tree)");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "rollback"));
+  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "rollback"));
   AE_ASSIGN(store::ObjectId target, ResolveIn(*repo_, ws, r.ref));
   // Unsaved changes become a node first: the rollback can be undone.
   snap::SnapOptions so;
