@@ -544,4 +544,38 @@ TEST_CASE("cli env ls: every environment with its endpoint, last node, running c
   running.join();
 }
 
+TEST_CASE("cli serve --listen: kill -9 while two workspaces run execs leaves every environment consistent", "[cli][serve][exec][envs]") {
+  Served s;
+  s.Fork("a");
+  s.Fork("b");
+  std::vector<std::thread> clients;
+  for (const char* name : {"a", "b"})
+    clients.emplace_back([&s, name] {
+      HttpMcp m(s.port, {}, std::string("/w/") + name + "/mcp");
+      if (m.Initialize()) m.Tool("exec", {{"command", "echo > /root/started; head -c 100000 /bin/busybox > /root/half; sleep 30"}});
+    });
+  REQUIRE(WaitFor([&] { return fs::exists(s.Upper("a") / "root/started") && fs::exists(s.Upper("b") / "root/started"); }, 10000));
+  s.d.child().Kill();  // SIGKILL mid-exec, mid-everything
+  for (auto& t : clients) t.join();
+  for (const char* name : {"a", "b"})
+    CHECK(WaitFor([&] {
+      json l = Run(s.root, {"workspace", "ls", "--json"}).Json();
+      for (const auto& w : l["workspaces"])
+        if (w["name"] == name) return !w.value("busy", true);
+      return false;
+    }, 10000));
+  CmdResult fsck = Run(s.root, {"fsck"});
+  INFO(fsck.Describe());
+  CHECK(fsck.code == 0);
+  CmdResult lowers = Run(s.root, {"fsck", "--lowers"});
+  INFO(lowers.Describe());
+  CHECK(lowers.code == 0);
+  // Each environment is usable again, with what its killed command wrote.
+  CmdResult again = Run(s.root, {"exec", "--workspace", "a", "--", "/bin/sh", "-c", "cat /root/started && echo ok"});
+  INFO(again.Describe());
+  CHECK(again.code == 0);
+  CHECK(again.out.find("ok") != std::string::npos);
+  CHECK(Run(s.root, {"snap", "--workspace", "b", "-m", "after the kill"}).code == 0);
+}
+
 }  // namespace agentenv::test
