@@ -76,8 +76,8 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
   if (!serving) return ReportError(g, serving.error());
   serve::Log("serving " + snap::layout::Socket(g.root) + (no_capture ? "" : ", capturing " + server.repo().work_dir()));
   if (const serve::HttpServer* http = (*serving)->http()) {
-    serve::Log("serving MCP at " + http->base_url() + "/mcp" +
-                 (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
+    serve::Log("serving MCP at " + http->base_url() + "/mcp" + " (workspace NAME at " + http->base_url() +
+                 "/w/NAME/mcp)" + (token_file.empty() ? " (loopback, no token)" : " (bearer token in " + token_file + ")"));
     // On loopback the token rides in the fragment, which a browser never
     // sends: the page reads it, keeps it for the tab (sessionStorage) and
     // trades it for a session cookie (web/session.h). Any other bind's log

@@ -18,6 +18,8 @@ int CmdSupervise(int argc, char** argv) {
                "and relaunches the agent; the agent's own rollback (socket /run/agentenv.sock inside) "
                "restores in place", "supervise"};
   AddGlobals(app, g);
+  app.add_option("--workspace", opt.workspace, "Run the agent in this workspace (see fork) and capture the workspace "
+                                               "automatically from its overlay's upper; the live tree is left alone");
   app.add_option("--network", opt.network, "allow or deny")->check(CLI::IsMember({"allow", "deny"}));
   app.add_option("--quiet-ms", opt.capture.quiet_ms, "Capture quiet period (default 300)");
   app.add_option("--max-delay-ms", opt.capture.max_delay_ms, "Capture maximum delay (default 3000)");

@@ -35,6 +35,8 @@ int CmdFork(int argc, char** argv);
 int CmdLs(int argc, char** argv);
 int CmdCat(int argc, char** argv);
 int CmdWorkspace(int argc, char** argv);
+int CmdToken(int argc, char** argv);
+int CmdEnv(int argc, char** argv);
 int CmdTournament(int argc, char** argv);
 int CmdBisect(int argc, char** argv);
 int CmdMount(int argc, char** argv);

@@ -36,6 +36,8 @@ constexpr Command kCommands[] = {
     {"shell", "Interactive shell inside the environment (pty), captured, snapshot on exit", CmdShell},
     {"fork", "Fork a node into an isolated overlay workspace", CmdFork},
     {"workspace", "List (ls) or remove (rm) workspaces", CmdWorkspace},
+    {"token", "Make (create), list (ls) or revoke tokens of serve --listen that reach one environment", CmdToken},
+    {"env", "List the environments (ls): the live tree and each workspace, with what runs in them and who reaches them", CmdEnv},
     {"tournament", "Run candidates in parallel workspaces, keep the first that passes a test", CmdTournament},
     {"bisect", "Find the first node where a test fails, testing nodes in parallel workspaces", CmdBisect},
     {"config", "Show or set the repository's settings (disk: the default --disk of exec and workspaces)", CmdConfig},

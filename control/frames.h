@@ -35,6 +35,10 @@ struct CallContext {
   // Who asked (the CLI, a socket client, an MCP client and its session, the
   // web DVR): recorded in the provenance of the nodes the call makes.
   snap::Requester who;
+  // The MCP session making the call ("" none): the jobs it starts are its
+  // own, and with !sees_all its ps and kill reach only those.
+  std::string owner;
+  bool sees_all = true;
 };
 
 }  // namespace agentenv::control

@@ -54,6 +54,9 @@ const json kDiskBytes = {{"type", "integer"},
                          {"description", "Bytes the command may write (at least 1 MiB): past it writes fail with "
                                          "'No space left on device' inside (held in memory meanwhile); default: "
                                          "the workspace's, else the repository's"}};
+const json kTokenInfo = Obj({{"id", kStr}, {"env", kStr}, {"read_only", kBool}, {"created", kStr}, {"expires", kStr},
+                            {"expired", kBool}},
+                           {"id", "env", "read_only"});
 const json kProcess = Obj({{"pid", kInt}, {"ns_pid", kInt}, {"ppid", kInt}, {"cmdline", kStr}});
 
 json RunProps(bool is_exec) {
@@ -103,7 +106,8 @@ std::vector<OpSpec> MakeOps() {
             {"paths", {{"type", "array"}, {"items", kStr},
                        {"description", "Only these paths (e.g. [\"etc/app.conf\"]); the rest of the filesystem stays"}}},
             {"in_place", {{"type", "boolean"},
-                          {"description", "Rewrite what differs even when the snapshot could be swapped in"}}}},
+                          {"description", "Rewrite what differs even when the snapshot could be swapped in"}}},
+            {"workspace", kWorkspace}},
            {"ref"}),
        Obj({{"node", kNode}, {"saved", kOptStr}, {"files_written", kInt}, {"bytes_written", kInt},
             {"files_cloned", kInt}, {"removed", kInt}, {"created", kInt}, {"meta_updated", kInt}, {"warnings", kStrings},
@@ -115,7 +119,8 @@ std::vector<OpSpec> MakeOps() {
        "packages installed, removed or upgraded), change count, package deltas, head flag, tags. With grep, only "
        "the nodes whose title or packages hold that text (e.g. grep=numpy: where numpy changed).",
        Obj({{"limit", {{"type", "integer"}, {"description", "How many nodes (default 20)"}}},
-            {"grep", {{"type", "string"}, {"description", "Only nodes whose title or package names/versions hold this text (any case)"}}}}),
+            {"grep", {{"type", "string"}, {"description", "Only nodes whose title or package names/versions hold this text (any case)"}}},
+            {"workspace", {{"type", "string"}, {"description", "A workspace: its lane (its last node and that node's ancestors)"}}}}),
        Obj({{"nodes", ArrayOf(kListed)}, {"more", kBool}}, {"nodes"})},
       {"diff", {},
        "List paths that differ between two nodes (`from`, `to`) or between a node and the live "
@@ -235,7 +240,9 @@ std::vector<OpSpec> MakeOps() {
        RunProps(true),
        Obj({{"exit_code", {{"type", {"integer", "null"}}}}, {"signal", kInt}, {"timed_out", kBool}, {"oom_killed", kBool},
             {"stdout", kStr}, {"stderr", kStr}, {"stdout_truncated", kBool}, {"stderr_truncated", kBool},
-            {"stdout_bytes", kInt}, {"stderr_bytes", kInt}, {"duration_ms", kInt}, {"job", kInt}, {"command", kStr},
+            {"stdout_bytes", kInt}, {"stderr_bytes", kInt}, {"duration_ms", kInt},
+            {"queued_ms", {{"type", "integer"}, {"description", "How long it waited for another exec of this environment first (counted in timeout_s; not in duration_ms)"}}},
+            {"job", kInt}, {"command", kStr},
             {"killed", kBool},
             {"node", {{"type", {"object", "null"}}, {"description", "The snapshot after the command; null if nothing changed"}}},
             {"session", {{"type", {"object", "null"}}, {"description", "id, cwd, env after the command"}}}}),
@@ -255,7 +262,9 @@ std::vector<OpSpec> MakeOps() {
        "in it with exec workspace=<name>, snapshot it with snapshot workspace=<name>; the live filesystem is untouched.",
        Obj({{"ref", kRef}, {"name", {{"type", "string"}, {"description", "Workspace name (default ws-<node>-<n>)"}}},
             {"disk_bytes", kDiskBytes}}),
-       Obj({{"workspace", kWorkspaceInfo}, {"materialized", kStr}, {"duration_ms", kInt}}, {"workspace", "materialized"}),
+       Obj({{"workspace", kWorkspaceInfo}, {"materialized", kStr}, {"duration_ms", kInt},
+            {"endpoint", {{"type", "string"}, {"description", "The workspace's MCP endpoint on serve --listen (/w/<name>/mcp): every tool there acts on it"}}}},
+           {"workspace", "materialized"}),
        true},
       {"workspaces", {}, "List workspaces: name, the node each was forked from, its last node, whether a command runs in it.",
        Obj({}), Obj({{"workspaces", ArrayOf(kWorkspaceInfo)}}, {"workspaces"})},
@@ -299,6 +308,27 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"dir", kStr}}, {"dir"}), Obj({{"unmounted", kMountInfo}}, {"unmounted"}), true},
       {"mounts", {}, "List the views mount made: directory, node, whether it is still mounted.",
        Obj({}), Obj({{"mounts", ArrayOf(kMountInfo)}}, {"mounts"})},
+      {"token_create", {},
+       "Make a token for serve --listen that reaches one environment only (the live tree, or workspace `env`), "
+       "optionally read-only and expiring. The secret is shown once; only its hash is stored.",
+       Obj({{"env", {{"type", "string"}, {"description", "Workspace the token reaches (default: the live tree)"}}},
+            {"read_only", {{"type", "boolean"}, {"description", "Read history and files only: no exec, snapshot, rollback, fork"}}},
+            {"expires", {{"type", "string"}, {"description", "Valid for this long: 90s, 30m, 24h, 7d (default: until revoked)"}}}}),
+       Obj({{"token", kTokenInfo}, {"secret", kStr}}, {"token", "secret"}), true, false, false},
+      {"token_ls", {}, "List the scoped tokens (never their secrets): id, environment, read-only, expiry.",
+       Obj({}), Obj({{"tokens", ArrayOf(kTokenInfo)}}, {"tokens"}), false, false, false},
+      {"token_revoke", {}, "Revoke a scoped token by its id (token_ls); its holder is refused from then on.",
+       Obj({{"id", kStr}}, {"id"}), Obj({{"revoked", kStr}, {"existed", kBool}}, {"revoked"}), true, false, false},
+      {"env_ls", {},
+       "List the environments (the live tree and each workspace, each an agent's): MCP endpoint, base, last node, "
+       "commands running, disk use of a workspace's changes, and the scoped tokens that reach each.",
+       Obj({}),
+       Obj({{"environments", ArrayOf(Obj({{"name", kStr}, {"endpoint", kStr}, {"base", kStr}, {"last", kStr},
+                                          {"running", kInt}, {"busy", kBool}, {"disk_bytes", {{"type", {"integer", "null"}}}},
+                                          {"tokens", ArrayOf(Obj({{"id", kStr}, {"read_only", kBool}, {"expires", kStr}},
+                                                                 {"id", "read_only"}))}},
+                                         {"name", "endpoint", "last", "running", "tokens"}))}},
+           {"environments"})},
       {"kill", {}, "Stop a job (job=<id> from ps) or every job (all=true): every process of its environment is killed at once.",
        Obj({{"job", kInt}, {"all", kBool}}), Obj({{"killed", ArrayOf(kInt)}}), true, true},
   };

@@ -59,16 +59,20 @@ const OpSpec* FindOp(std::string_view name);
   X(ImportRequest, ImportReply, "import", s.Import(r, ctx), true)                          \
   X(PushRequest, PushReply, "push", Push(s, r, ProgressFrames(emit)), false)             \
   X(ExecRequest, ExecReply, "exec", s.Exec(r, ctx), true)                                \
-  X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)                                 \
-  X(PsRequest, PsReply, "ps", s.Ps(r), true)                                             \
-  X(KillRequest, KillReply, "kill", s.Kill(r), true)                                     \
+  X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r, ctx), true)                            \
+  X(PsRequest, PsReply, "ps", s.Ps(r, ctx), true)                                        \
+  X(KillRequest, KillReply, "kill", s.Kill(r, ctx), true)                                \
   X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
   X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
   X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
   X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, ctx), true)        \
   X(MountRequest, MountReply, "mount", s.Mount(r), false)                                \
   X(UmountRequest, UmountReply, "umount", s.Umount(r), false)                            \
-  X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)
+  X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)                            \
+  X(TokenCreateRequest, TokenCreateReply, "token_create", s.TokenCreate(r), false)       \
+  X(TokenLsRequest, TokenLsReply, "token_ls", s.TokenLs(r), false)                       \
+  X(TokenRevokeRequest, TokenRevokeReply, "token_revoke", s.TokenRevoke(r), false)     \
+  X(EnvLsRequest, EnvLsReply, "env_ls", s.EnvLs(r), true)
 
 // Op<Request>: how a typed request is run. kName is the socket's op name.
 template <class Req> struct Op;

@@ -159,6 +159,7 @@ Result<DiffReply> Server::DiffReplyOf(const store::ObjectId& from, const store::
 
 Result<RollbackReply> Server::Rollback(const RollbackRequest& r, const CallContext& call, const snap::OpOptions& op) {
   if (r.ref.empty()) return Fail(ErrorCode::kInvalid, "rollback: which node? (argument 'ref')");
+  if (!r.workspace.empty()) return RollbackWorkspace(r, call);
   MutexLock writer(writer_mu_);
   // With a capture, history is brought up to date from the journal first:
   // the restore then saves nothing by walking the whole live tree.
@@ -210,7 +211,17 @@ bool LogMatches(const snap::NodeRecord& n, const std::string& needle) {
 
 Result<LogReply> Server::Log(const LogRequest& r) {
   std::vector<snap::NodeRecord> nodes;
-  if (r.grep.empty()) {
+  if (!r.workspace.empty()) {
+    // A workspace's lane: its last node back through the parents.
+    AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
+    const std::string needle = Lower(r.grep);
+    std::optional<store::ObjectId> at = ws.head;
+    while (at && nodes.size() <= r.limit) {
+      AE_ASSIGN(snap::NodeRecord n, repo_->Record(*at));
+      if (needle.empty() || LogMatches(n, needle)) nodes.push_back(n);
+      at = n.parent;
+    }
+  } else if (r.grep.empty()) {
     AE_ASSIGN(nodes, repo_->Log(r.limit + 1));
   } else {
     // Records only (no node objects), newest first, until the page is
@@ -230,7 +241,7 @@ Result<LogReply> Server::Log(const LogRequest& r) {
     auto t = tags.find(n.id);
     rep.nodes.push_back({MakeNodeInfo(n), head && *head == n.id, t == tags.end() ? "" : t->second});
   }
-  if (r.grep.empty() && !nodes.empty()) {
+  if (r.grep.empty() && r.workspace.empty() && !nodes.empty()) {
     // The rollbacks among them: a page's worth of the newest, back to the
     // oldest node listed (all of them when the whole history is listed).
     const int64_t oldest = rep.more ? nodes.back().time_ns : INT64_MIN;

@@ -70,9 +70,11 @@ class Server {
   // reply when `emit` is null. An error with `partial` set: the command ran
   // but its snapshot failed.
   Result<ExecReply> Exec(const ExecRequest& r, const CallContext& call);
-  Result<SpawnReply> Spawn(const SpawnRequest& r);
-  Result<PsReply> Ps(const PsRequest& r);
-  Result<KillReply> Kill(const KillRequest& r);
+  // A call's jobs are its MCP session's (CallContext::owner); a call that
+  // does not see all lists and kills only its own.
+  Result<SpawnReply> Spawn(const SpawnRequest& r, const CallContext& call = {});
+  Result<PsReply> Ps(const PsRequest& r, const CallContext& call = {});
+  Result<KillReply> Kill(const KillRequest& r, const CallContext& call = {});
 
   // Workspaces (server_workspace.cc; workspace/workspace.h) and tournaments
   // (trials/tournament.h). Snapshot, Diff and Exec act on a workspace
@@ -97,6 +99,13 @@ class Server {
   Result<MountReply> Mount(const MountRequest& r);
   Result<UmountReply> Umount(const UmountRequest& r);
   Result<MountsReply> Mounts(const MountsRequest& r);
+  // Scoped tokens of serve --listen (control/tokens.h).
+  Result<TokenCreateReply> TokenCreate(const TokenCreateRequest& r);
+  Result<TokenLsReply> TokenLs(const TokenLsRequest& r);
+  Result<TokenRevokeReply> TokenRevoke(const TokenRevokeRequest& r);
+  // The environments: the live tree and each workspace, with what runs in
+  // them, their disk use and the scoped tokens that reach them.
+  Result<EnvLsReply> EnvLs(const EnvLsRequest& r);
 
   // Starts the automatic capture of the live tree (a baseline snapshot
   // first). Call before serving anyone. Errors: I/O, bad ignore file.
@@ -112,11 +121,15 @@ class Server {
   // With the workspace's lock held: snapshots it and moves its head.
   Result<SnapshotReply> SnapshotLocked(workspace::Workspace& ws, const snap::SnapOptions& opt);
   Result<DiffReply> DiffWorkspace(const DiffRequest& r);
+  // Puts a workspace back to a node: its unsaved changes saved as a node
+  // first, then made that node again (workspace::ResetWorkspace).
+  Result<RollbackReply> RollbackWorkspace(const RollbackRequest& r, const CallContext& call);
   Result<SnapshotReply> SnapshotReplyOf(const snap::SnapResult& res);
   Result<DiffReply> DiffReplyOf(const store::ObjectId& from, const store::ObjectId& to, const DiffRequest& r);
   std::unique_ptr<snap::Repo> repo_;
   Mutex writer_mu_;  // see the file comment
   run::JobTable jobs_;         // thread-safe itself
+  run::ExecQueue live_execs_;  // thread-safe itself
   // Set by StartCapture before any client is served, reset by
   // StopCapture after the last: read without a lock in between.
   std::unique_ptr<capture::Capture> capture_;

@@ -5,8 +5,8 @@
 namespace agentenv::control {
 
 Result<ExecReply> Server::Exec(const ExecRequest& r, const CallContext& call) {
-  run::Host host{*repo_, writer_mu_, jobs_};
-  AE_ASSIGN(run::Outcome o, run::Exec(host, r, run::Streams{call.stdio, call.emit}, call.who));
+  run::Host host{*repo_, writer_mu_, jobs_, live_execs_};
+  AE_ASSIGN(run::Outcome o, run::Exec(host, r, run::Streams{call.stdio, call.emit}, call.who, call.owner));
   ExecReply rep;
   rep.exit_code = o.exit_code;
   rep.signal = o.signal;
@@ -14,6 +14,7 @@ Result<ExecReply> Server::Exec(const ExecRequest& r, const CallContext& call) {
   rep.oom_killed = o.oom_killed;
   rep.killed = o.killed;
   rep.duration_ms = o.duration_ms;
+  rep.queued_ms = o.queued_ms;
   rep.job = o.job;
   rep.command = std::move(o.command);
   rep.stdout_text = std::move(o.stdout_text);

@@ -32,7 +32,7 @@ JobEntry Describe(run::Job& j) {
 
 }  // namespace
 
-Result<SpawnReply> Server::Spawn(const SpawnRequest& r) {
+Result<SpawnReply> Server::Spawn(const SpawnRequest& r, const CallContext& call) {
   AE_ASSIGN(run::PlannedRun run, run::PlanRun(*repo_, r.run, false, false));
   uint64_t id = jobs_.NextId();
   std::string dir = snap::layout::Jobs(repo_->root());
@@ -44,22 +44,23 @@ Result<SpawnReply> Server::Spawn(const SpawnRequest& r) {
   if (!in) return FailErrno("/dev/null", errno);
   AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, {in.get(), out.get(), out.get()}));
   pid_t pid = env.pid();
-  auto job = jobs_.Add(id, "spawn", run.line, std::move(env), log);
+  auto job = jobs_.Add(id, "spawn", run.line, std::move(env), log, call.owner);
   return SpawnReply{job->id, pid, log};
 }
 
-Result<PsReply> Server::Ps(const PsRequest&) {
+Result<PsReply> Server::Ps(const PsRequest&, const CallContext& call) {
   PsReply rep;
-  for (const auto& j : jobs_.List()) rep.jobs.push_back(Describe(*j));
+  for (const auto& j : jobs_.List())
+    if (call.sees_all || j->owner == call.owner) rep.jobs.push_back(Describe(*j));
   return rep;
 }
 
-Result<KillReply> Server::Kill(const KillRequest& r) {
+Result<KillReply> Server::Kill(const KillRequest& r, const CallContext& call) {
   if (!r.all && !r.job) return Fail(ErrorCode::kInvalid, "kill: give job=<id> (see ps) or all=true");
   KillReply rep;
   bool found = false;
   for (const auto& j : jobs_.List()) {
-    if (!r.all && j->id != *r.job) continue;
+    if ((!r.all && j->id != *r.job) || !(call.sees_all || j->owner == call.owner)) continue;
     found = true;
     MutexLock lock(j->mu);
     j->PollLocked();

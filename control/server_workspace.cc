@@ -4,6 +4,7 @@
 #include "mounts/views.h"
 
 #include <chrono>
+#include <thread>
 
 #include "history/node_view.h"
 #include "control/server.h"
@@ -15,6 +16,39 @@ namespace {
 
 MountInfo Describe(const mounts::MountRecord& m) {
   return {m.dir, m.node, m.lower, FormatTime(m.created_ns), m.uid, m.pid, m.mounted};
+}
+
+// `ref` in workspace `ws`: HEAD and HEAD~N count along its lane (its last
+// node back through the parents); any other ref is the repository's.
+Result<store::ObjectId> ResolveIn(const snap::Repo& repo, const workspace::Workspace& ws, const std::string& ref) {
+  if (!ref.starts_with("HEAD")) return repo.Resolve(ref);
+  const std::string rest = ref.substr(4);
+  const bool counted = rest.size() > 1 && rest.size() < 8 && rest[0] == '~' &&
+                       rest.find_first_not_of("0123456789", 1) == std::string::npos;
+  if (!rest.empty() && !counted)
+    return Fail(ErrorCode::kInvalid, "'" + ref + "': in a workspace give HEAD, HEAD~N or a node");
+  store::ObjectId at = ws.head;
+  for (uint64_t back = counted ? std::stoull(rest.substr(1)) : 0; back > 0; --back) {
+    AE_ASSIGN(snap::NodeRecord rec, repo.Record(at));
+    if (!rec.parent) return Fail(ErrorCode::kNotFound, "'" + ref + "': workspace '" + ws.name + "' has a shorter lane");
+    at = *rec.parent;
+  }
+  return at;
+}
+
+// The workspace's lock for `holder`, waited for while another command
+// holds it (an exec that just replied may hold it a moment longer: its
+// env's last process is still exiting), up to kLockWait: a snapshot or a
+// rollback queues like an exec of the same workspace.
+constexpr auto kLockWait = std::chrono::seconds(30);
+Result<UniqueFd> LockQueued(const workspace::Workspace& ws, std::string_view holder) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    auto lock = workspace::LockWorkspace(ws, holder);
+    if (lock || lock.error().code != ErrorCode::kBusy || std::chrono::steady_clock::now() - start > kLockWait)
+      return lock;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 WorkspaceInfo Describe(const workspace::Workspace& ws) {
@@ -46,6 +80,7 @@ Result<ForkReply> Server::Fork(const ForkRequest& r) {
     return workspace::CreateWorkspace(*repo_, name, base, lower.dir(), "", r.disk_bytes);
   }));
   rep.workspace = Describe(ws);
+  rep.endpoint = "/w/" + ws.name + "/mcp";
   rep.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   return rep;
@@ -93,7 +128,7 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, workspace::LockWorkspace(ws, "snapshot"));
+  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "snapshot"));
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
@@ -113,10 +148,37 @@ Result<SnapshotReply> Server::SnapshotLocked(workspace::Workspace& ws, const sna
   return SnapshotReplyOf(res);
 }
 
+Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const CallContext& call) {
+  if (!r.paths.empty())
+    return Fail(ErrorCode::kInvalid, "rollback: a workspace goes back whole ('paths' is for the live tree)");
+  AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
+  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "rollback"));
+  AE_ASSIGN(store::ObjectId target, ResolveIn(*repo_, ws, r.ref));
+  // Unsaved changes become a node first: the rollback can be undone.
+  snap::SnapOptions so;
+  snap::Provenance prov;
+  prov.kind = snap::ProvenanceKind::kWorkspace;
+  prov.workspace = ws.name;
+  prov.base = ws.base;
+  prov.who = call.who;
+  prov.message = "saved before a rollback";
+  so.provenance = std::move(prov);
+  AE_ASSIGN(snap::SnapResult saved, run::RecordWorkspace(*repo_, ws, so));
+  RollbackReply rep;
+  if (saved.node) rep.saved = saved.node->Hex();
+  if (target != ws.head || saved.node) {
+    AE_ASSIGN(snap::LowerLease lower, repo_->LeaseLower(target));
+    AE_TRY(workspace::ResetWorkspace(*repo_, ws, target, lower.dir()));
+  }
+  AE_ASSIGN(snap::NodeRecord rec, repo_->Record(target));
+  rep.node = MakeNodeInfo(rec);
+  return rep;
+}
+
 Result<DiffReply> Server::DiffWorkspace(const DiffRequest& r) {
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
   auto tree_of = [&](const std::string& ref) -> Result<store::ObjectId> {
-    AE_ASSIGN(store::ObjectId id, ref == "HEAD" ? Result<store::ObjectId>(ws.head) : repo_->Resolve(ref));
+    AE_ASSIGN(store::ObjectId id, ResolveIn(*repo_, ws, ref));
     AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
     return rec.tree;
   };

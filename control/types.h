@@ -81,7 +81,12 @@ struct RollbackRequest {
   std::string ref;
   std::vector<std::string> paths;  // only these (tree-relative); empty: everything
   std::optional<bool> in_place;    // never swap subvolumes (Server::set_swap_restores)
-  template <class V> void Fields(V& v) { v("ref", ref); v("paths", paths); v("in_place", in_place, kOmitEmpty); }
+  // A workspace to put back instead of the live tree (whole; HEAD~N counts
+  // back along its lane).
+  std::string workspace;
+  template <class V> void Fields(V& v) {
+    v("ref", ref); v("paths", paths); v("in_place", in_place, kOmitEmpty); v("workspace", workspace, kOmitEmpty);
+  }
 };
 struct RollbackReply {
   NodeInfo node;
@@ -107,7 +112,9 @@ struct LogRequest {
   // Only nodes whose title or package deltas (names, versions) hold this
   // text, case-insensitively: "numpy" finds where numpy changed.
   std::string grep;
-  template <class V> void Fields(V& v) { v("limit", limit); v("grep", grep, kOmitEmpty); }
+  // The lane of this workspace: its last node and that node's ancestors.
+  std::string workspace;
+  template <class V> void Fields(V& v) { v("limit", limit); v("grep", grep, kOmitEmpty); v("workspace", workspace, kOmitEmpty); }
 };
 // A node in a listing: NodeInfo plus whether it is HEAD and its tags.
 struct ListedNode {
@@ -338,7 +345,9 @@ struct ExecReply {
   std::optional<int> exit_code;  // null when a signal ended the command
   int signal = 0;
   bool timed_out = false, oom_killed = false, killed = false;
-  uint64_t duration_ms = 0, job = 0;
+  // duration_ms: the command's run; queued_ms: its wait for its
+  // environment before (another exec held it), part of its timeout.
+  uint64_t duration_ms = 0, queued_ms = 0, job = 0;
   std::string command;
   std::optional<std::string> stdout_text, stderr_text;  // collected (not streamed) output
   bool stdout_truncated = false, stderr_truncated = false;
@@ -347,7 +356,7 @@ struct ExecReply {
   std::optional<NodeInfo> node;  // the snapshot afterwards; null when nothing changed
   template <class V> void Fields(V& v) {
     v("exit_code", exit_code); v("signal", signal); v("timed_out", timed_out); v("oom_killed", oom_killed);
-    v("killed", killed); v("duration_ms", duration_ms); v("job", job); v("command", command);
+    v("killed", killed); v("duration_ms", duration_ms); v("queued_ms", queued_ms); v("job", job); v("command", command);
     v("stdout", stdout_text, kOmitEmpty); v("stderr", stderr_text, kOmitEmpty);
     v("stdout_truncated", stdout_truncated); v("stderr_truncated", stderr_truncated);
     v("stdout_bytes", stdout_bytes); v("stderr_bytes", stderr_bytes); v("session", session); v("node", node);
@@ -426,7 +435,11 @@ struct ForkReply {
   WorkspaceInfo workspace;
   std::string materialized;  // "existing", "snapshot" (btrfs), "reflink" or "copy"
   uint64_t duration_ms = 0;
-  template <class V> void Fields(V& v) { v("workspace", workspace); v("materialized", materialized); v("duration_ms", duration_ms); }
+  // Where `serve --listen` serves MCP for the workspace: /w/<name>/mcp.
+  std::string endpoint;
+  template <class V> void Fields(V& v) {
+    v("workspace", workspace); v("materialized", materialized); v("duration_ms", duration_ms); v("endpoint", endpoint);
+  }
 };
 
 struct WorkspacesRequest {
@@ -482,6 +495,76 @@ struct MountsRequest {
 struct MountsReply {
   std::vector<MountInfo> mounts;
   template <class V> void Fields(V& v) { v("mounts", mounts); }
+};
+
+// --- scoped tokens of serve --listen (control/tokens.h) ---
+struct TokenInfo {
+  std::string id;
+  std::string env;  // "" the live tree, else a workspace
+  bool read_only = false;
+  std::string created;
+  std::string expires;  // "" never
+  bool expired = false;
+  template <class V> void Fields(V& v) {
+    v("id", id); v("env", env); v("read_only", read_only); v("created", created); v("expires", expires);
+    v("expired", expired);
+  }
+};
+struct TokenCreateRequest {
+  std::string env;         // a workspace; empty: the live tree
+  bool read_only = false;  // reads history and files, runs and changes nothing
+  std::string expires;     // a duration ("24h"); empty: never
+  template <class V> void Fields(V& v) { v("env", env); v("read_only", read_only); v("expires", expires); }
+};
+struct TokenCreateReply {
+  TokenInfo token;
+  std::string secret;  // shown once: only its hash is stored
+  template <class V> void Fields(V& v) { v("token", token); v("secret", secret); }
+};
+struct TokenLsRequest {
+  template <class V> void Fields(V&) {}
+};
+struct TokenLsReply {
+  std::vector<TokenInfo> tokens;
+  template <class V> void Fields(V& v) { v("tokens", tokens); }
+};
+// --- environments: the live tree and each workspace (env_ls) ---
+struct EnvScope {
+  std::string id;  // a scoped token reaching it (token_ls)
+  bool read_only = false;
+  std::string expires;
+  template <class V> void Fields(V& v) { v("id", id); v("read_only", read_only); v("expires", expires); }
+};
+struct EnvInfo {
+  std::string name;      // "" the live tree
+  std::string endpoint;  // serve --listen's MCP path: /mcp or /w/<name>/mcp
+  std::string base;      // a workspace's fork point
+  std::string last;      // its last node (the live tree: HEAD)
+  uint64_t running = 0;  // commands (exec, spawn) of this process running in it
+  bool busy = false;     // a workspace: a command (of any process) holds it
+  std::optional<uint64_t> disk_bytes;  // a workspace: its upper's size on disk
+  std::vector<EnvScope> tokens;        // besides the operator's, which reaches all
+  template <class V> void Fields(V& v) {
+    v("name", name); v("endpoint", endpoint); v("base", base); v("last", last); v("running", running);
+    v("busy", busy); v("disk_bytes", disk_bytes); v("tokens", tokens);
+  }
+};
+struct EnvLsRequest {
+  template <class V> void Fields(V&) {}
+};
+struct EnvLsReply {
+  std::vector<EnvInfo> environments;
+  template <class V> void Fields(V& v) { v("environments", environments); }
+};
+
+struct TokenRevokeRequest {
+  std::string id;
+  template <class V> void Fields(V& v) { v("id", id); }
+};
+struct TokenRevokeReply {
+  std::string revoked;
+  bool existed = true;
+  template <class V> void Fields(V& v) { v("revoked", revoked); v("existed", existed); }
 };
 
 }  // namespace agentenv::control

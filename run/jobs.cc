@@ -53,13 +53,15 @@ void Job::KillLocked() {
 }
 
 std::shared_ptr<Job> JobTable::Add(uint64_t id, std::string kind, std::string command, runner::Env env,
-                                   std::string log) {
+                                   std::string log, std::string owner, std::string workspace) {
   auto j = std::make_shared<Job>();
   j->id = id;
   j->kind = std::move(kind);
   j->command = std::move(command);
   j->started_ns = snap::NowNs();
   j->log = std::move(log);
+  j->owner = std::move(owner);
+  j->workspace = std::move(workspace);
   {
     MutexLock jl(j->mu);
     j->env.emplace(std::move(env));

@@ -53,6 +53,10 @@ struct Job {
   std::string command;  // as shown in ps and labels
   int64_t started_ns = 0;
   std::string log;      // spawn: host path of its output
+  // The MCP session that started it ("" none: the CLI, the socket):
+  // another session's ps and kill do not see it (control::CallContext).
+  std::string owner;
+  std::string workspace;  // the workspace it runs in; "" the live tree
   Mutex mu;
   std::optional<runner::Env> env GUARDED_BY(mu);           // until the job has ended and been reaped
   std::optional<runner::ExitStatus> status GUARDED_BY(mu);  // once it has ended
@@ -68,7 +72,8 @@ struct Job {
 class JobTable {
  public:
   // Registers a started env under an id from NextId().
-  std::shared_ptr<Job> Add(uint64_t id, std::string kind, std::string command, runner::Env env, std::string log);
+  std::shared_ptr<Job> Add(uint64_t id, std::string kind, std::string command, runner::Env env, std::string log,
+                           std::string owner = {}, std::string workspace = {});
   void Remove(uint64_t id);
   std::vector<std::shared_ptr<Job>> List();
   // Reserves an id (spawn names its log after it before the env starts).

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "run/pipeline.h"
 
@@ -27,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 // How often a streamed exec with no output checks that its client is still there.
 constexpr int kProbeMs = 250;
+// How often an exec waiting for its environment tries it again.
+constexpr auto kQueuePoll = std::chrono::milliseconds(20);
 
 // One output stream of the command: counts everything, keeps or sends up
 // to the cap.
@@ -93,7 +96,8 @@ snap::Provenance CommandProvenance(snap::ProvenanceKind kind, const std::string&
   return p;
 }
 
-Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who) {
+Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who,
+                     const std::string& owner) {
   snap::Repo& repo = host.repo;
   const FrameSink& emit = io.emit;
   // The caller's own streams (its terminal): no pipes, no frames.
@@ -119,21 +123,58 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
     stdio = {in.get(), w[0].get(), w[1].get()};
   }
 
+  // The queue of the environment: `take` is tried until it holds it, the
+  // timeout passes (kBusy, nothing ran) or the caller leaves.
+  const auto asked = Clock::now();
+  const std::chrono::milliseconds timeout = run.spec.limits.timeout;
+  auto wait = [&](const std::function<Result<bool>()>& take) -> Result<void> {
+    for (;;) {
+      AE_ASSIGN(bool taken, take());
+      if (taken) return {};
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked);
+      if (timeout.count() > 0 && waited >= timeout)
+        return Fail(ErrorCode::kBusy, "exec did not run: its environment stayed busy with another exec for its whole "
+                                      "timeout (" + std::to_string(timeout.count()) + " ms)");
+      if (emit && !emit(nullptr))
+        return Fail(ErrorCode::kBusy, "exec did not run: the caller left while it waited for its environment");
+      std::this_thread::sleep_for(kQueuePoll);
+    }
+  };
   // In a workspace: its overlay as the root, its lock and its lower's
   // lease held to the end.
   std::optional<workspace::WorkspaceInUse> in_ws;
   if (!r.workspace.empty()) {
-    AE_ASSIGN(in_ws, workspace::UseWorkspace(repo, r.workspace, "exec: " + run.line.substr(0, 160)));
+    AE_TRY(wait([&]() -> Result<bool> {
+      auto used = workspace::UseWorkspace(repo, r.workspace, "exec: " + run.line.substr(0, 160));
+      if (!used && used.error().code == ErrorCode::kBusy) return false;
+      if (!used) return Unexpected<Error>(used.error());
+      in_ws = std::move(*used);
+      return true;
+    }));
     in_ws->Apply(&run.spec);
   }
-  AE_ASSIGN(mounts::DiskLimit limit, PlanDisk(repo, &run.spec, r.disk_bytes, in_ws ? &in_ws->ws : nullptr));
-  run.spec.tied_to_caller = true;  // this thread waits for it to the end
   workspace::Workspace* ws = in_ws ? &in_ws->ws : nullptr;
   // From the command's start to its snapshot: no other writer (nor the
   // automatic capture) takes the command's changes into another node. A
-  // workspace's command does not touch the live tree.
+  // workspace's command does not touch the live tree, and one that
+  // records no node has no node to keep others' changes out of.
   std::unique_lock writer(host.writers, std::defer_lock);
-  if (!ws) writer.lock();
+  bool in_queue = false;
+  if (!ws && r.snapshot) {
+    AE_TRY(wait([&]() -> Result<bool> { return in_queue = host.live_execs.TryEnter(); }));
+    writer.lock();
+  }
+  struct LeaveQueue {
+    ExecQueue& q;
+    const bool& in;
+    ~LeaveQueue() {
+      if (in) q.Leave();
+    }
+  } leave{host.live_execs, in_queue};
+  const auto queued = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked);
+  if (timeout.count() > 0) run.spec.limits.timeout = std::max(std::chrono::milliseconds(1), timeout - queued);
+  AE_ASSIGN(mounts::DiskLimit limit, PlanDisk(repo, &run.spec, r.disk_bytes, ws));
+  run.spec.tied_to_caller = true;  // this thread waits for it to the end
   runner::PumpOptions opt;
   opt.timeout = run.spec.limits.timeout;
   AE_ASSIGN(runner::Env env, runner::Env::Start(run.spec, stdio));
@@ -146,7 +187,7 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
   if (!pidfd) return FailErrno("pidfd", errno);  // ~Env kills the command
   const pid_t pid = env.pid();
   const uint64_t id = host.jobs.NextId();
-  auto job = host.jobs.Add(id, "exec", run.line, std::move(env), "");
+  auto job = host.jobs.Add(id, "exec", run.line, std::move(env), "", owner, r.workspace);
   struct Unlist {
     JobTable& jobs;
     uint64_t id;
@@ -185,6 +226,7 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
   rep.killed = killed;
   rep.cancelled = !listening;
   rep.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - opt.start).count();
+  rep.queued_ms = queued.count();
   rep.job = id;
   rep.command = run.line;
   if (!emit && !passed) {

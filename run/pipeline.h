@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,31 @@ using FrameSink = std::function<bool(nlohmann::json frame)>;
 
 // What a command shares with the other commands of its process: the
 // serving Server's repository, writer mutex and jobs.
+// The live tree's queue of execs that snapshot: one is in at a time, the
+// others wait (each for at most its timeout, while its caller listens).
+// Thread-safe.
+class ExecQueue {
+ public:
+  // Enters when nobody is in; false (at once) otherwise.
+  bool TryEnter() {
+    MutexLock lock(mu_);
+    return !std::exchange(busy_, true);
+  }
+  void Leave() {
+    MutexLock lock(mu_);
+    busy_ = false;
+  }
+
+ private:
+  Mutex mu_;
+  bool busy_ GUARDED_BY(mu_) = false;
+};
+
 struct Host {
   snap::Repo& repo;
   Mutex& writers;
   JobTable& jobs;
+  ExecQueue& live_execs;
 };
 
 // Where a command's standard streams go.
@@ -63,7 +85,9 @@ struct Outcome {
   int signal = 0;
   bool timed_out = false, oom_killed = false, killed = false;
   bool cancelled = false;  // the caller went away or cancelled: the command was stopped
-  uint64_t duration_ms = 0, job = 0;
+  // duration_ms: from the command's start to its end; queued_ms: how long
+  // it waited for its environment before (part of its timeout).
+  uint64_t duration_ms = 0, queued_ms = 0, job = 0;
   std::string command;
   std::optional<std::string> stdout_text, stderr_text;  // collected output
   bool stdout_truncated = false, stderr_truncated = false;
@@ -74,12 +98,22 @@ struct Outcome {
 
 // Runs `r` (the exec op) in its environment and records its node with its
 // provenance: the command whole, its cwd, how it ended (a cancelled one
-// too), the workspace and its base, and `who` asked. Errors:
-// kInvalid (arguments), kNotFound (workspace), kBusy (the workspace is in
-// use), kNoProgram (nothing ran), the runner's start-up; an error with
+// too), the workspace and its base, and `who` asked. Concurrent execs of
+// one environment queue: a live-tree exec that snapshots waits for its turn
+// in host.live_execs (then for the writer mutex, which other writers hold
+// briefly), a workspace's exec for the workspace's lock (its overlay
+// is mounted by one command at a time); a live-tree exec with
+// `snapshot: false` records nothing and waits for none. The wait counts
+// against the timeout (the command gets what is left) and is reported
+// (queued_ms); a caller that stops listening leaves the queue. Errors:
+// kInvalid (arguments), kNotFound (workspace), kBusy (the environment
+// stayed busy for the whole timeout, or the caller left while it waited:
+// nothing ran), kNoProgram (nothing ran), the runner's start-up; an error with
 // `partial` set: the command ran but its changes could not all be kept or
 // recorded. Thread-safe.
-Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who);
+// `owner`: the MCP session whose job it is (run/jobs.h), "" none.
+Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const snap::Requester& who,
+                     const std::string& owner = {});
 
 // The provenance of a command's node: `kind` (exec, tournament, ...), the
 // command (a shell line, else the argv), its cwd and how it ended.

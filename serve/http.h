@@ -63,6 +63,9 @@ struct HttpOptions {
   int port = 0;                              // 0: a free port (see HttpServer::port)
   std::string token;                         // empty: none required (loopback binds only)
   std::vector<std::string> allowed_origins;  // e.g. "https://ui.example.com", beyond the loopback ones
+  // Tokens besides `token` (scoped ones, serve/grants.h): the guard's
+  // status for an Authorization header on a path; 0 passes. Empty: none.
+  std::function<int(std::string_view authorization, std::string_view path)> scoped_tokens;
   HttpLimits limits;
 };
 
@@ -104,6 +107,11 @@ class HttpServer {
   int port_ = 0;
   std::unique_ptr<Loop> loop_;
 };
+
+// Called from a route's handler: whether the client of the request this
+// thread serves is still connected (it has not closed or shut its side,
+// and the listener is not stopping). True outside a request.
+bool RequestClientConnected();
 
 // Whether `host` (a name or an address, IPv6 with or without brackets)
 // is a loopback one: localhost, 127.0.0.0/8, ::1.

@@ -180,10 +180,18 @@ Refusal Guard(const RequestHead& head, const GuardOptions& opt) {
     if (!allowed) return {403, "Origin '" + origin + "' refused: allow it with --allow-origin", false};
   }
   const bool open = std::any_of(opt.open.begin(), opt.open.end(), [&](const auto& f) { return f(head.method, head.path()); });
-  if (!opt.token.empty() && !open && !BearerMatches("Bearer " + PresentedToken(head, opt), opt.token))
+  // The bearer header, else the token a session cookie was made from.
+  const std::string presented = PresentedToken(head, opt);
+  const std::string authorization = presented.empty() ? "" : "Bearer " + presented;
+  if (!opt.token.empty() && !open && !BearerMatches(authorization, opt.token)) {
+    const int status = opt.scoped ? opt.scoped(authorization, head.path()) : 401;
+    // The same answer whether or not the path names something that exists.
+    if (status == 403) return {403, "this token does not reach this endpoint", false};
+    if (status == 0) return {};
     return {401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token is in the file the "
                  "server printed at start)",
             true};
+  }
   return {};
 }
 

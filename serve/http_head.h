@@ -63,6 +63,10 @@ struct GuardOptions {
   // The token a Cookie header's session was made from, "" for none
   // (HttpRoutes::session_token).
   std::vector<std::function<std::string(const std::string& cookie)>> sessions;
+  // With a token: the status refusing another bearer on a path (0 passes:
+  // a scoped token on its environment's endpoint, serve/grants.h; 401 or
+  // 403). Empty: only the token passes.
+  std::function<int(std::string_view authorization, std::string_view path)> scoped;
 };
 
 struct Refusal {
@@ -85,7 +89,8 @@ std::string PresentedToken(const RequestHead& head, const GuardOptions& opt);
 //   - an Origin, when sent, is a loopback origin or an allowed one (403);
 //   - with a token, "Authorization: Bearer <token>" or a session cookie
 //     made from it (PresentedToken), unless the request is an open one
-//     (401).
+//     (401); or a scoped token on its own environment's endpoint
+//     (`scoped`: 401 or 403).
 // Pure; thread-safe.
 Refusal Guard(const RequestHead& head, const GuardOptions& opt);
 

@@ -61,6 +61,10 @@ std::string PeerOf(const sockaddr_storage& a, int* port) {
   return peer.starts_with("::ffff:") && peer.find('.') != std::string::npos ? peer.substr(7) : peer;
 }
 
+// The connection the current thread serves a request of (for
+// RequestClientConnected); null outside a request.
+thread_local const httplib::Stream* t_serving = nullptr;
+
 // A request thread's view of its connection: the bytes the loop buffered
 // first, then the socket, each read and write under a deadline. cpp-httplib
 // parses the head again from it and reads exactly the body it announced,
@@ -148,6 +152,8 @@ class ConnStream final : public httplib::Stream {
 
 }  // namespace
 
+bool RequestClientConnected() { return !t_serving || t_serving->is_writable(); }
+
 Router::Router() {
   svr_sock_ = 0;  // any valid descriptor: content providers run while it is set
   set_payload_max_length(kMaxBodyBytes);
@@ -165,7 +171,7 @@ bool Router::Serve(httplib::Stream& s, const RequestHead& head, bool body_read, 
 
 HttpServer::Loop::Loop(const HttpOptions& opt, UniqueFd listening, const std::vector<HttpRoutes>& routes)
     : opt_(opt),
-      guard_{IsLoopbackHost(opt.host), opt.token, opt.allowed_origins},
+      guard_{IsLoopbackHost(opt.host), opt.token, opt.allowed_origins, {}, {}, opt.scoped_tokens},
       listening_(std::move(listening)) {
   router_.set_keep_alive_timeout(std::max<time_t>(1, opt.limits.idle_timeout.count() / 1000));
   router_.set_keep_alive_max_count(kMaxRequestsPerConn);
@@ -404,6 +410,7 @@ void HttpServer::Loop::Launch(HttpConn& c) {
 
 void HttpServer::Loop::Serve(HttpConn* c) {
   ConnStream stream(*c, stopping_, opt_.limits);
+  t_serving = &stream;
   bool closed = false;
   // The router reads a body only for the methods that have one; another's
   // body stays unread, so the connection ends with this reply (and says so).
@@ -412,6 +419,7 @@ void HttpServer::Loop::Serve(HttpConn* c) {
                            m != "DELETE" && m != "PRI";
   const bool close = stopping_ || c->peer_done || body_unread || c->served + 1 >= kMaxRequestsPerConn;
   const bool ok = router_.Serve(stream, *c->head, c->body_in_front, close, &closed);
+  t_serving = nullptr;
   // The connection stays open only when the request was read exactly as
   // announced (a chunked body, or one the router refused unread, ends it).
   const bool again = ok && !closed && !close && c->head->body != RequestHead::Body::kChunked &&

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/random.h"
+#include "serve/environments.h"
 
 namespace agentenv::serve {
 
@@ -119,8 +120,11 @@ void McpHttpEndpoint::Expire(Clock::time_point now, std::vector<std::shared_ptr<
   }
 }
 
-std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer, std::string* id, std::string* why) {
+std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer, const std::string& env,
+                                                        const Grant& grant, std::string* id, std::string* why) {
   auto s = std::make_shared<McpSession>(run_, read_, opt_.session);
+  s->set_environment(env);
+  s->set_grant(grant);
   std::vector<std::shared_ptr<McpSession>> expired;  // cancelled outside the lock
   MutexLock lock(mu_);
   const auto now = opt_.now ? opt_.now() : Clock::now();
@@ -139,18 +143,21 @@ std::shared_ptr<McpSession> McpHttpEndpoint::NewSession(const std::string& peer,
   }
   do *id = NewSessionId();
   while (sessions_.count(*id) || ended_.count(*id));
-  sessions_[*id] = Entry{s, peer, now};
+  sessions_[*id] = Entry{s, peer, env, grant.token_id, now};
   s->set_session_id(*id);
   return s;
 }
 
-std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, std::string* why) {
+std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, const std::string& env,
+                                                         const Grant& grant, std::string* why) {
   std::vector<std::shared_ptr<McpSession>> expired;
   MutexLock lock(mu_);
   const auto now = opt_.now ? opt_.now() : Clock::now();
   Expire(now, &expired);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
+  // Another endpoint's or another token's session is unknown here: an id
+  // says nothing of what it does not belong to.
+  if (it == sessions_.end() || it->second.env != env || it->second.token_id != grant.token_id) {
     *why = Unknown(id);
     return nullptr;
   }
@@ -158,12 +165,13 @@ std::shared_ptr<McpSession> McpHttpEndpoint::FindSession(const std::string& id, 
   return it->second.mcp;
 }
 
-bool McpHttpEndpoint::EndSession(const std::string& id, std::string* why) {
+bool McpHttpEndpoint::EndSession(const std::string& id, const std::string& env, const Grant& grant,
+                                 std::string* why) {
   std::shared_ptr<McpSession> ended;
   {
     MutexLock lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) {
+    if (it == sessions_.end() || it->second.env != env || it->second.token_id != grant.token_id) {
       *why = Unknown(id);
       return false;
     }
@@ -189,9 +197,33 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
                                     SupportedProtocols() + ", 2025-03-26)");
     return false;
   };
-  auto install = [this, path, version_ok](httplib::Server& svr) {
-    svr.Post(path, [this, version_ok](const httplib::Request& req, httplib::Response& res) {
+  // The environment a request's endpoint serves: its path's group, if any.
+  auto env_of = [](const httplib::Request& req) { return req.matches.size() > 1 ? req.matches[1].str() : std::string(); };
+  // The request's grant, or nullopt with the refusal answered: 401 for a
+  // token that is none of ours, 403 for one that does not reach this
+  // endpoint (the same whether or not its environment exists).
+  auto admit = [this](const httplib::Request& req, httplib::Response& res, const std::string& env) -> std::optional<Grant> {
+    Grant grant{true};
+    if (opt_.authorize) {
+      auto g = opt_.authorize(req.get_header_value("Authorization"));
+      if (!g) {
+        res.set_header("WWW-Authenticate", "Bearer");
+        JsonError(res, 401, -32001, "missing or wrong bearer token");
+        return std::nullopt;
+      }
+      grant = *g;
+    }
+    if (!Reaches(grant, env)) {
+      JsonError(res, 403, -32001, "this token does not reach this endpoint");
+      return std::nullopt;
+    }
+    return grant;
+  };
+  auto post = [this, version_ok, env_of, admit](const httplib::Request& req, httplib::Response& res) {
       if (!version_ok(req, res)) return;
+      const std::string env = env_of(req);
+      const std::optional<Grant> grant = admit(req, res, env);
+      if (!grant) return;
       json msg = json::parse(req.body, nullptr, false);
       if (msg.is_discarded()) return JsonError(res, 400, -32700, "parse error: the body must be one JSON-RPC message");
       if (!msg.is_object())
@@ -204,12 +236,16 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
         if (!request || msg.value("method", json()) != "initialize")
           return JsonError(res, 400, -32600, "invalid request: no Mcp-Session-Id header; start with initialize "
                                              "and send the session id it returns on every later request");
-        session = NewSession(req.remote_addr, &sid, &why);
+        if (!env.empty() && opt_.check_environment) {
+          if (auto there = opt_.check_environment(env); !there)
+            return JsonError(res, there.error().code == ErrorCode::kNotFound ? 404 : 400, -32001, there.error().message);
+        }
+        session = NewSession(req.remote_addr, env, *grant, &sid, &why);
         if (!session) {
           res.set_header("Retry-After", "60");
           return JsonError(res, 503, -32000, why);
         }
-      } else if (!(session = FindSession(sid, &why))) {
+      } else if (!(session = FindSession(sid, env, *grant, &why))) {
         return JsonError(res, 404, -32001, why);
       }
       res.set_header("Mcp-Session-Id", sid);
@@ -220,8 +256,22 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
       }
       auto stream = std::make_shared<Stream>();
       session->Handle(msg, [stream](const json& m) { stream->Push(m); });
+      // A client that left (its connection closed) cancels its request,
+      // as on the socket: a running command is stopped and recorded so.
+      auto cancel = [session, id = msg["id"]] {
+        session->Handle({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"},
+                         {"params", {{"requestId", id}, {"reason", "the client's connection closed"}}}},
+                        [](const json&) {});
+      };
       bool ended = false;
-      std::deque<json> first = stream->Take(stopping_, &ended);
+      std::deque<json> first;
+      while (first.empty() && !ended) {
+        first = stream->Take(stopping_, &ended, true);
+        if (first.empty() && !ended && !RequestClientConnected()) {
+          cancel();
+          return;
+        }
+      }
       if (ended && first.size() == 1) {
         res.set_content(first.front().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
         return;
@@ -232,12 +282,15 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
       }
       res.set_header("Cache-Control", "no-cache");
       auto pending = std::make_shared<std::deque<json>>(std::move(first));
-      res.set_chunked_content_provider("text/event-stream", [this, stream, pending](size_t, httplib::DataSink& sink) {
+      res.set_chunked_content_provider("text/event-stream", [this, stream, pending, cancel](size_t, httplib::DataSink& sink) {
         bool done = false;
         for (;;) {
           for (const json& m : *pending) {
             std::string event = SseEvent(m);
-            if (!sink.write(event.data(), event.size())) return false;  // the client left
+            if (!sink.write(event.data(), event.size())) {  // the client left
+              if (!done) cancel();
+              return false;
+            }
           }
           pending->clear();
           if (done) {
@@ -245,25 +298,38 @@ HttpRoutes McpHttpEndpoint::Routes(const std::string& path) {
             return true;
           }
           *pending = stream->Take(stopping_, &done, true);
-          // A client that left frees its thread; the request runs on.
-          if (pending->empty() && !done && !sink.is_writable()) return false;
+          // A client that left frees its thread and cancels its request.
+          if (pending->empty() && !done && !sink.is_writable()) {
+            cancel();
+            return false;
+          }
         }
       });
-    });
-    svr.Get(path, [](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Allow", "POST, DELETE");
-      JsonError(res, 405, -32000, "no server-initiated stream here: every message comes on the POST of its request");
-    });
-    svr.Delete(path, [this, version_ok](const httplib::Request& req, httplib::Response& res) {
-      if (!version_ok(req, res)) return;
-      const std::string sid = req.get_header_value("Mcp-Session-Id");
-      if (sid.empty()) return JsonError(res, 400, -32600, "invalid request: DELETE names the session to end in Mcp-Session-Id");
-      std::string why;
-      if (!EndSession(sid, &why)) return JsonError(res, 404, -32001, why);
-      res.status = 200;
-    });
   };
-  return HttpRoutes{install, [path](std::string_view method, std::string_view p) { return method == "POST" && p == path; }};
+  auto get = [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Allow", "POST, DELETE");
+    JsonError(res, 405, -32000, "no server-initiated stream here: every message comes on the POST of its request");
+  };
+  auto del = [this, version_ok, env_of, admit](const httplib::Request& req, httplib::Response& res) {
+    if (!version_ok(req, res)) return;
+    const std::optional<Grant> grant = admit(req, res, env_of(req));
+    if (!grant) return;
+    const std::string sid = req.get_header_value("Mcp-Session-Id");
+    if (sid.empty()) return JsonError(res, 400, -32600, "invalid request: DELETE names the session to end in Mcp-Session-Id");
+    std::string why;
+    if (!EndSession(sid, env_of(req), *grant, &why)) return JsonError(res, 404, -32001, why);
+    res.status = 200;
+  };
+  auto install = [path, post, get, del](httplib::Server& svr) {
+    for (const std::string& p : {path, std::string(kWorkspaceEndpointPattern)}) {
+      svr.Post(p, post);
+      svr.Get(p, get);
+      svr.Delete(p, del);
+    }
+  };
+  return HttpRoutes{install, [path](std::string_view method, std::string_view p) {
+                      return method == "POST" && (p == path || WorkspaceOfPath(p));
+                    }};
 }
 
 }  // namespace agentenv::serve

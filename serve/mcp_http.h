@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,12 @@ struct McpHttpOptions {
   size_t max_sessions_per_peer = 32;
   std::chrono::milliseconds idle_ttl = std::chrono::minutes(30);
   McpOptions session;
+  // Whether environment `env` (a workspace's name) exists: a workspace
+  // endpoint of one that does not is 404. Empty: every name is taken.
+  std::function<Result<void>(const std::string& env)> check_environment;
+  // The grant of a request's Authorization header (serve/grants.h), or
+  // nullopt (401). Empty: every request is the operator's.
+  std::function<std::optional<Grant>(std::string_view authorization)> authorize;
   // The clock idle times are read from; empty: steady_clock (tests set
   // one they move by hand, so expiry is tested without waiting for it).
   std::function<std::chrono::steady_clock::time_point()> now;
@@ -50,9 +57,12 @@ class McpHttpEndpoint {
   McpHttpEndpoint(ToolRunner run, FileReader read, McpHttpOptions opt = {});
   // Stop() first.
   ~McpHttpEndpoint();
-  // The routes to register on the listener: POST, GET and DELETE `path`;
-  // its POSTs are long-lived (a reply may wait for a long command). The
-  // endpoint must outlive the listener.
+  // The routes to register on the listener: POST, GET and DELETE `path`
+  // (the live tree's) and every workspace's /w/NAME/mcp
+  // (serve/environments.h), whose sessions' tools act on workspace NAME; a
+  // session is answered on the endpoint that made it only. POSTs are
+  // long-lived (a reply may wait for a long command). The endpoint must
+  // outlive the listener.
   HttpRoutes Routes(const std::string& path = "/mcp");
   // Cancels every request in flight and ends every open stream, so the
   // listener can stop without waiting for long commands. Idempotent.
@@ -63,15 +73,20 @@ class McpHttpEndpoint {
   struct Entry {
     std::shared_ptr<McpSession> mcp;
     std::string peer;
+    std::string env;       // "" the live tree, else a workspace
+    std::string token_id;  // the scoped token that made it; "" the operator
     std::chrono::steady_clock::time_point used;
   };
   // A new session for `peer`, or null with *why set (a bound is reached).
-  std::shared_ptr<McpSession> NewSession(const std::string& peer, std::string* id, std::string* why);
-  // The session `id`, or null with *why saying whether it is unknown or
-  // how it ended.
-  std::shared_ptr<McpSession> FindSession(const std::string& id, std::string* why);
+  std::shared_ptr<McpSession> NewSession(const std::string& peer, const std::string& env, const Grant& grant,
+                                         std::string* id, std::string* why);
+  // The session `id` of environment `env` made with `grant`'s token, or
+  // null with *why saying whether it is unknown (also: another endpoint's
+  // or another token's) or how it ended.
+  std::shared_ptr<McpSession> FindSession(const std::string& id, const std::string& env, const Grant& grant,
+                                          std::string* why);
   // Ends `id` (DELETE); false with *why as FindSession.
-  bool EndSession(const std::string& id, std::string* why);
+  bool EndSession(const std::string& id, const std::string& env, const Grant& grant, std::string* why);
   // Ends the sessions idle past idle_ttl; they are cancelled by the
   // caller, outside the lock (cancelling waits for nothing, but may call
   // into a stream).

@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "control/errors.h"
 #include "control/ops.h"
+#include "serve/environments.h"
 
 namespace agentenv::serve {
 
@@ -31,6 +32,9 @@ constexpr size_t kMaxResourceBytes = size_t{8} << 20;
 // Progress notifications of one request come at most this often.
 constexpr auto kProgressEvery = std::chrono::milliseconds(500);
 constexpr const char* kNodeUri = "agentenv://node/";
+// An exec session's name over HTTP gets a 13-character prefix (the MCP
+// session's); names are at most 64 characters.
+constexpr size_t kMaxScopedSession = 51;
 
 std::string NegotiateProtocol(const json& params) {
   std::string asked = params.is_object() && params.contains("protocolVersion") && params["protocolVersion"].is_string()
@@ -133,6 +137,8 @@ void McpSession::set_session_id(std::string id) {
   MutexLock lock(mu_);
   session_ = std::move(id);
 }
+
+void McpSession::set_environment(std::string env) { env_ = std::move(env); }
 
 bool McpSession::initialized() const {
   MutexLock lock(mu_);
@@ -370,6 +376,14 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
                                      true)));
       return;
     }
+  if (auto allowed = MayCall(grant_, *spec); !allowed) {
+    out(Reply(call->id, TextResult("FAILED (refused): " + allowed.error().message + "; nothing was done", true)));
+    return;
+  }
+  if (auto scoped = ScopeToEnvironment(env_, *spec, &args, !grant_.is_operator); !scoped) {
+    out(Reply(call->id, TextResult("FAILED (invalid): " + scoped.error().message + "; nothing was done", true)));
+    return;
+  }
   json token;
   if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken"))
     token = params["_meta"]["progressToken"];
@@ -429,6 +443,23 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   {
     MutexLock lock(mu_);
     ctx.who = {snap::Origin::kMcp, client_, session_};
+    // Over HTTP, processes are the session's own; the operator's token
+    // sees every session's.
+    ctx.owner = session_;
+    ctx.sees_all = session_.empty() || (grant_.is_operator && !grant_.implicit);
+  }
+  // Exec sessions (cwd, exported variables) are the MCP session's own too:
+  // stored under a name prefixed with its id, shown by the name given.
+  std::string exec_session;
+  if (exec && !ctx.owner.empty() && args.contains("session") && args["session"].is_string() &&
+      !args["session"].get<std::string>().empty()) {
+    exec_session = args["session"].get<std::string>();
+    if (exec_session.size() > kMaxScopedSession) {
+      out(Reply(call->id, TextResult("FAILED (invalid): exec: session names are at most " +
+                                         std::to_string(kMaxScopedSession) + " characters here; nothing was done", true)));
+      return;
+    }
+    args["session"] = ctx.owner.substr(0, 12) + "." + exec_session;
   }
   Result<json> r = run_(name, args, ctx);
   if (call->cancelled) return;  // MCP: no reply for a cancelled request
@@ -448,6 +479,8 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   if (exec) {  // as a collecting call returns them
     (*r)["stdout"] = collected[0];
     (*r)["stderr"] = collected[1];
+    if (!exec_session.empty() && r->contains("session") && (*r)["session"].is_object())
+      (*r)["session"]["id"] = exec_session;
   }
   if (r->is_object() && r->contains("warnings") && (*r)["warnings"].is_array())
     for (const auto& w : (*r)["warnings"])

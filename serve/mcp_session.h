@@ -24,6 +24,7 @@
 #include "common/result.h"
 #include "control/browse.h"
 #include "control/frames.h"
+#include "serve/grants.h"
 #include "serve/request_threads.h"
 
 namespace agentenv::serve {
@@ -78,6 +79,15 @@ class McpSession {
   // The id its transport gives this session (Mcp-Session-Id), recorded as
   // who asked in what its tool calls make. Thread-safe.
   void set_session_id(std::string id);
+  // The environment this session serves (serve/environments.h): "" the
+  // live tree, else a workspace its tools act on by default. Set before
+  // the first request.
+  void set_environment(std::string env);
+  const std::string& environment() const { return env_; }
+  // What its client may do (serve/grants.h); the operator's by default.
+  // Set before the first request.
+  void set_grant(Grant grant) { grant_ = std::move(grant); }
+  const Grant& grant() const { return grant_; }
   // Parses one message (a stdio line, an HTTP body) and handles it; a
   // parse error is answered with id null.
   void HandleText(std::string_view text, const Outbox& out);
@@ -113,6 +123,8 @@ class McpSession {
   ToolRunner run_;
   FileReader read_;
   McpOptions opt_;
+  std::string env_;  // set before any request, read-only after
+  Grant grant_{true};  // likewise
   // mu_ guards everything below; never held while calling run_, read_ or
   // an Outbox.
   mutable Mutex mu_;

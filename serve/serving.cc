@@ -8,6 +8,7 @@
 #include "capture/capture.h"
 #include "control/ops.h"
 #include "serve/log.h"
+#include "workspace/workspace.h"
 
 namespace agentenv::serve {
 
@@ -42,7 +43,20 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
       return control::CallJson(server, op, args, call);
     };
     FileReader read = CatFileReader(server);
-    s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read));
+    // Scoped tokens (serve/grants.h): the guard lets them through to their
+    // own endpoint only, MCP gives each session its grant.
+    s->grants_ = std::make_unique<Grants>(server.repo().root(), opt.http->token);
+    const Grants* grants = s->grants_.get();
+    opt.http->scoped_tokens = [grants](std::string_view authorization, std::string_view path) {
+      return grants->Refuses(authorization, path);
+    };
+    McpHttpOptions mcp_opt;
+    mcp_opt.authorize = [grants](std::string_view authorization) { return grants->Authorize(authorization); };
+    mcp_opt.check_environment = [&server](const std::string& env) -> Result<void> {
+      AE_TRY(workspace::LoadWorkspace(server.repo().root(), env));
+      return {};
+    };
+    s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read), std::move(mcp_opt));
     std::vector<HttpRoutes> routes = {s->mcp_http_->Routes("/mcp")};
     routes.insert(routes.end(), opt.http_routes.begin(), opt.http_routes.end());
     AE_ASSIGN(s->http_, HttpServer::Start(*opt.http, routes));

@@ -23,6 +23,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "control/server.h"
+#include "serve/grants.h"
 #include "serve/http.h"
 #include "serve/mcp_http.h"
 #include "serve/socket.h"
@@ -48,6 +49,8 @@ class Serving {
 
   // The HTTP listener; null when none was asked for.
   const HttpServer* http() const { return http_.get(); }
+  // Who the listener's tokens are (serve/grants.h); null without a listener.
+  const Grants* grants() const { return grants_.get(); }
   // Readable when one of the signals arrived (read a signalfd_siginfo).
   int signal_fd() const { return signals_.get(); }
   // Blocks until one of the signals arrives; returns its number.
@@ -61,6 +64,7 @@ class Serving {
   control::Server& server_;
   UniqueFd signals_;
   std::vector<std::unique_ptr<SocketServer>> sockets_;
+  std::unique_ptr<Grants> grants_;
   // The endpoint outlives the listener that calls it.
   std::unique_ptr<McpHttpEndpoint> mcp_http_;
   std::unique_ptr<HttpServer> http_;

@@ -13,6 +13,7 @@
 #include "serve/log.h"
 #include "serve/serving.h"
 #include "serve/supervise.h"
+#include "serve/workspace_capture.h"
 #include "snap/layout.h"
 #include "runner/runner.h"
 
@@ -94,11 +95,65 @@ class Supervisor {
   std::optional<runner::Env> env_ GUARDED_BY(mu_);
 };
 
+// Waits for the agent (or a signal); its exit code.
+template <class Sup>
+int WaitForAgent(Sup& sup, Serving& serving) {
+  for (;;) {
+    int pfd = sup.pidfd();
+    pollfd p[2] = {{serving.signal_fd(), POLLIN, 0}, {pfd, POLLIN, 0}};
+    if (::poll(p, pfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR) return 1;
+    if (p[0].revents) {
+      serve::Log("stopping: signal; killing the env");
+      sup.Stop();
+      return 128 + SIGTERM;
+    }
+    if (pfd >= 0 && (p[1].revents & POLLIN)) {
+      if (auto st = sup.Reap(pfd)) {
+        const int code = st->signal ? 128 + st->signal : st->exit_code;
+        serve::Log("agent exited with " + std::to_string(code));
+        return code;
+      }
+    }
+  }
+}
+
+// supervise --workspace: the agent in the workspace's overlay, the
+// workspace captured from its upper; the operator's socket serves as the
+// daemon's.
+Result<int> SuperviseWorkspace(control::Server& server, const std::string& root, const SuperviseOptions& opt) {
+  std::string holder = "supervise: " + (opt.argv.empty() ? std::string() : opt.argv.front());
+  AE_ASSIGN(workspace::WorkspaceInUse in_ws, workspace::UseWorkspace(server.repo(), opt.workspace, holder));
+  runner::EnvSpec spec;
+  spec.argv = opt.argv;
+  AE_ASSIGN(spec.network, run::ParseNetwork(opt.network));
+  in_ws.Apply(&spec);
+  Supervisor sup(server, spec);
+  ServeOptions so;
+  so.signals = {SIGINT, SIGTERM};
+  so.sockets.push_back({snap::layout::Socket(root), [&](const std::string& op, const json& args, const control::CallContext& call) {
+                          const control::OpSpec* s = control::FindOp(op);
+                          if (s && s->name == "ps") return sup.Ps(args);
+                          return control::CallJson(server, op, args, call);
+                        }});
+  AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
+  capture::CaptureOptions co = opt.capture;
+  if (!co.log) co.log = Log;
+  co.kind = snap::ProvenanceKind::kSupervise;
+  co.who = {snap::Origin::kSupervise, opt.argv.empty() ? "" : opt.argv.front(), ""};
+  AE_ASSIGN(auto capture, WorkspaceCapture::Start(server.repo(), in_ws.ws, co));
+  AE_TRY(sup.Launch());
+  const int exit_code = WaitForAgent(sup, *serving);
+  capture->Stop(true);  // the agent's last changes still become a node
+  serving->Stop(false);
+  return exit_code;
+}
+
 }  // namespace
 
 Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
   AE_ASSIGN(auto repo, control::OpenRepo(root));
   control::Server server(std::move(repo));
+  if (!opt.workspace.empty()) return SuperviseWorkspace(server, root, opt);
   runner::EnvSpec spec;
   spec.root = server.repo().work_dir();
   spec.argv = opt.argv;
@@ -128,25 +183,7 @@ Result<int> Supervise(const std::string& root, const SuperviseOptions& opt) {
   AE_ASSIGN(auto serving, Serving::Start(server, std::move(so)));
   AE_TRY(sup.Launch());
 
-  int exit_code = 0;
-  for (;;) {
-    int pfd = sup.pidfd();
-    pollfd p[2] = {{serving->signal_fd(), POLLIN, 0}, {pfd, POLLIN, 0}};
-    if (::poll(p, pfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR) break;
-    if (p[0].revents) {
-      serve::Log("stopping: signal; killing the env");
-      sup.Stop();
-      exit_code = 128 + SIGTERM;
-      break;
-    }
-    if (pfd >= 0 && (p[1].revents & POLLIN)) {
-      if (auto st = sup.Reap(pfd)) {
-        exit_code = st->signal ? 128 + st->signal : st->exit_code;
-        serve::Log("agent exited with " + std::to_string(exit_code));
-        break;
-      }
-    }
-  }
+  const int exit_code = WaitForAgent(sup, *serving);
   serving->Stop(true);  // the agent's last changes still become a node
   return exit_code;
 }

@@ -21,6 +21,12 @@ struct SuperviseOptions {
   std::vector<std::string> argv;  // the agent
   std::string network = "allow";
   capture::CaptureOptions capture;
+  // Run the agent in this workspace (its overlay as the root, its lock
+  // held) instead of the live tree, and capture the workspace
+  // (serve/workspace_capture.h); the live tree is left alone, and there
+  // is no agent socket (the agent reaches its environment over serve's
+  // /w/NAME/mcp).
+  std::string workspace;
 };
 
 // Runs the agent until it exits or SIGINT/SIGTERM arrives; returns its exit

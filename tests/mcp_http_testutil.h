@@ -29,14 +29,16 @@ inline int ListenPort(const fs::path& log_file) {
 // concurrent requests need).
 class HttpMcp {
  public:
-  HttpMcp(int port, httplib::Headers extra = {}) : port_(port), extra_(std::move(extra)) {}
+  // `path`: the endpoint (/mcp, the live tree's, or /w/NAME/mcp).
+  HttpMcp(int port, httplib::Headers extra = {}, std::string path = "/mcp")
+      : port_(port), extra_(std::move(extra)), path_(std::move(path)) {}
   httplib::Result Post(const json& msg, httplib::Headers headers = {}) {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
     headers.insert(extra_.begin(), extra_.end());
     headers.emplace("Accept", "application/json, text/event-stream");
     if (!session_.empty()) headers.emplace("Mcp-Session-Id", session_);
-    return c.Post("/mcp", headers, msg.dump(), "application/json");
+    return c.Post(path_.c_str(), headers, msg.dump(), "application/json");
   }
   // The reply to a request (from a JSON body or the last SSE event).
   json Request(const std::string& method, const json& params) {
@@ -50,6 +52,13 @@ class HttpMcp {
     return last;
   }
   const std::string& session() const { return session_; }
+  // A tool call's result (structuredContent, or the whole reply when the
+  // call failed: result.isError and its text).
+  json Tool(const std::string& name, const json& args) {
+    json r = Request("tools/call", {{"name", name}, {"arguments", args}});
+    if (r.contains("result") && r["result"].contains("structuredContent")) return r["result"]["structuredContent"];
+    return r;
+  }
   bool Initialize() {
     auto r = Post({{"jsonrpc", "2.0"}, {"id", ++id_}, {"method", "initialize"},
                    {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
@@ -62,6 +71,7 @@ class HttpMcp {
  private:
   int port_;
   httplib::Headers extra_;
+  std::string path_;
   std::string session_;
   int id_ = 0;
 };

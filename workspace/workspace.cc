@@ -204,6 +204,32 @@ bool WorkspaceBusy(const Workspace& ws) {
   return fd && ::fcntl(fd.get(), F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
+Result<void> ResetWorkspace(snap::Repo& repo, Workspace& ws, const store::ObjectId& node, const std::string& lower) {
+  AE_TRY(repo.LeaseNode(ws.lease, node));
+  const std::string aside = ws.dir + "/.rm-" + std::to_string(::getpid());
+  (void)snap::RemoveTree(aside);
+  if (::mkdir(aside.c_str(), 0700) != 0) return FailErrno(aside, errno);
+  for (const char* d : {"upper", "work"}) {
+    const std::string path = ws.dir + "/" + d;
+    if (::rename(path.c_str(), (aside + "/" + d).c_str()) != 0) return FailErrno(path, errno);
+    if (::mkdir(path.c_str(), 0755) != 0) return FailErrno(path, errno);
+  }
+  // The upper's root takes the lower's metadata, as at creation.
+  struct stat st;
+  if (::stat(lower.c_str(), &st) == 0) {
+    const std::string upper = ws.upper();
+    if (::geteuid() == 0) (void)!::chown(upper.c_str(), st.st_uid, st.st_gid);
+    ::chmod(upper.c_str(), st.st_mode & 07777);
+    struct timespec ts[2] = {st.st_atim, st.st_mtim};
+    ::utimensat(AT_FDCWD, upper.c_str(), ts, 0);
+  }
+  AE_TRY(FsyncDir(ws.dir));
+  ws.base = ws.head = node;
+  ws.lower = lower;
+  AE_TRY(SaveWorkspace(ws));
+  return snap::RemoveTree(aside);
+}
+
 Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws, UniqueFd held) {
   UniqueFd lock = std::move(held);
   if (!lock) {

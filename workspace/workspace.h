@@ -111,6 +111,15 @@ auto LeaseResolved(snap::Repo& repo, const std::string& ref, F lease) -> decltyp
   }
 }
 
+// With the workspace's lock held by the caller: makes it node `node` again
+// over `lower` (node's materialized tree, leased by the caller until this
+// returns): its lease moved to `node`, its upper and work emptied (the old
+// ones renamed aside, then removed), then its state (base = head = node,
+// lower) written durably. A kill between the emptying and the state leaves
+// the workspace at its old base, its changes gone (a rollback saves them
+// as a node first). Errors: kNotFound (node left history), I/O.
+Result<void> ResetWorkspace(snap::Repo& repo, Workspace& ws, const store::ObjectId& node, const std::string& lower);
+
 // Whether a command holds the lock now; tests it without taking it.
 bool WorkspaceBusy(const Workspace& ws);
 // Removes the workspace: renamed aside, then deleted, then its node lease

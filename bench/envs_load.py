@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""N agents at once over HTTP, each in its own workspace (bench/envs_bench.sh).
+
+Against `agentenv serve --listen` at PORT: forks N workspaces of HEAD, then
+each agent loops for SECONDS over its own endpoint /w/NAME/mcp: edit a file
+(exec, snapshot: false), run a short command (exec, snapshotted), snapshot,
+read a diff. Prints aggregate operations per second and p50/p99 per
+operation for N. With `idle K`: RSS of the server (PID) before and after K
+idle workspaces with an initialized MCP session each, per workspace.
+
+Usage: envs_load.py PORT TOKEN run N SECONDS
+       envs_load.py PORT TOKEN idle K PID
+"""
+import json
+import sys
+import threading
+import time
+import urllib.request
+
+PORT, TOKEN, MODE = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+
+def post(path, session, msg, timeout=120):
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": "Bearer " + TOKEN}
+    if session:
+        headers["Mcp-Session-Id"] = session
+    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=json.dumps(msg).encode(), headers=headers,
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        body = r.read().decode()
+        sid = r.headers.get("Mcp-Session-Id")
+    if "data: " in body:
+        body = [l[6:] for l in body.splitlines() if l.startswith("data: ")][-1]
+    return sid, json.loads(body)
+
+
+def session(path):
+    sid, r = post(path, None, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "bench", "version": "1"}}})
+    assert "result" in r, r
+    return sid
+
+
+def tool(path, sid, name, args, n=[0]):
+    n[0] += 1
+    _, r = post(path, sid, {"jsonrpc": "2.0", "id": n[0], "method": "tools/call",
+                            "params": {"name": name, "arguments": args}})
+    res = r.get("result", {})
+    if res.get("isError"):
+        raise RuntimeError(f"{name}: {res['content'][0]['text']}")
+    return res.get("structuredContent")
+
+
+FORKER = []
+
+
+def fork(name):
+    if not FORKER:
+        FORKER.append(session("/mcp"))
+    return tool("/mcp", FORKER[0], "fork", {"name": name})["endpoint"]
+
+
+def end(path, sid):
+    headers = {"Mcp-Session-Id": sid, "Authorization": "Bearer " + TOKEN}
+    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", headers=headers, method="DELETE"),
+                           timeout=30).read()
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def rss_kb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+
+if MODE == "run":
+    n, seconds = int(sys.argv[4]), float(sys.argv[5])
+    stamp = int(time.time() * 1000) % 10**9
+    endpoints = [fork(f"b{stamp}-{n}-{i}") for i in range(n)]
+    lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
+    mu = threading.Lock()
+    errors = []
+    start = time.monotonic() + 0.5
+    stop = start + seconds
+
+    def agent(path, i):
+        sid = session(path)
+        k = 0
+        while time.monotonic() < start:
+            time.sleep(0.01)
+        while time.monotonic() < stop:
+            k += 1
+            for op, name, args in (("edit", "exec", {"command": f"echo {k} >> /root/notes-{i}", "snapshot": False}),
+                                   ("exec", "exec", {"command": "ls /usr/bin > /dev/null"}),
+                                   ("snapshot", "snapshot", {"message": f"step {k}", "allow_empty": True}),
+                                   ("diff", "diff", {"from": "HEAD~1", "to": "HEAD"})):
+                t = time.monotonic()
+                try:
+                    tool(path, sid, name, args)
+                except Exception as e:  # noqa: BLE001
+                    errors.append(str(e))
+                    end(path, sid)
+                    return
+                with mu:
+                    lat[op].append((time.monotonic() - t) * 1000)
+        end(path, sid)
+
+    threads = [threading.Thread(target=agent, args=(p, i)) for i, p in enumerate(endpoints)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(len(v) for v in lat.values())
+    out = {"n": n, "seconds": seconds, "ops": total, "ops_per_s": total / seconds, "errors": errors[:3]}
+    for op, xs in lat.items():
+        out[op] = {"count": len(xs), "p50_ms": round(pct(xs, 50), 1), "p99_ms": round(pct(xs, 99), 1)}
+    print(json.dumps(out))
+else:
+    k, pid = int(sys.argv[4]), int(sys.argv[5])
+    time.sleep(1)
+    before = rss_kb(pid)
+    stamp = int(time.time() * 1000) % 10**9
+    sessions = []
+    for i in range(k):
+        path = fork(f"idle{stamp}-{i}")
+        sessions.append(session(path))
+    time.sleep(1)
+    after = rss_kb(pid)
+    print(json.dumps({"idle_workspaces": k, "rss_before_kb": before, "rss_after_kb": after,
+                      "rss_per_workspace_kb": round((after - before) / k, 1)}))
