@@ -232,8 +232,11 @@ TEST_CASE("cli token: a scoped token reaches its own environment only, the opera
   CHECK(IsError(reach));
   CHECK(!fs::exists(s.Upper("b") / "root/sneak"));
   CHECK(Status(s.port, "/w/a/mcp", Bearer(to_live)) == 403);
-  CHECK(Status(s.port, "/", Bearer(to_a), "GET") == 403);
+  // The DVR's page holds no data and is served to anyone; its data is the
+  // operator's.
+  CHECK(Status(s.port, "/", Bearer(to_a), "GET") == 200);
   CHECK(Status(s.port, "/api/timeline", Bearer(to_a), "GET") == 403);
+  CHECK(Status(s.port, "/api/session", Bearer(to_a), "POST") == 403);
   // Its session is its own: the operator's token does not continue it.
   httplib::Headers with_session = s.op;
   with_session.emplace("Mcp-Session-Id", a.session());
