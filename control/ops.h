@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/errors.h"
+#include "control/files.h"
 #include "control/push.h"
 #include "control/server.h"
 #include "control/types.h"
@@ -62,13 +63,19 @@ const OpSpec* FindOp(std::string_view name);
   X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r), true)                                 \
   X(PsRequest, PsReply, "ps", s.Ps(r), true)                                             \
   X(KillRequest, KillReply, "kill", s.Kill(r), true)                                     \
+  X(JobOutputRequest, JobOutputReply, "job_output", s.JobOutput(r), true)                \
   X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
   X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
   X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
   X(TournamentRequest, TournamentReply, "tournament", s.Tournament(r, ctx), true)        \
   X(MountRequest, MountReply, "mount", s.Mount(r), false)                                \
   X(UmountRequest, UmountReply, "umount", s.Umount(r), false)                            \
-  X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)
+  X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)                            \
+  X(ReadFileRequest, ReadFileReply, "read_file", ReadFile(s, r), false)                  \
+  X(WriteFileRequest, WriteFileReply, "write_file", WriteFile(s, r, ctx), true)          \
+  X(ListDirRequest, ListDirReply, "list_dir", ListDir(s, r), false)                      \
+  X(SearchRequest, SearchReply, "search", Search(s, r), false)                           \
+  X(FileHistoryRequest, FileHistoryReply, "file_history", FileHistory(s, r), false)
 
 // Op<Request>: how a typed request is run. kName is the socket's op name.
 template <class Req> struct Op;

@@ -73,6 +73,9 @@ class Server {
   Result<SpawnReply> Spawn(const SpawnRequest& r);
   Result<PsReply> Ps(const PsRequest& r);
   Result<KillReply> Kill(const KillRequest& r);
+  // A spawned job's log from r.since. Errors: kNotFound (no such job, or
+  // an exec's, which has no log), I/O reading it.
+  Result<JobOutputReply> JobOutput(const JobOutputRequest& r);
 
   // Workspaces (server_workspace.cc; workspace/workspace.h) and tournaments
   // (trials/tournament.h). Snapshot, Diff and Exec act on a workspace

@@ -41,7 +41,7 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
       serve::Log("mcp: " + (spec ? spec->name : op));
       return control::CallJson(server, op, args, call);
     };
-    FileReader read = CatFileReader(server);
+    FileReader read = NodeFileReader(server);
     s->mcp_http_ = std::make_unique<McpHttpEndpoint>(std::move(run), std::move(read));
     std::vector<HttpRoutes> routes = {s->mcp_http_->Routes("/mcp")};
     routes.insert(routes.end(), opt.http_routes.begin(), opt.http_routes.end());
