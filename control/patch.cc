@@ -1,10 +1,16 @@
 #include "control/patch.h"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
 namespace agentenv::control {
 namespace {
+
+// Bounds on the work a patch may ask for: hunks, and line comparisons
+// spent looking for one hunk's place (kMaxHunks * kCompareBudget in all).
+constexpr size_t kMaxHunks = 1000;
+constexpr size_t kCompareBudget = 100000;
 
 // A file as lines, each with its '\n' (the last may lack it).
 std::vector<std::string> Lines(std::string_view s) {
@@ -119,6 +125,9 @@ Result<std::string> ApplyPatch(std::string_view original, std::string_view patch
     hunks.push_back(std::move(h));
   }
   if (hunks.empty()) return Fail(ErrorCode::kInvalid, "patch: no hunks (expected a unified diff with @@ lines)");
+  if (hunks.size() > kMaxHunks)
+    return Fail(ErrorCode::kInvalid, "patch: " + std::to_string(hunks.size()) + " hunks (at most " +
+                                         std::to_string(kMaxHunks) + "; write the whole content instead)");
 
   std::vector<std::string> file = Lines(original);
   std::vector<std::string> out;
@@ -128,7 +137,9 @@ Result<std::string> ApplyPatch(std::string_view original, std::string_view patch
     // diff -u numbers an empty old side by the line before it.
     size_t want = h.old_count == 0 ? size_t(h.old_start) : (h.old_start == 0 ? 0 : size_t(h.old_start - 1));
     size_t at = SIZE_MAX;
-    for (size_t d = 0; at == SIZE_MAX && (want >= d + done || want + d <= file.size()); ++d) {
+    // Offsets tried: at most kCompareBudget line comparisons per hunk.
+    const size_t window = std::max<size_t>(1, kCompareBudget / std::max<size_t>(1, h.old_lines.size()));
+    for (size_t d = 0; at == SIZE_MAX && d <= window && (want >= d + done || want + d <= file.size()); ++d) {
       if (want + d <= file.size() && want + d >= done && MatchesAt(file, want + d, h.old_lines)) at = want + d;
       else if (d && want >= d + done && MatchesAt(file, want - d, h.old_lines)) at = want - d;
     }

@@ -255,3 +255,33 @@ TEST_CASE("patch: unified diffs apply at their lines or nearby, and refuse what 
 }
 
 }  // namespace agentenv::test
+
+namespace agentenv::test {
+
+TEST_CASE("files: head and show leave a node's package list out unless asked", "[control][files]") {
+  TempDir tmp;
+  fs::create_directories(tmp.str() + "/src/var/lib/dpkg");
+  std::string status;
+  for (int i = 0; i < 30; ++i)
+    status += "Package: pkg" + std::to_string(i) + "\nStatus: install ok installed\nArchitecture: all\nVersion: 1." +
+              std::to_string(i) + "\n\n";
+  REQUIRE(WriteFileAt(tmp.str() + "/src/var/lib/dpkg/status", status));
+  control::InitRequest init;
+  init.from = tmp.str() + "/src";
+  REQUIRE(control::Init(tmp.str() + "/repo", init));
+  control::Client client(tmp.str() + "/repo");
+  auto s = client.Local();
+  REQUIRE(s);
+  for (const char* op : {"head", "show"}) {
+    INFO(op);
+    auto brief = control::CallJson(**s, op, json::object(), nullptr);
+    REQUIRE(brief);
+    CHECK_FALSE((*brief)["node"].contains("packages"));
+    CHECK((*brief)["node"]["packages_omitted"].get<std::string>().find("30 package changes") != std::string::npos);
+    auto full = control::CallJson(**s, op, {{"packages", true}}, nullptr);
+    REQUIRE(full);
+    CHECK((*full)["node"]["packages"].size() == 30);
+  }
+}
+
+}  // namespace agentenv::test
