@@ -135,3 +135,37 @@ TEST_CASE("mcp session: a result's text is a short summary, structuredContent ke
   json spawned = Ask("tools/call", {{"name", "spawn"}, {"arguments", {{"command", "x"}}}}, {{"job", 4}, {"pid", 99}, {"log", "/x"}});
   CHECK(spawned["result"]["content"][0]["text"].get<std::string>().find("job_output job=4") != std::string::npos);
 }
+
+TEST_CASE("mcp session: an op's progress frames become progress notifications, each finished one sent", "[serve]") {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<json> notes;
+  bool replied = false;
+  serve::McpSession session([](const std::string&, const json&, const control::CallContext& call) -> Result<json> {
+    for (int i = 1; i <= 3; ++i)
+      call.emit({{"frame", "progress"}, {"what", "blob"}, {"index", i}, {"count", 3}, {"digest", "sha256:abc"},
+                 {"done", 10}, {"total", 10}, {"finished", true}});
+    return json{{"created", false}, {"node", nullptr}};
+  }, [](const std::string&, const std::string&, size_t) -> Result<std::string> { return std::string(); });
+  serve::Outbox out = [&](const json& msg) {
+    std::lock_guard lock(mu);
+    if (msg.value("method", "") == "notifications/progress") notes.push_back(msg);
+    if (msg.value("id", json()) == 2) replied = true;
+    cv.notify_all();
+  };
+  session.Handle({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+                  {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                              {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}},
+                 out);
+  session.Handle({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+                  {"params", {{"name", "snapshot"}, {"arguments", json::object()}, {"_meta", {{"progressToken", 7}}}}}},
+                 out);
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return replied; }));
+  int finished = 0;
+  for (const json& n : notes) {
+    CHECK(n["params"]["progressToken"] == 7);
+    finished += n["params"]["message"].get<std::string>().find("/3 sha256:abc: 10 of 10 bytes") != std::string::npos;
+  }
+  CHECK(finished == 3);
+}
