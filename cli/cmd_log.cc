@@ -9,6 +9,7 @@ int CmdLog(int argc, char** argv) {
   Globals g;
   g.data = true;  // -q keeps what it prints: the data asked for
   control::LogRequest req;
+  req.limit = 20;  // a terminal shows more than a model's default page
   CLI::App app{"Show history, newest first: '*' marks HEAD; the column after the time says how a command ended "
                "(exit N, signal N, timed out, cancelled; blank: fine) and 'rollback' lines are HEAD moves", "log"};
   AddGlobals(app, g);

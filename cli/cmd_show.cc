@@ -14,6 +14,7 @@ int CmdShow(int argc, char** argv) {
   Globals g;
   g.data = true;  // -q keeps what it prints: the data asked for
   control::ShowRequest req;
+  req.packages = true;
   CLI::App app{"Show one node: message, label, parent, sizes and the paths it changed", "show"};
   AddGlobals(app, g);
   app.add_option("ref", req.ref, "Node (default HEAD)");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/errors.h"
+#include "control/files.h"
 #include "control/push.h"
 #include "control/server.h"
 #include "control/types.h"
@@ -62,6 +63,7 @@ const OpSpec* FindOp(std::string_view name);
   X(SpawnRequest, SpawnReply, "spawn", s.Spawn(r, ctx), true)                            \
   X(PsRequest, PsReply, "ps", s.Ps(r, ctx), true)                                        \
   X(KillRequest, KillReply, "kill", s.Kill(r, ctx), true)                                \
+  X(JobOutputRequest, JobOutputReply, "job_output", s.JobOutput(r, ctx), true)          \
   X(ForkRequest, ForkReply, "fork", s.Fork(r), false)                                    \
   X(WorkspacesRequest, WorkspacesReply, "workspaces", s.Workspaces(r), false)            \
   X(WorkspaceRmRequest, WorkspaceRmReply, "workspace_rm", s.WorkspaceRm(r), false)       \
@@ -71,8 +73,13 @@ const OpSpec* FindOp(std::string_view name);
   X(MountsRequest, MountsReply, "mounts", s.Mounts(r), false)                            \
   X(TokenCreateRequest, TokenCreateReply, "token_create", s.TokenCreate(r), false)       \
   X(TokenLsRequest, TokenLsReply, "token_ls", s.TokenLs(r), false)                       \
-  X(TokenRevokeRequest, TokenRevokeReply, "token_revoke", s.TokenRevoke(r), false)     \
-  X(EnvLsRequest, EnvLsReply, "env_ls", s.EnvLs(r), true)
+  X(TokenRevokeRequest, TokenRevokeReply, "token_revoke", s.TokenRevoke(r), false)       \
+  X(EnvLsRequest, EnvLsReply, "env_ls", s.EnvLs(r), true)                               \
+  X(ReadFileRequest, ReadFileReply, "read_file", ReadFile(s, r), false)                  \
+  X(WriteFileRequest, WriteFileReply, "write_file", WriteFile(s, r, ctx), true)          \
+  X(ListDirRequest, ListDirReply, "list_dir", ListDir(s, r), false)                      \
+  X(SearchRequest, SearchReply, "search", Search(s, r), false)                           \
+  X(FileHistoryRequest, FileHistoryReply, "file_history", FileHistory(s, r), false)
 
 // Op<Request>: how a typed request is run. kName is the socket's op name.
 template <class Req> struct Op;

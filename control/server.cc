@@ -271,6 +271,7 @@ Result<ShowReply> Server::Show(const ShowRequest& r) {
       rep.node.packages_omitted = OmittedPackages(*packages);
     }
   }
+  if (!r.packages) LeaveOutPackages(rep.node);
   auto node = snap::LoadNode(repo_->store(), id);
   if (!node && rec.damaged()) return rep;  // its node object is what was lost
   if (!node) return Unexpected<Error>(node.error());
@@ -301,10 +302,12 @@ Result<DiffReply> Server::Diff(const DiffRequest& r) {
   return DiffReplyOf(from, to, r);
 }
 
-Result<HeadReply> Server::Head(const HeadRequest&) {
+Result<HeadReply> Server::Head(const HeadRequest& r) {
   AE_ASSIGN(store::ObjectId id, repo_->Resolve("HEAD"));
   AE_ASSIGN(snap::NodeRecord rec, repo_->Record(id));
-  return HeadReply{MakeNodeInfo(rec)};
+  HeadReply rep{MakeNodeInfo(rec)};
+  if (!r.packages) LeaveOutPackages(rep.node);
+  return rep;
 }
 
 Result<BranchesReply> Server::Branches(const BranchesRequest&) {

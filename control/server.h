@@ -75,6 +75,10 @@ class Server {
   Result<SpawnReply> Spawn(const SpawnRequest& r, const CallContext& call = {});
   Result<PsReply> Ps(const PsRequest& r, const CallContext& call = {});
   Result<KillReply> Kill(const KillRequest& r, const CallContext& call = {});
+  // A spawned job's log from r.since; a call that does not see all reads
+  // only its own jobs. Errors: kNotFound (no such job of the caller's, or
+  // an exec's, which has no log), I/O reading it.
+  Result<JobOutputReply> JobOutput(const JobOutputRequest& r, const CallContext& call = {});
 
   // Workspaces (server_workspace.cc; workspace/workspace.h) and tournaments
   // (trials/tournament.h). Snapshot, Diff and Exec act on a workspace

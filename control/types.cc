@@ -24,6 +24,12 @@ std::optional<std::string> FromJson(const json& j, ListedNode& n) {
 
 // {"node": {...NodeInfo, "message", "label", "tree", "files",
 // "logical_bytes", "changes": {"added","modified","deleted","sample"}}}.
+void LeaveOutPackages(NodeInfo& n) {
+  if (n.packages.empty()) return;
+  n.packages_omitted = std::to_string(n.packages.size()) + " package changes (packages: true lists them)";
+  n.packages.clear();
+}
+
 json ToJson(const ShowReply& r) {
   json n = ToJson(r.node);
   if (r.details) {

@@ -108,7 +108,7 @@ struct RollbackReply {
 };
 
 struct LogRequest {
-  uint64_t limit = 20;
+  uint64_t limit = 10;
   // Only nodes whose title or package deltas (names, versions) hold this
   // text, case-insensitively: "numpy" finds where numpy changed.
   std::string grep;
@@ -139,9 +139,13 @@ using history::DigestPhase;
 using history::DigestReply;
 using history::DigestRequest;
 
+// head and show leave out a node's package list (the root's holds every
+// package of the image) unless `packages` asks for it: packages_omitted
+// then counts them.
 struct ShowRequest {
   std::string ref = "HEAD";
-  template <class V> void Fields(V& v) { v("ref", ref); }
+  bool packages = false;
+  template <class V> void Fields(V& v) { v("ref", ref); v("packages", packages); }
 };
 // A node with what its node object says; `details` is absent when that
 // object is lost (a damaged node: the record is all there is).
@@ -151,6 +155,10 @@ struct NodeDetails {
   uint64_t added = 0, modified = 0, deleted = 0;
   std::vector<ChangeInfo> sample;
 };
+// Leaves out a node's package list (the root's names every package of the
+// image): packages_omitted counts them instead.
+void LeaveOutPackages(NodeInfo& n);
+
 struct ShowReply {
   NodeInfo node;
   std::optional<NodeDetails> details;
@@ -187,7 +195,8 @@ struct DiffReply {
 };
 
 struct HeadRequest {
-  template <class V> void Fields(V&) {}
+  bool packages = false;  // as ShowRequest's
+  template <class V> void Fields(V& v) { v("packages", packages); }
 };
 struct HeadReply {
   NodeInfo node;
@@ -367,6 +376,27 @@ struct SpawnReply {
   int64_t pid = 0;
   std::string log;
   template <class V> void Fields(V& v) { v("job", job); v("pid", pid); v("log", log); }
+};
+
+// A spawned job's output (stdout and stderr as one log) from byte
+// `since` (negative: that many bytes before the end), at most max_bytes.
+struct JobOutputRequest {
+  uint64_t job = 0;
+  int64_t since = 0;
+  uint64_t max_bytes = 8192;
+  template <class V> void Fields(V& v) { v("job", job); v("since", since); v("max_bytes", max_bytes); }
+};
+struct JobOutputReply {
+  uint64_t job = 0;
+  bool running = false;
+  std::optional<int> exit_code;  // once ended by an exit
+  std::string data;              // UTF-8; invalid bytes replaced
+  uint64_t from = 0, next = 0;   // the bytes returned are [from, next)
+  uint64_t size = 0;             // of the whole log now
+  template <class V> void Fields(V& v) {
+    v("job", job); v("running", running); v("exit_code", exit_code, kOmitEmpty); v("data", data);
+    v("from", from); v("next", next); v("size", size);
+  }
 };
 
 using run::ProcessEntry;

@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         [](const std::string& op, const json& args, const control::CallContext& call) {
           return fuzz::GuardedCall(*server, op, args, call.emit);
         },
-        serve::CatFileReader(*server));
+        serve::NodeFileReader(*server));
     session.set_notifier(send);
     std::string_view rest = text;
     while (!rest.empty()) {

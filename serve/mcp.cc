@@ -63,7 +63,7 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out) {
   control::Client client(root);
   LineWriter writer(out);
   Outbox send = [&writer](const json& j) { writer.Send(j); };
-  McpSession session(ClientToolRunner(client), CatFileReader(client));
+  McpSession session(ClientToolRunner(client), NodeFileReader(client));
   session.set_notifier(send);
   std::string line;
   bool too_long = false;

@@ -22,7 +22,7 @@ void ServeMcp(const std::string& root, std::istream& in, std::ostream& out);
 
 // The tool runner of a session whose operations go through `client` (at
 // the daemon when one serves its root; its file reader is
-// CatFileReader(client)). `client` must outlive the session.
+// NodeFileReader(client)). `client` must outlive the session.
 ToolRunner ClientToolRunner(control::Client& client);
 
 }  // namespace agentenv::serve

@@ -13,6 +13,7 @@
 #include "control/errors.h"
 #include "control/ops.h"
 #include "serve/environments.h"
+#include "serve/mcp_summary.h"
 
 namespace agentenv::serve {
 
@@ -83,11 +84,16 @@ json ToolList() {
   json tools = json::array();
   for (const control::OpSpec& op : control::Ops()) {
     if (!op.tool) continue;
+    // Unknown argument keys are refused (the instructions say so once,
+    // instead of "additionalProperties": false in every schema).
+    json input = op.input_schema;
+    input.erase("additionalProperties");
     tools.push_back({{"name", op.name},
                      {"description", op.description},
-                     {"inputSchema", op.input_schema},
+                     {"inputSchema", input},
                      {"outputSchema", op.output_schema},
-                     {"annotations", {{"readOnlyHint", !op.writes}, {"destructiveHint", op.destructive}}}});
+                     // Only what differs from MCP's defaults (not read-only, destructive).
+                     {"annotations", !op.writes ? json{{"readOnlyHint", true}} : json{{"destructiveHint", op.destructive}}}});
   }
   return {{"tools", tools}};
 }
@@ -298,12 +304,11 @@ void McpSession::Handle(const json& msg, const Outbox& out) {
                                      {"resources", {{"listChanged", true}, {"subscribe", false}}},
                                      {"logging", json::object()}}},
                    {"serverInfo", {{"name", "agentenv"}, {"version", control::kVersion}}},
-                   {"instructions", "Tools to run commands in this environment and to snapshot and roll back its "
-                                    "whole filesystem. `exec` runs a command and snapshots afterwards (use one "
-                                    "`session` name to keep cd and exported variables between calls). Snapshot "
-                                    "before risky steps; after a mistake, `log` then `rollback` to the newest good "
-                                    "node. Files of any node are readable as resources agentenv://node/{ref}/{path} "
-                                    "without a rollback."}}));
+                   {"instructions", "A versioned environment: every exec and write_file is a node you can roll back. "
+                                    "Work with read_file/write_file/list_dir/search (live tree, or any node with ref=) "
+                                    "and exec (one `session` keeps cd and exports). After a mistake: log or "
+                                    "file_history, then rollback. Results are short text; structuredContent has the data. "
+                                    "Unknown argument keys are refused."}}));
     return;
   }
   if (method == "ping") {
@@ -485,8 +490,9 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   if (r->is_object() && r->contains("warnings") && (*r)["warnings"].is_array())
     for (const auto& w : (*r)["warnings"])
       if (w.is_string()) Log(kWarning, name + ": " + w.get<std::string>(), out);
-  std::string text = r->dump(-1, ' ', false, json::error_handler_t::replace);
-  json result = TextResult(text, false);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  json result = TextResult(SummarizeResult(name, *r, now), false);
   result["structuredContent"] = std::move(*r);
   out(Reply(call->id, std::move(result)));
   if (spec->writes) NotifyResourcesChanged();

@@ -23,6 +23,7 @@
 #include "common/mutex.h"
 #include "common/result.h"
 #include "control/browse.h"
+#include "control/files.h"
 #include "control/frames.h"
 #include "serve/grants.h"
 #include "serve/request_threads.h"
@@ -37,20 +38,12 @@ using ToolRunner = std::function<Result<nlohmann::json>(const std::string& op, c
 // Reads the regular file `path` of node `ref` (at most `limit` bytes; more
 // is kInvalid). Thread-safe. Errors: kNotFound, kInvalid, I/O.
 using FileReader = std::function<Result<std::string>(const std::string& ref, const std::string& path, size_t limit)>;
-// A FileReader over control::Cat on `at` (a Client or a Server, which
-// must outlive it).
+// A FileReader over control::ReadNodeFile on `at` (a Client or a Server,
+// which must outlive it): symlinks are followed inside the node's tree.
 template <class At>
-FileReader CatFileReader(At& at) {
+FileReader NodeFileReader(At& at) {
   return [&at](const std::string& ref, const std::string& path, size_t limit) -> Result<std::string> {
-    std::string bytes;
-    AE_TRY(control::Cat(at, ref, path, [&](std::span<const uint8_t> chunk) -> Result<void> {
-      if (bytes.size() + chunk.size() > limit)
-        return Fail(ErrorCode::kInvalid, path + ": larger than " + std::to_string(limit >> 20) +
-                                             " MiB (the resource limit); read it with exec or export the node");
-      bytes.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
-      return {};
-    }));
-    return bytes;
+    return control::ReadNodeFile(at, ref, path, limit);
   };
 }
 

@@ -42,7 +42,7 @@ Result<std::unique_ptr<Serving>> Serving::Start(control::Server& server, ServeOp
       serve::Log("mcp: " + (spec ? spec->name : op));
       return control::CallJson(server, op, args, call);
     };
-    FileReader read = CatFileReader(server);
+    FileReader read = NodeFileReader(server);
     // Scoped tokens (serve/grants.h): the guard lets them through to their
     // own endpoint only, MCP gives each session its grant.
     s->grants_ = std::make_unique<Grants>(server.repo().root(), opt.http->token);

@@ -403,7 +403,7 @@ TEST_CASE("daemon rollback: journal changes saved first, restored files are no n
   CHECK(r.value("files_written", 0) == 10);
   CHECK_FALSE(fs::exists(work / "etc/uncommitted"));
   CHECK(ReadFile(work / "etc/f0") == "v0 0");
-  json log = Ctl(root, "log");
+  json log = Ctl(root, "log", {"limit=100"});
   REQUIRE(log.is_object());
   REQUIRE(log["nodes"].size() >= 3);
   CHECK(log["nodes"][0]["title"].get<std::string>().find("etc/uncommitted") != std::string::npos);
@@ -413,7 +413,7 @@ TEST_CASE("daemon rollback: journal changes saved first, restored files are no n
   json flushed = Ctl(root, "rollback", {"ref=" + a});
   REQUIRE(flushed.is_object());
   CHECK(flushed.value("files_written", 1) == 0);
-  log = Ctl(root, "log");
+  log = Ctl(root, "log", {"limit=100"});
   CHECK(log["nodes"].size() == nodes);
   CHECK(HeadId(root) == a);
   CHECK(Ctl(root, "status").value("dirty", true) == false);

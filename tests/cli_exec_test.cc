@@ -320,7 +320,12 @@ TEST_CASE("cli mcp exec: output collected and capped, a session carries cwd and 
   REQUIRE(sc["node"].is_object());
   CHECK(sc["node"].value("title", "").rfind("exec: mkdir -p /w/sub", 0) == 0);
   CHECK(fs::is_directory(Work(root) / "w/sub"));
-  CHECK(r["content"][0].value("text", "").find("\"exit_code\":0") != std::string::npos);
+  // The text is a summary a model reads: how it ended, its node, its output.
+  const std::string text = r["content"][0].value("text", "");
+  INFO(text);
+  CHECK(text.rfind("exit 0 in ", 0) == 0);
+  CHECK(text.find("node " + sc["node"].value("short", "")) != std::string::npos);
+  CHECK(text.find("--- stdout\nset") != std::string::npos);
   // structuredContent has the types outputSchema declares.
   for (const auto& [k, prop] : exec_tool["outputSchema"]["properties"].items()) {
     INFO(k << ": " << sc[k].dump() << " vs " << prop.dump());

@@ -95,33 +95,6 @@ TEST_CASE("cli registry: push then pull into a fresh repository gives the same t
   CHECK(Agentenv(other, {"fsck"}).code == 0);
 }
 
-TEST_CASE("cli registry: push as an MCP tool reports each blob in progress notifications", "[cli][oci][registry][interop][mcp]") {
-  RequireRegistry();
-  TempDir tmp;
-  fs::path root = MakeHistory(tmp);
-  Registry reg(tmp / "registry");
-  Mcp m(root);
-  REQUIRE(m.Initialize().contains("result"));
-  json r = m.Request("tools/call", {{"name", "push"},
-                                    {"arguments", {{"ref", "HEAD"}, {"target", reg.address() + "/agentenv/mcp:v1"},
-                                                   {"insecure", true}}},
-                                    {"_meta", {{"progressToken", 7}}}});
-  INFO(r.dump());
-  REQUIRE(r["result"]["isError"] == false);
-  CHECK(r["result"]["structuredContent"]["blobs_sent"] == 4);
-  std::vector<std::string> messages;
-  for (const auto& n : m.notes())
-    if (n["method"] == "notifications/progress" && n["params"]["progressToken"] == 7)
-      messages.push_back(n["params"]["message"]);
-  // Every blob's end is reported: three layers and the config, each "i/4".
-  int finished = 0;
-  for (const auto& msg : messages) finished += msg.find(" of ") != std::string::npos && msg.find("/4 sha256:") != std::string::npos;
-  INFO(messages.size());
-  CHECK(finished >= 4);
-  CHECK(reg.Requests("POST", "/blobs/uploads/") == 4);
-  CheckNoScratch(root);
-}
-
 TEST_CASE("cli registry: a registry that is down, credentials missing or wrong, a missing or corrupted blob are refused, nothing recorded",
           "[cli][oci][registry][interop]") {
   RequireRegistry();

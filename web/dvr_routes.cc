@@ -97,7 +97,7 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
 
   svr.Get("/api/node", [this](const httplib::Request& req, httplib::Response& res) {
     Error err;
-    json show = Call("show", {{"ref", Param(req, "ref", "HEAD")}}, &err);
+    json show = Call("show", {{"ref", Param(req, "ref", "HEAD")}, {"packages", true}}, &err);
     if (show.is_null()) return SendError(res, err);
     json out = {{"show", show}};
     const std::string id = show["node"].value("id", "");
