@@ -20,10 +20,10 @@ json Enum(std::initializer_list<const char*> values, const char* description) {
 json Strings(const char* description) {
   return {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", description}};
 }
-const json kRef = Arg("string", "Node: 12-hex id, tag, HEAD or HEAD~N");
-const json kWorkspace = Arg("string", "Act in this workspace (fork)");
+const json kRef = Arg("string", "Node: id, tag, HEAD~N");
+const json kWorkspace = Arg("string", "Workspace (fork)");
 const json kDiskBytes = Arg("integer", "Write limit in bytes");
-const json kAtNode = Arg("string", "Node to read; omit: the live tree");
+const json kAtNode = Arg("string", "Node; omit: the live tree");
 
 // Output schemas stay shallow: the top-level keys with their JSON types,
 // which every client validates in a few bytes. A node (NodeInfo) is one
@@ -66,13 +66,13 @@ json NodesOut(const char* key, std::initializer_list<std::pair<const char*, cons
 json RunProps(bool is_exec) {
   json p = Obj({
       {"command", Arg("string", "Shell line (or argv)")},
-      {"argv", Strings("Program and arguments, no shell")},
-      {"cwd", Arg("string", "Working directory (default /)")},
-      {"env", {{"type", "object"}, {"description", "Extra environment variables"}}},
+      {"argv", Strings("Program and args, no shell")},
+      {"cwd", Arg("string", "Directory (default /)")},
+      {"env", {{"type", "object"}, {"description", "Extra env vars"}}},
       {"network", Enum({"allow", "deny"}, "deny: loopback only")},
       {"memory_bytes", Arg("integer", "Memory limit")},
       {"pids", Arg("integer", "Process limit")},
-      {"cpus", Arg("number", "CPU share, 0.5 = half a core")},
+      {"cpus", Arg("number", "Cores, e.g. 0.5")},
   });
   if (is_exec) {
     p["properties"]["timeout_s"] = Arg("number", "Kill after (default 300 s)");
@@ -88,8 +88,8 @@ json RunProps(bool is_exec) {
 std::vector<OpSpec> MakeOps() {
   return {
       {"snapshot", {"snap", "commit"},
-       "Save the filesystem as a node before a risky step, with a message to find it by. exec and write_file "
-       "already make one per call.",
+       "Save the filesystem as a node before a risky step, with a message; exec and write_file make one per "
+       "call.",
        Obj({{"message", Arg("string", "What you try or just did")},
             {"label", Arg("string", "Title instead of the summary")},
             {"allow_empty", Arg("boolean", "Make one even if nothing changed")},
@@ -98,8 +98,8 @@ std::vector<OpSpec> MakeOps() {
        Out({{"created", "b"}, {"node", "N?"}}, {"created", "node"}),
        true},
       {"rollback", {"restore", "checkout"},
-       "Put the filesystem (or `paths`) back to a node found with log or file_history. Unsaved changes are "
-       "saved as a node first, so it can be undone.",
+       "Put the filesystem (or `paths`) back to a node (log, file_history). Unsaved changes are saved as a "
+       "node first.",
        Obj({{"ref", kRef},
             {"paths", Strings("Only these paths; the rest stays")},
             {"in_place", Arg("boolean", "Rewrite files, never swap")},
@@ -108,11 +108,11 @@ std::vector<OpSpec> MakeOps() {
        Out({{"node", "N"}, {"saved", "s?"}}, {"node", "saved"}),
        true, true},
       {"log", {},
-       "Recent nodes, newest first: id, age, title, changes, HEAD, tags. Pick one for show, "
-       "diff, read_file ref= or rollback; grep=numpy finds where numpy changed.",
+       "Recent nodes, newest first. Pick one for show, diff, read_file ref= or rollback; grep=numpy finds "
+       "where numpy changed.",
        Obj({{"limit", Arg("integer", "How many nodes (default 10)")},
             {"grep", Arg("string", "Only nodes whose title or packages hold this")},
-             {"workspace", Arg("string", "Only this workspace's lane")}}),
+             {"workspace", kWorkspace}}),
        NodesOut("nodes", {{"more", "b"}})},
       {"diff", {},
        "Paths that differ between two nodes, or a node and the live tree (omit `to`); patch=true adds the "
@@ -126,7 +126,7 @@ std::vector<OpSpec> MakeOps() {
       {"show", {},
        "One node in detail: message, parent, files, changed paths, what made it.",
        Obj({{"ref", Arg("string", "Node (default HEAD)")},
-            {"packages", Arg("boolean", "List package changes (long)")}}),
+            {"packages", Arg("boolean", "Package changes (long)")}}),
        Out({{"node", "o"}}, {"node"})},
       {"digest", {},
        "A span of history (default: the last day) on one page: phases, packages, commands, rollbacks. Read it "
@@ -136,8 +136,8 @@ std::vector<OpSpec> MakeOps() {
             {"max_tokens", Arg("integer", "Budget of the text (default 2000)")}}),
        Out({{"text", "s"}, {"phases", "a"}}, {"text"})},
       {"bisect", {},
-       "Find the first node where `test` fails between a good and a bad node, each try in its own workspace "
-       "(the live tree is untouched). Exit 0 good, 125 skip, 1-127 bad.",
+       "Find the first node where `test` fails between a good and a bad node, each try in its own workspace. "
+       "Exit 0 good, 125 skip, 1-127 bad.",
        Obj({{"test", Arg("string", "Shell command; exit 0 = good")},
             {"good", Arg("string", "Passing node (default: root)")},
             {"bad", Arg("string", "Failing node (default HEAD)")},
@@ -147,7 +147,7 @@ std::vector<OpSpec> MakeOps() {
            {"test"}),
        Out({{"found", "b"}, {"first_bad", "N?"}}, {"found", "first_bad"})},
       {"head", {}, "The node the live tree was last saved as or rolled back to.",
-       Obj({{"packages", Arg("boolean", "List package changes (long)")}}),
+       Obj({{"packages", Arg("boolean", "Package changes (long)")}}),
        Out({{"node", "N"}}, {"node"})},
       {"branches", {}, "Tips of history: lines a rollback left stay reachable here.",
        Obj({}), NodesOut("branches")},
@@ -191,13 +191,13 @@ std::vector<OpSpec> MakeOps() {
            {"dir"}),
        Out({{"node", "s"}}, {"node"}), true, false, false},
       {"exec", {},
-       "Run a command inside and wait: exit code, output, and the node of its changes (rollback undoes exactly "
-       "it). One `session` keeps cd and exports. On error check status before retrying.",
+       "Run a command and wait: exit code, output, and the node of its changes (rollback undoes it). "
+       "A `session` keeps cd and exports. On error check status first.",
        RunProps(true),
        Out({{"exit_code", "i?"}, {"stdout", "s"}, {"stderr", "s"}, {"node", "N?"}}, {"exit_code", "node"}), true, true},
       {"spawn", {},
-       "Start a background command (a server) and return its job id; read its output with job_output, stop "
-       "it with kill. Without a daemon, `agentenv mcp` ends its jobs when its input ends.",
+       "Start a background command (a server); returns its job id for job_output and kill. Without a daemon, "
+       "`agentenv mcp` ends its jobs when its input ends.",
        RunProps(false), Out({{"job", "i"}}, {"job"}), true},
       {"job_output", {},
        "A spawned job's output from byte `since` and whether it runs; pass `next` back as since to follow "
@@ -223,8 +223,8 @@ std::vector<OpSpec> MakeOps() {
        Obj({{"name", Arg("string", "Workspace name")}}, {"name"}),
        Out({{"removed", "s"}}, {"removed"}), true, true},
       {"tournament", {},
-       "Run candidate commands in parallel, each in a workspace forked from `base`; the first whose `test` "
-       "exits 0 is applied to the live tree. Each becomes a node.",
+       "Run candidates in parallel, each in a workspace forked from `base`; the first whose `test` exits 0 "
+       "is applied to the live tree.",
        Obj({{"base", Arg("string", "Start node (default HEAD)")},
             {"test", Arg("string", "Shell command; exit 0 passes")},
             {"candidates", Strings("Shell commands, one each")},
@@ -246,8 +246,8 @@ std::vector<OpSpec> MakeOps() {
        true, false, false},
       {"mounts", {}, "List the views mount made.", Obj({}), Out({{"mounts", "a"}}, {"mounts"}), false, false, false},
       {"read_file", {},
-       "Read a text file of the live tree or of any node (ref=); long files come in pages of lines "
-       "(start_line). Cheaper than exec cat.",
+       "Read a text file of the live tree or a node (ref=), in pages of lines (start_line). Cheaper than "
+       "exec cat.",
        Obj({{"path", Arg("string", "Path, e.g. etc/app.conf")}, {"ref", kAtNode},
             {"start_line", Arg("integer", "First line (from 1)")},
             {"lines", Arg("integer", "Most lines (default 400)")},
@@ -255,8 +255,8 @@ std::vector<OpSpec> MakeOps() {
            {"path"}),
        Out({{"text", "s"}, {"binary", "b"}, {"truncated", "b"}}, {"text", "binary", "truncated"})},
       {"write_file", {},
-       "Write a file of the live tree: whole `content` or a unified diff `patch` (refused if it does not "
-       "apply). Makes a node labelled with the path.",
+       "Write a file of the live tree: whole `content` or a unified diff `patch` (refused unless it "
+       "applies); makes a node.",
        Obj({{"path", Arg("string", "Path; parents are made")},
             {"content", Arg("string", "The whole new content")},
             {"patch", Arg("string", "Unified diff (@@ hunks)")},
@@ -265,14 +265,14 @@ std::vector<OpSpec> MakeOps() {
        Out({{"path", "s"}, {"node", "N?"}}, {"path", "node"}),
        true},
       {"list_dir", {},
-       "List a directory of the live tree or of a node (ref=): names, kinds, sizes; depth>1 walks below.",
+       "List a directory of the live tree or a node (ref=): names, kinds, sizes; depth>1 walks below.",
        Obj({{"path", Arg("string", "Directory (default /)")}, {"ref", kAtNode},
             {"depth", Arg("integer", "Levels (default 1, max 8)")},
             {"limit", Arg("integer", "Most entries (default 200)")}}),
        Out({{"entries", "a"}, {"truncated", "b"}}, {"entries", "truncated"})},
       {"search", {},
-       "Regex search over file contents (or paths) of the live tree or a node, ignored and binary files "
-       "skipped; then read_file the hits.",
+       "Regex over file contents (or paths) of the live tree or a node, skipping ignored and binary files; "
+       "then read_file the hits.",
        Obj({{"pattern", Arg("string", "ECMAScript regex, e.g. listen\\s*=")}, {"path", Arg("string", "Directory (default /)")},
             {"ref", kAtNode}, {"names", Arg("boolean", "Match paths instead of contents")},
             {"limit", Arg("integer", "Most matches (default 50)")}},
@@ -296,7 +296,7 @@ std::vector<OpSpec> MakeOps() {
        false, false, false},
       {"token_revoke", {}, "Revoke a scoped token by id (token_ls).", Obj({{"id", Arg("string", "Token id")}}, {"id"}),
        Out({{"revoked", "s"}, {"existed", "b"}}, {"revoked"}), true, false, false},
-      {"env_ls", {}, "Environments (live tree, workspaces): endpoint, last node, running commands, disk, tokens.",
+      {"env_ls", {}, "Environments: endpoint, last node, commands, disk, tokens.",
        Obj({}), Out({{"environments", "a"}}, {"environments"})},
   };
 }

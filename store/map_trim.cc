@@ -57,8 +57,13 @@ void MapTrimmer::Check() {
         // half a budget since the last trim, else a process whose other
         // mappings fill the budget would trim at every check and fault the
         // B-tree's upper pages back in each time.
+        // Past twice the budget a map trims whatever the floor: the floor
+        // counts the other maps' pages as they were at this map's last
+        // trim, so two maps of one process could otherwise each wait on
+        // the other's share and grow without bound between them.
         uint64_t floor = after_trim_.load(std::memory_order_relaxed);
-        if (shared <= std::max(budget_pages_, floor + budget_pages_ / 2)) return;
+        const bool grown = shared > std::max(budget_pages_, floor + budget_pages_ / 2);
+        if (!grown && shared <= 2 * budget_pages_) return;
         Trim();
         n = ::pread(statm_fd_, buf, sizeof buf - 1, 0);
         if (n > 0) {

@@ -43,7 +43,8 @@ class MapTrimmer {
 
   // Counts one read of the map; every kCheckEvery reads, trims when the
   // process's file-backed RSS (/proc/self/statm) exceeds the budget and
-  // has grown by half a budget since the last trim left it.
+  // has grown by half a budget since the last trim left it, or exceeds
+  // twice the budget (the last trim's level counts other maps too).
   // Thread-safe; same precondition as Trim. Costs an atomic increment
   // between checks.
   void Tick() { Tick(1); }

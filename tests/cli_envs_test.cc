@@ -247,7 +247,14 @@ TEST_CASE("cli token: a scoped token reaches its own environment only, the opera
   CHECK(IsError(rm));
   CHECK(Text(rm).find("operator") != std::string::npos);
   CHECK(fs::exists(s.root / "workspaces/b"));
-  CHECK(IsError(a.Request("tools/call", {{"name", "gc"}, {"arguments", json::object()}})));
+  // The file tools there read nodes only and write nothing: without a ref
+  // they would reach the live tree.
+  json write = a.Request("tools/call", {{"name", "write_file"}, {"arguments", {{"path", "root/escape"}, {"content", "x"}}}});
+  CHECK(IsError(write));
+  CHECK(Text(write).find("/mcp") != std::string::npos);
+  CHECK(!fs::exists(s.root / "work/current/root/escape"));
+  CHECK(IsError(a.Request("tools/call", {{"name", "read_file"}, {"arguments", {{"path", "etc/hosts"}}}})));
+  CHECK(!IsError(a.Request("tools/call", {{"name", "read_file"}, {"arguments", {{"path", "etc/hosts"}, {"ref", "HEAD"}}}})));
   // A token that is none of ours: 401.
   CHECK(Status(s.port, "/w/a/mcp", Bearer("aet_" + std::string(64, '0'))) == 401);
   // The operator's reaches everything.
