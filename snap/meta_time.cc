@@ -372,11 +372,39 @@ Result<void> MetaDb::EnsureTimeIndex() {
 Result<void> MetaDb::NodesInTime(int64_t from, int64_t to, const std::function<Result<bool>(const NodeRecord&)>& fn) {
   AE_TRY(EnsureTimeIndex());
   AE_ASSIGN(auto reader, ReadTime());
-  return reader->ForEach(from, to, [&](const TimeRow& row) -> Result<bool> {
-    AE_ASSIGN(auto rec, reader->GetNode(row.id));
-    if (!rec) return true;  // a row whose node is gone: not in history
-    return fn(*rec);
-  });
+  // The records are keyed by id, which is random: looked up in time order,
+  // every one faults a page of its own. A window of rows is looked up in
+  // id (key) order instead, each leaf page once and its neighbours by
+  // fault-around, then handed to fn in time order; memory stays one
+  // window's records whatever the span.
+  constexpr size_t kWindow = 8192;
+  std::vector<store::ObjectId> window;
+  std::vector<size_t> order;
+  std::vector<std::optional<NodeRecord>> records;
+  bool go = true;
+  auto flush = [&]() -> Result<void> {
+    order.resize(window.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return window[a] < window[b]; });
+    records.assign(window.size(), std::nullopt);
+    for (size_t i : order) {
+      AE_ASSIGN(records[i], reader->GetNode(window[i]));
+    }
+    window.clear();
+    for (auto& rec : records) {
+      if (!rec) continue;  // a row whose node is gone: not in history
+      AE_ASSIGN(go, fn(*rec));
+      if (!go) break;
+    }
+    return {};
+  };
+  AE_TRY(reader->ForEach(from, to, [&](const TimeRow& row) -> Result<bool> {
+    window.push_back(row.id);
+    if (window.size() == kWindow) AE_TRY(flush());
+    return go;
+  }));
+  if (go && !window.empty()) AE_TRY(flush());
+  return {};
 }
 
 // ---- reading
@@ -393,6 +421,7 @@ Result<std::unique_ptr<MetaDb::TimeReader>> MetaDb::ReadTime() const {
 }
 
 Result<std::optional<NodeRecord>> MetaDb::TimeReader::GetNode(const store::ObjectId& id) const {
+  db_->trim_->Tick();
   MDB_val k = Val(id), v;
   int rc = mdb_get(txn_, db_->nodes_, &k, &v);
   if (rc == MDB_NOTFOUND) return std::optional<NodeRecord>();
