@@ -132,6 +132,18 @@ git_commit() {  # WORKTREE GITDIR MESSAGE
   "${g[@]}" add -A && "${g[@]}" commit -q -m "$3"
 }
 
+# copied_state BINARY: a new repository (n, root, w set) whose live tree
+# the user's tools copied (cp -a) and read (git add -A), then 10 files
+# changed, with nothing synced since: case c. and its floor.
+copied_state() {
+  n=$((n + 1)); root=$MNT/r$n; w=$root/work/current
+  quiet "$1" init --root "$root" --from "$SRC"
+  sync
+  quiet cp -a "$w" "$MNT/copy$n"
+  quiet git_commit "$w" "$root.git" init
+  change10 "$w"
+}
+
 BINS=("$AE"); NAMES=(new)
 if [ -n "$BASE" ]; then BINS+=("$BASE"); NAMES+=(baseline); fi
 declare -A INIT=()
@@ -159,21 +171,11 @@ for _ in $(seq "$REPS"); do
       timed gitc git_commit "$w" "$root.git" later
     fi
     # c. the tree copied and read by the user's tools, no sync before the snap
-    n=$((n + 1)); root=$MNT/r$n; w=$root/work/current
-    quiet "$bin" init --root "$root" --from "$SRC"
-    sync
-    quiet cp -a "$w" "$MNT/copy$n"
-    quiet git_commit "$w" "$root.git" init
-    change10 "$w"
+    copied_state "$bin"
     snap_timed "$name" first-copied "$bin" "$root"
     if [ "$i" = 0 ]; then
       # floor: the same state, a subvolume snapshot alone
-      n=$((n + 1)); root=$MNT/r$n; w=$root/work/current
-      quiet "$bin" init --root "$root" --from "$SRC"
-      sync
-      quiet cp -a "$w" "$MNT/copy$n"
-      quiet git_commit "$w" "$root.git" init
-      change10 "$w"
+      copied_state "$bin"
       timed floor btrfs subvolume snapshot -r "$w" "$MNT/floor$n"
     fi
   done

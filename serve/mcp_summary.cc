@@ -1,5 +1,7 @@
 #include "serve/mcp_summary.h"
 
+#include "history/node_view.h"
+
 #include <functional>
 #include <map>
 
@@ -21,15 +23,6 @@ uint64_t U(const json& j, const char* key) {
 bool B(const json& j, const char* key) { return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); }
 std::string N(uint64_t n) { return std::to_string(n); }
 
-std::string Bytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
 std::string Cut(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
@@ -114,7 +107,7 @@ const std::map<std::string, Fn>& Forms() {
            t += "\n";
          }
          if (n.contains("parent") && n["parent"].is_string()) t += "parent: " + n["parent"].get<std::string>().substr(0, 12) + "\n";
-         if (U(n, "files")) t += "files: " + N(U(n, "files")) + ", " + Bytes(U(n, "logical_bytes")) + "\n";
+         if (U(n, "files")) t += "files: " + N(U(n, "files")) + ", " + history::HumanBytes(U(n, "logical_bytes")) + "\n";
          if (!S(n, "packages_omitted").empty()) t += "packages: " + S(n, "packages_omitted") + "\n";
          if (n.contains("packages") && n["packages"].is_array())
            t += Lines(n["packages"], [](const json& p) {
@@ -148,18 +141,18 @@ const std::map<std::string, Fn>& Forms() {
       {"status", [](const json& r, int64_t now) {
          std::string t = B(r, "dirty") ? N(U(r, "changed")) + " paths changed since HEAD (not yet in a node):\n" + Lines(r["changes"], ChangeLine)
                                        : std::string("Clean: the live tree is HEAD.\n");
-         return t + "HEAD " + NodeLine(r["head"], now) + "; " + N(U(r, "nodes")) + " nodes, " + Bytes(U(r, "stored_bytes")) + " stored.";
+         return t + "HEAD " + NodeLine(r["head"], now) + "; " + N(U(r, "nodes")) + " nodes, " + history::HumanBytes(U(r, "stored_bytes")) + " stored.";
        }},
       {"retain", [](const json& r, int64_t) {
          return std::string(B(r, "dry_run") ? "Would drop " : "Dropped ") + N(U(r, "dropped_nodes")) + " nodes, kept " +
                 N(U(r, "kept")) + "." + (B(r, "dry_run") ? "" : " gc frees the space.");
        }},
       {"gc", [](const json& r, int64_t) {
-         return "Freed " + Bytes(U(r, "bytes_freed")) + " (" + N(U(r, "dropped_objects")) + " objects).";
+         return "Freed " + history::HumanBytes(U(r, "bytes_freed")) + " (" + N(U(r, "dropped_objects")) + " objects).";
        }},
       {"push", [](const json& r, int64_t) {
          return "Pushed " + S(r, "node").substr(0, 12) + " to " + S(r, "target") + ": " + N(U(r, "blobs_sent")) + " blobs sent (" +
-                Bytes(U(r, "bytes_sent")) + "), " + N(U(r, "blobs_skipped")) + " already there.";
+                history::HumanBytes(U(r, "bytes_sent")) + "), " + N(U(r, "blobs_skipped")) + " already there.";
        }},
       {"exec", [](const json& r, int64_t now) {
          std::string t = Exit(r) + " in " + N(U(r, "duration_ms")) + " ms; ";
@@ -226,7 +219,7 @@ const std::map<std::string, Fn>& Forms() {
       {"umount", [](const json& r, int64_t) { return "Unmounted " + S(r["unmounted"], "dir") + "."; }},
       {"read_file", [](const json& r, int64_t) {
          std::string where = S(r, "node").empty() ? "live" : "node " + S(r, "node");
-         if (B(r, "binary")) return S(r, "path") + " (" + where + "): binary, " + Bytes(U(r, "size")) + "; not shown.";
+         if (B(r, "binary")) return S(r, "path") + " (" + where + "): binary, " + history::HumanBytes(U(r, "size")) + "; not shown.";
          std::string t = S(r, "path") + " (" + where + ") lines " + N(U(r, "start_line")) + "-" + N(U(r, "end_line"));
          if (r.contains("total_lines")) t += " of " + N(U(r, "total_lines"));
          t += ":\n" + S(r, "text");
@@ -235,14 +228,14 @@ const std::map<std::string, Fn>& Forms() {
          return t;
        }},
       {"write_file", [](const json& r, int64_t now) {
-         std::string t = std::string(B(r, "created") ? "Created " : "Wrote ") + S(r, "path") + " (" + Bytes(U(r, "bytes")) + "); ";
+         std::string t = std::string(B(r, "created") ? "Created " : "Wrote ") + S(r, "path") + " (" + history::HumanBytes(U(r, "bytes")) + "); ";
          t += r.contains("node") && r["node"].is_object() ? "node " + NodeLine(r["node"], now) : std::string("content was already so, no node");
          return t;
        }},
       {"list_dir", [](const json& r, int64_t) {
          std::string t = Lines(r["entries"], [](const json& e) {
            std::string k = S(e, "kind");
-           return S(e, "path") + (k == "dir" ? "/" : k == "symlink" ? " -> " + S(e, "target") : k == "file" ? "  " + Bytes(U(e, "size")) : "  (" + k + ")");
+           return S(e, "path") + (k == "dir" ? "/" : k == "symlink" ? " -> " + S(e, "target") : k == "file" ? "  " + history::HumanBytes(U(e, "size")) : "  (" + k + ")");
          });
          if (B(r, "truncated")) t += N(U(r, "total")) + "+ entries; list a subdirectory or raise limit.\n";
          return t.empty() ? std::string("Empty directory.") : t;

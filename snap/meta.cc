@@ -310,22 +310,24 @@ Result<std::vector<std::pair<std::string, store::ObjectId>>> MetaDb::ListRefs(
   return RefsIn(t.txn, refs_, dir_, prefix);
 }
 
+// Puts seq cursor `c` on the newest node with a seq below `before` (0:
+// the newest of all); the LMDB return code.
+static int SeekBefore(MDB_cursor* c, uint64_t before) {
+  MDB_val k, v;
+  if (before == 0) return mdb_cursor_get(c, &k, &v, MDB_LAST);
+  uint8_t key[8];
+  BigEndian(before, key);
+  k = Val(key, 8);
+  int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+  return rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
+}
+
 Result<std::vector<NodeRecord>> MetaDb::Recent(size_t limit, uint64_t before) const {
   READ_TXN(t);
   std::vector<NodeRecord> out;
   MDB_cursor* c;
   MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
-  uint8_t key[8];
-  MDB_val k, v;
-  int rc;
-  if (before == 0) {
-    rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
-  } else {
-    BigEndian(before, key);
-    k = Val(key, 8);
-    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
-  }
+  const int rc = SeekBefore(c, before);
   AE_TRY(CollectNodes(t.txn, nodes_, dir_, c, rc, MDB_PREV, limit, out));
   return out;
 }
@@ -446,17 +448,7 @@ Result<void> MetaDb::ForEachRecent(const std::function<Result<bool>(const NodeRe
   READ_TXN(t);
   MDB_cursor* c;
   MDB_TRY(dir_, mdb_cursor_open(t.txn, seq_, &c));
-  uint8_t key[8];
-  MDB_val k, v;
-  int rc;
-  if (before == 0) {
-    rc = mdb_cursor_get(c, &k, &v, MDB_LAST);
-  } else {
-    BigEndian(before, key);
-    k = Val(key, 8);
-    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    rc = rc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
-  }
+  const int rc = SeekBefore(c, before);
   return WalkNodes(t.txn, nodes_, dir_, *trim_, c, rc, MDB_PREV, fn);
 }
 
