@@ -469,6 +469,9 @@ TEST_CASE("cli serve --listen: exec sessions, jobs, ps and kill are each MCP ses
   CHECK(!lists(b));
   CHECK(b.Tool("kill", {{"all", true}})["killed"].empty());
   CHECK(IsError(b.Request("tools/call", {{"name", "kill"}, {"arguments", {{"job", job}}}})));
+  // Nor does another session read its output; its own does.
+  CHECK(IsError(b.Request("tools/call", {{"name", "job_output"}, {"arguments", {{"job", job}}}})));
+  CHECK(!IsError(a.Request("tools/call", {{"name", "job_output"}, {"arguments", {{"job", job}}}})));
   bool running = false;
   const json ps = a.Tool("ps", json::object());
   for (const auto& j : ps["jobs"])
