@@ -39,6 +39,13 @@ struct CallContext {
   // own, and with !sees_all its ps and kill reach only those.
   std::string owner;
   bool sees_all = true;
+  // The environment the call is made on ("" the live tree, else a
+  // workspace: serve --listen's endpoint /w/NAME/mcp): its refs (HEAD,
+  // HEAD~N) count along that environment's lane (control/confine.h).
+  std::string env;
+  // A scoped caller (a token of one environment, serve/grants.h): it sees
+  // `env`'s history only, and ops with no scoped form are refused.
+  bool confined = false;
 };
 
 }  // namespace agentenv::control

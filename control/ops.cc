@@ -1,6 +1,8 @@
 // The operation table: names, descriptions, schemas, and the JSON entry.
 #include "control/ops.h"
 
+#include "control/confine.h"
+
 namespace agentenv::control {
 namespace {
 
@@ -307,6 +309,10 @@ using JsonFn = Result<json> (*)(Server&, std::string_view, const json&, const Ca
 template <class Req>
 Result<json> Dispatch(Server& s, std::string_view name, const json& args, const CallContext& call) {
   AE_ASSIGN(Req req, ReadRequest<Req>(name, args));
+  if (call.confined || !call.env.empty()) {
+    AE_ASSIGN(auto rep, OnEnvironment(s, req, call));
+    return ToJson(rep);
+  }
   AE_ASSIGN(auto rep, Op<Req>::Run(s, req, call));
   return ToJson(rep);
 }

@@ -209,7 +209,7 @@ bool LogMatches(const snap::NodeRecord& n, const std::string& needle) {
 
 }  // namespace
 
-Result<LogReply> Server::Log(const LogRequest& r) {
+Result<LogReply> Server::Log(const LogRequest& r, const std::function<bool(const snap::NodeRecord&)>& keep) {
   std::vector<snap::NodeRecord> nodes;
   if (!r.workspace.empty()) {
     // A workspace's lane: its last node back through the parents.
@@ -221,14 +221,14 @@ Result<LogReply> Server::Log(const LogRequest& r) {
       if (needle.empty() || LogMatches(n, needle)) nodes.push_back(n);
       at = n.parent;
     }
-  } else if (r.grep.empty()) {
+  } else if (r.grep.empty() && !keep) {
     AE_ASSIGN(nodes, repo_->Log(r.limit + 1));
   } else {
     // Records only (no node objects), newest first, until the page is
     // full: one pass over the index at most, holding only the page.
     std::string needle = Lower(r.grep);
     AE_TRY(repo_->meta().ForEachRecent([&](const snap::NodeRecord& n) -> Result<bool> {
-      if (LogMatches(n, needle)) nodes.push_back(n);
+      if ((!keep || keep(n)) && (needle.empty() || LogMatches(n, needle))) nodes.push_back(n);
       return nodes.size() <= r.limit;
     }));
   }
@@ -252,10 +252,10 @@ Result<LogReply> Server::Log(const LogRequest& r) {
   return rep;
 }
 
-Result<DigestReply> Server::Digest(const DigestRequest& r) {
+Result<DigestReply> Server::Digest(const DigestRequest& r, const std::function<bool(const snap::NodeRecord&)>& keep) {
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
-  return history::Digest(*repo_, r, now);
+  return history::Digest(*repo_, r, now, keep);
 }
 
 Result<ShowReply> Server::Show(const ShowRequest& r) {

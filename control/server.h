@@ -51,10 +51,16 @@ class Server {
   // (Capture::Drain), so the restore saves nothing by walking the tree.
   Result<RollbackReply> Rollback(const RollbackRequest& r, const CallContext& call = {},
                                  const snap::OpOptions& op = {});
-  Result<LogReply> Log(const LogRequest& r);
+  // With `keep`, the live tree's log lists only the nodes it keeps (a
+  // scoped caller's, control/confine.h).
+  Result<LogReply> Log(const LogRequest& r, const std::function<bool(const snap::NodeRecord&)>& keep = {});
   Result<ShowReply> Show(const ShowRequest& r);
   // history/digest.h: a span of history in one page.
-  Result<DigestReply> Digest(const DigestRequest& r);
+  Result<DigestReply> Digest(const DigestRequest& r, const std::function<bool(const snap::NodeRecord&)>& keep = {});
+  // `ref` as environment `env` names it ("" the live tree: the
+  // repository's refs; a workspace: HEAD and HEAD~N count along its lane).
+  // Errors: kNotFound (no such node or workspace), kInvalid (the ref).
+  Result<store::ObjectId> ResolveAt(const std::string& env, const std::string& ref);
   Result<DiffReply> Diff(const DiffRequest& r);
   Result<HeadReply> Head(const HeadRequest& r);
   Result<BranchesReply> Branches(const BranchesRequest& r);

@@ -57,6 +57,12 @@ WorkspaceInfo Describe(const workspace::Workspace& ws) {
 
 }  // namespace
 
+Result<store::ObjectId> Server::ResolveAt(const std::string& env, const std::string& ref) {
+  if (env.empty()) return repo_->Resolve(ref);
+  AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), env));
+  return ResolveIn(*repo_, ws, ref);
+}
+
 Result<ForkReply> Server::Fork(const ForkRequest& r) {
   const auto start = std::chrono::steady_clock::now();
   ForkReply rep;

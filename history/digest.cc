@@ -155,7 +155,8 @@ std::string NodeRef(const Span& span, const store::ObjectId& id, const std::unor
 
 }  // namespace
 
-Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns) {
+Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns,
+                           const std::function<bool(const snap::NodeRecord&)>& keep) {
   AE_ASSIGN(std::vector<snap::NodeRecord> newest, repo.Log(1));
   DigestReply rep;
   if (newest.empty()) {
@@ -177,7 +178,7 @@ Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now
   }
   rep.since = FormatTime(since == INT64_MIN ? 0 : since);
   rep.until = FormatTime(until == INT64_MAX ? now_ns : until);
-  AE_ASSIGN(Span span, digest_span::ReadSpan(repo, since, until));
+  AE_ASSIGN(Span span, digest_span::ReadSpan(repo, since, until, keep));
   rep.nodes = span.nodes.size();
   if (span.nodes.empty()) {
     rep.text = "no nodes between " + rep.since + " and " + rep.until;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "history/node_view.h"
 #include "snap/repo.h"
@@ -70,6 +71,9 @@ inline constexpr size_t kMaxPhases = 12;
 // their node objects: memory and time follow the span, not the history.
 // Thread-safe with writers. Errors: kInvalid for a time it cannot read; the
 // repository's (corrupt records, lost node objects are skipped).
-Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns);
+// With `keep`, only the nodes it keeps are counted and named (a scoped
+// caller's environment, control/confine.h).
+Result<DigestReply> Digest(snap::Repo& repo, const DigestRequest& r, int64_t now_ns,
+                           const std::function<bool(const snap::NodeRecord&)>& keep = {});
 
 }  // namespace agentenv::history

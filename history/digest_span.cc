@@ -59,11 +59,13 @@ size_t Span::Rollbacks() const {
   return size_t(std::count_if(moves.begin(), moves.end(), [](const Move& m) { return m.rollback; }));
 }
 
-Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns) {
+Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns,
+                      const std::function<bool(const snap::NodeRecord&)>& keep) {
   Span span;
   // The nodes made in the window, oldest first, from the time index: the
   // span's records only, never the rest of history.
   AE_TRY(repo.meta().NodesInTime(since_ns, until_ns, [&](const snap::NodeRecord& rec) -> Result<bool> {
+    if (keep && !keep(rec)) return true;
     SpanNode n;
     n.rec = rec;
     if (const auto& p = n.rec.provenance) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,9 +83,10 @@ struct Span {
 // manager caches, build caches and lock files.
 bool Noise(std::string_view path);
 
-// The nodes made in [since_ns, until_ns] and the moves of HEAD then.
-// Errors: the repository's (a node object that cannot be read only loses
-// that node's sample and message).
-Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns);
+// The nodes made in [since_ns, until_ns] (those `keep` keeps, when given)
+// and the moves of HEAD then. Errors: the repository's (a node object that
+// cannot be read only loses that node's sample and message).
+Result<Span> ReadSpan(snap::Repo& repo, int64_t since_ns, int64_t until_ns,
+                      const std::function<bool(const snap::NodeRecord&)>& keep = {});
 
 }  // namespace agentenv::history::digest_span

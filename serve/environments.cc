@@ -31,21 +31,7 @@ Result<void> ScopeToEnvironment(const std::string& env, const control::OpSpec& o
       return Fail(ErrorCode::kInvalid, op.name + ": this endpoint serves workspace '" + env +
                                            "' only; leave 'workspace' out (or name '" + env + "')");
     }
-    return {};
   }
-  // The file tools read a node, or else the live tree, which a workspace's
-  // endpoint must not reach: there they read nodes only and write nothing.
-  for (const char* reader : {"read_file", "list_dir", "search"}) {
-    auto ref = args->find("ref");
-    if (op.name == reader && (ref == args->end() || !ref->is_string() || ref->get<std::string>().empty()))
-      return Fail(ErrorCode::kInvalid, op.name + " on workspace '" + env +
-                                           "' reads its nodes only: give ref= (a node of its log), or exec in it");
-  }
-  // Tools that act on the live tree and have no workspace form.
-  for (const char* live : {"status", "spawn", "import", "tournament", "write_file"})
-    if (op.name == live)
-      return Fail(ErrorCode::kInvalid, op.name + " acts on the live tree, not on workspace '" + env +
-                                           "': call it on the live tree's endpoint /mcp");
   return {};
 }
 

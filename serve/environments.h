@@ -29,10 +29,10 @@ std::optional<std::string> WorkspaceOfPath(std::string_view path);
 // endpoint. On the live tree's ("") nothing changes, unless `confined`
 // (a scoped token's call): then naming a workspace is kInvalid. A tool with a
 // `workspace` argument gets `env` when it names none; naming another is
-// kInvalid (an endpoint reaches its own environment only). A tool that acts on the live tree alone (status,
-// spawn, import, tournament, write_file) is kInvalid, saying to call it on /mcp; read_file, list_dir and
-// search there need a node (ref), as without one they read the live tree.
-// Pure; thread-safe.
+// kInvalid (an endpoint reaches its own environment only). The rest of an
+// environment's rules (its refs, the tools that act on the live tree only,
+// what a scoped token sees) are control's (control/confine.h), given
+// CallContext::env and ::confined. Pure; thread-safe.
 Result<void> ScopeToEnvironment(const std::string& env, const control::OpSpec& op, nlohmann::json* args,
                                 bool confined = false);
 

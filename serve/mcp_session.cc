@@ -444,7 +444,8 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
     return true;
   };
   progress("", false);
-  control::CallContext ctx(emit);
+  control::CallContext ctx = OnEnvironment();
+  ctx.emit = emit;
   {
     MutexLock lock(mu_);
     ctx.who = {snap::Origin::kMcp, client_, session_};
@@ -498,19 +499,29 @@ void McpSession::CallTool(std::shared_ptr<Call> call, const json& params, const 
   if (spec->writes) NotifyResourcesChanged();
 }
 
+control::CallContext McpSession::OnEnvironment() const {
+  control::CallContext ctx;
+  ctx.env = env_;
+  ctx.confined = !grant_.is_operator;
+  return ctx;
+}
+
 json McpSession::ListResources() {
   {
     MutexLock lock(mu_);
     listed_resources_ = true;
   }
   json resources = json::array();
-  if (Result<json> tags = run_("tag", json::object(), {}); tags && tags->contains("tags"))
+  const control::CallContext ctx = OnEnvironment();
+  if (Result<json> tags = run_("tag", json::object(), ctx); tags && tags->contains("tags"))
     for (const auto& t : (*tags)["tags"])
       resources.push_back({{"uri", kNodeUri + t.value("name", "")},
                            {"name", "tag " + t.value("name", "")},
                            {"description", "The node tagged " + t.value("name", "") + " (" + t.value("id", "").substr(0, 12) + ")"},
                            {"mimeType", "application/json"}});
-  if (Result<json> log = run_("log", {{"limit", 20}}, {}); log && log->contains("nodes"))
+  json log_args = {{"limit", 20}};
+  if (!env_.empty()) log_args["workspace"] = env_;
+  if (Result<json> log = run_("log", log_args, ctx); log && log->contains("nodes"))
     for (const auto& n : (*log)["nodes"])
       resources.push_back({{"uri", kNodeUri + n.value("short", "")},
                            {"name", n.value("title", "") + " (" + n.value("short", "") + ")"},
@@ -533,15 +544,16 @@ void McpSession::ReadResource(std::shared_ptr<Call> call, const json& params, co
   std::string ref = PercentDecode(rest.substr(0, slash));
   std::string path = slash == std::string::npos ? "" : PercentDecode(rest.substr(slash + 1));
   json contents;
+  // The node as this session's environment names it, and sees it.
+  Result<json> shown = run_("show", {{"ref", ref}}, OnEnvironment());
+  if (!shown) {
+    out(RpcError(call->id, -32002, "resource not found: " + uri + ": " + shown.error().message));
+    return;
+  }
   if (path.empty()) {
-    Result<json> shown = run_("show", {{"ref", ref}}, {});
-    if (!shown) {
-      out(RpcError(call->id, -32002, "resource not found: " + uri + ": " + shown.error().message));
-      return;
-    }
     contents = {{"uri", uri}, {"mimeType", "application/json"}, {"text", shown->dump(2, ' ', false, json::error_handler_t::replace)}};
   } else {
-    Result<std::string> bytes = read_(ref, path, kMaxResourceBytes);
+    Result<std::string> bytes = read_((*shown)["node"].value("id", ref), path, kMaxResourceBytes);
     if (!bytes) {
       int code = bytes.error().code == ErrorCode::kNotFound ? -32002 : -32602;
       out(RpcError(call->id, code, (code == -32002 ? "resource not found: " : "cannot read ") + uri + ": " +

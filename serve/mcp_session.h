@@ -106,6 +106,9 @@ class McpSession {
   void CallTool(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
   void ReadResource(std::shared_ptr<Call> call, const nlohmann::json& params, const Outbox& out);
   nlohmann::json ListResources();
+  // A call on this session's environment, as its grant sees it
+  // (control/confine.h).
+  control::CallContext OnEnvironment() const;
   // Registers `id` and runs fn on its own thread with the Outbox its
   // messages go to (the reply frees the id's slot before it goes out);
   // false (and an error sent) past the limit or for an id already in flight.

@@ -16,6 +16,7 @@
 #include "control/frames.h"
 #include "control/open_repo.h"
 #include "control/ops.h"
+#include "control/tokens.h"
 #include "workspace/workspace.h"
 #include "snap_testutil.h"
 
@@ -289,6 +290,28 @@ TEST_CASE("control: a look at a workspace's lock never makes it busy for a comma
   REQUIRE_FALSE(second);
   CHECK(second.error().code == ErrorCode::kBusy);
   CHECK(second.error().message.find("exec: make test (pid ") != std::string::npos);
+}
+
+TEST_CASE("control: a token is found by its secret until it expires or is revoked, by that secret only", "[control][token]") {
+  TempDir tmp;
+  const int64_t hour = int64_t{3600} * 1000000000;
+  auto made = control::CreateToken(tmp.path().string(), "a", false, 1000 + hour);
+  REQUIRE(made);
+  const auto& [token, secret] = *made;
+  auto tokens = control::LoadTokens(tmp.path().string());
+  REQUIRE(tokens);
+  REQUIRE(tokens->size() == 1);
+  CHECK(control::FindToken(*tokens, secret, 1000)->id == token.id);
+  CHECK(control::FindToken(*tokens, secret, 1000 + hour - 1));
+  CHECK(!control::FindToken(*tokens, secret, 1000 + hour));  // expired
+  std::string other = secret;
+  other.back() = other.back() == '0' ? '1' : '0';
+  CHECK(!control::FindToken(*tokens, other, 1000));
+  CHECK(!control::FindToken(*tokens, "", 1000));
+  auto revoked = control::RevokeToken(tmp.path().string(), token.id);
+  REQUIRE(revoked);
+  CHECK(*revoked);
+  CHECK(control::LoadTokens(tmp.path().string())->empty());
 }
 
 }  // namespace agentenv::test

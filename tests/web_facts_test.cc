@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <thread>
 
 #include "bench/day_gen.h"
@@ -35,8 +36,9 @@ struct Day {
   std::unique_ptr<serve::HttpServer> http;
   std::unique_ptr<httplib::Client> client;
 
-  explicit Day(size_t nodes, const std::string& listener_token = "",
-               std::chrono::steady_clock::duration lifetime = std::chrono::hours(12)) {
+  // The sessions' clock runs `skew` ahead of the steady clock.
+  std::atomic<int64_t> skew_s{0};
+  explicit Day(size_t nodes, const std::string& listener_token = "") {
     {
       auto repo = snap::Repo::Create(root);
       REQUIRE(repo);
@@ -49,7 +51,9 @@ struct Day {
     auto repo = control::OpenRepo(root);
     REQUIRE(repo);
     server = std::make_unique<control::Server>(std::move(*repo));
-    dvr = std::make_unique<web::Dvr>(*server, web::DvrOptions{root, kToken, lifetime});
+    web::DvrOptions dvr_opt{root, kToken};
+    dvr_opt.clock = [this] { return std::chrono::steady_clock::now() + std::chrono::seconds(skew_s.load()); };
+    dvr = std::make_unique<web::Dvr>(*server, std::move(dvr_opt));
     serve::HttpOptions opt;
     opt.token = listener_token;
     opt.allowed_origins = {"https://dvr.example.com"};
@@ -185,7 +189,7 @@ TEST_CASE("web: a restore's dry run leads with counts per directory and the pack
 TEST_CASE("web: on a listener that wants the token the page trades it once for an HttpOnly SameSite Strict "
           "session cookie that reads and the event stream carry, and a forged or expired one is refused",
           "[web]") {
-  Day d(40, kToken, std::chrono::seconds(2));
+  Day d(40, kToken);
   // The page and its scripts load without anything; the data does not.
   CHECK(d.Status("/") == 200);
   CHECK(d.Status("/static/app.js") == 200);
@@ -236,20 +240,32 @@ TEST_CASE("web: on a listener that wants the token the page trades it once for a
   // name; refused.
   CHECK(d.Status("/api/timeline", {{"Cookie", name + "=" + std::string(32, 'a')}}) == 401);
   CHECK(d.Status("/api/timeline", {{"Cookie", "session=" + cookie.substr(cookie.find('=') + 1)}}) == 401);
-  // Expired (this listener's sessions live 2 s).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  // Expired: 12 h later by the sessions' clock.
+  CHECK(d.Status("/api/timeline", with) == 200);
+  d.skew_s = 12 * 3600 + 1;
   CHECK(d.Status("/api/timeline", with) == 401);
 }
 
 TEST_CASE("web: sessions end after their lifetime, at most 256 live at once, the oldest ending first", "[web]") {
-  web::SessionStore store(std::chrono::hours(1));
+  web::SessionStore::Clock::time_point now{};
+  web::SessionStore store(std::chrono::hours(1), [&] { return now; });
   CHECK(!store.Open(""));  // a session stands for a token
+  auto brief = store.Open(kToken);
+  REQUIRE(brief);
+  now += std::chrono::minutes(59);
+  CHECK(store.TokenOf("agentenv_dvr_1=" + *brief) == kToken);
+  now += std::chrono::minutes(2);
+  CHECK(store.TokenOf("agentenv_dvr_1=" + *brief).empty());  // past its hour
+  CHECK(store.size() == 0);
   auto first = store.Open(kToken);
   REQUIRE(first);
   CHECK(store.TokenOf("agentenv_dvr_1=" + *first) == kToken);
   CHECK(store.TokenOf("agentenv_dvr_1=" + *first + "x").empty());
   CHECK(store.TokenOf(*first).empty());  // not under a name of ours
-  for (size_t i = 0; i < web::SessionStore::kMaxSessions; ++i) REQUIRE(store.Open(kToken));
+  for (size_t i = 0; i < web::SessionStore::kMaxSessions; ++i) {
+    now += std::chrono::seconds(1);
+    REQUIRE(store.Open(kToken));
+  }
   CHECK(store.size() == web::SessionStore::kMaxSessions);
   CHECK(store.TokenOf("agentenv_dvr_1=" + *first).empty());
   CHECK(store.SetCookie("[::1]:8080", "v", false) ==

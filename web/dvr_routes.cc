@@ -36,7 +36,7 @@ void SendAsset(httplib::Response& res, const Asset& a) {
 }  // namespace
 
 Dvr::Dvr(control::Server& server, DvrOptions opt)
-    : server_(server), opt_(std::move(opt)), index_(server), events_(index_), sessions_(opt_.session_lifetime) {}
+    : server_(server), opt_(std::move(opt)), index_(server), events_(index_), sessions_(opt_.session_lifetime, opt_.clock) {}
 
 Dvr::~Dvr() { Stop(); }
 

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,6 +59,8 @@ struct DvrOptions {
   std::string root;   // the repository: exports are made under it
   std::string token;  // what actions need; empty: every action refused
   std::chrono::steady_clock::duration session_lifetime = std::chrono::hours(12);
+  // The sessions' clock (a test moves its own); default the steady clock.
+  std::function<std::chrono::steady_clock::time_point()> clock = std::chrono::steady_clock::now;
 };
 
 class Dvr {

@@ -29,7 +29,7 @@ std::string_view PortOf(std::string_view host) {
 Result<std::string> SessionStore::Open(const std::string& token) {
   if (token.empty()) return Fail(ErrorCode::kInvalid, "session: no token to stand for");
   AE_ASSIGN(std::string value, RandomHex(16));
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = now_();
   MutexLock lock(mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();)
     it = now - it->second.made > lifetime_ ? sessions_.erase(it) : std::next(it);
@@ -44,7 +44,7 @@ Result<std::string> SessionStore::Open(const std::string& token) {
 }
 
 std::string SessionStore::TokenOf(std::string_view cookie_header) {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = now_();
   // "a=1; agentenv_dvr_8080=abc; b=2": every cookie of ours is tried.
   size_t at = 0;
   while (at < cookie_header.size()) {

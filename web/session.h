@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -30,7 +31,10 @@ namespace agentenv::web {
 class SessionStore {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit SessionStore(Clock::duration lifetime = std::chrono::hours(12)) : lifetime_(lifetime) {}
+  // `now` reads the time (a test sets its own); default the steady clock.
+  explicit SessionStore(Clock::duration lifetime = std::chrono::hours(12),
+                        std::function<Clock::time_point()> now = Clock::now)
+      : lifetime_(lifetime), now_(std::move(now)) {}
 
   // A new session standing for `token` (not empty); returns the cookie's
   // value. Errors: kInvalid (an empty token), what the random source says.
@@ -52,6 +56,7 @@ class SessionStore {
     Clock::time_point made;
   };
   const Clock::duration lifetime_;
+  const std::function<Clock::time_point()> now_;
   mutable Mutex mu_;
   std::map<std::string, Session> sessions_ GUARDED_BY(mu_);  // by SHA-256 of the value
 };
