@@ -353,8 +353,13 @@ Result<StatusReply> Server::Status(const StatusRequest&) {
     MutexLock writer(writer_mu_);
     auto full = repo_->Status();
     // It could not store what it read (a full disk): answer read-only.
-    if (!full && full.error().code == ErrorCode::kIo) full = repo_->PeekStatus();
-    AE_ASSIGN(st, std::move(full));
+    if (!full && full.error().code == ErrorCode::kIo) {
+      AE_ASSIGN(st, repo_->PeekStatus());
+    } else if (!full) {
+      return Unexpected<Error>(full.error());
+    } else {
+      st = std::move(*full);
+    }
   }
   StatusReply rep;
   rep.root = repo_->root();

@@ -533,7 +533,7 @@ TEST_CASE("cli serve --listen: exec sessions, jobs, ps and kill are each MCP ses
   auto lists = [&](HttpMcp& m) {
     const json ps = m.Tool("ps", json::object());
     for (const auto& j : ps["jobs"])
-      if (j.value("job", 0) == job) return true;
+      if (j.value("job", uint64_t{0}) == job) return true;
     return false;
   };
   CHECK(lists(a));
@@ -546,7 +546,7 @@ TEST_CASE("cli serve --listen: exec sessions, jobs, ps and kill are each MCP ses
   bool running = false;
   const json ps = a.Tool("ps", json::object());
   for (const auto& j : ps["jobs"])
-    if (j.value("job", 0) == job) running = j.value("running", false);
+    if (j.value("job", uint64_t{0}) == job) running = j.value("running", false);
   CHECK(running);
   // The operator sees and stops it.
   CHECK(lists(op));

@@ -59,10 +59,10 @@ TEST_CASE("provenance: exec keeps its whole command and exit code, log marks the
     std::string op = c.value("op", "");
     (op == "+" ? added : op == "-" ? deleted : modified)++;
   }
-  CHECK(counts.value("added", 0) == added);
-  CHECK(counts.value("modified", 0) == modified);
-  CHECK(counts.value("deleted", 0) == deleted);
-  CHECK(diff.value("total", 0) == added + modified + deleted);
+  CHECK(counts.value("added", uint64_t{0}) == added);
+  CHECK(counts.value("modified", uint64_t{0}) == modified);
+  CHECK(counts.value("deleted", uint64_t{0}) == deleted);
+  CHECK(diff.value("total", uint64_t{0}) == added + modified + deleted);
   for (const auto& c : diff["changes"]) CHECK(c.value("path", "") != "etc/conf.d");
 }
 
@@ -136,9 +136,9 @@ TEST_CASE("provenance: retain keeps the provenance of the nodes it keeps and say
       CHECK(title == "exec: echo last > /etc/n");
       // Everything between it and the first node was dropped: the span says what it held.
       REQUIRE(p.contains("thinned"));
-      CHECK(p["thinned"].value("nodes", 0) == dropped);
-      CHECK(p["thinned"].value("failed", 0) == failed);
-      CHECK(p["thinned"]["kinds"].value("exec", 0) == dropped);
+      CHECK(p["thinned"].value("nodes", uint64_t{0}) == dropped);
+      CHECK(p["thinned"].value("failed", uint64_t{0}) == failed);
+      CHECK(p["thinned"]["kinds"].value("exec", uint64_t{0}) == dropped);
     }
     if (p.value("kind", "") == "tournament") CHECK(title.starts_with("tournament "));
   }
