@@ -39,13 +39,18 @@ Result<store::ObjectId> ResolveIn(const snap::Repo& repo, const workspace::Works
 // The workspace's lock for `holder`, waited for while another command
 // holds it (an exec that just replied may hold it a moment longer: its
 // env's last process is still exiting), up to kLockWait: a snapshot or a
-// rollback queues like an exec of the same workspace.
+// rollback queues like an exec of the same workspace. Then `*ws` is read
+// again: a reset that held the lock may have switched its state.
 constexpr auto kLockWait = std::chrono::seconds(30);
-Result<UniqueFd> LockQueued(const workspace::Workspace& ws, std::string_view holder) {
+Result<UniqueFd> LockQueued(const std::string& root, workspace::Workspace* ws, std::string_view holder) {
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
-    auto lock = workspace::LockWorkspace(ws, holder);
-    if (lock || lock.error().code != ErrorCode::kBusy || std::chrono::steady_clock::now() - start > kLockWait)
+    auto lock = workspace::LockWorkspace(*ws, holder);
+    if (lock) {
+      AE_ASSIGN(*ws, workspace::LoadWorkspace(root, ws->name));
+      return lock;
+    }
+    if (lock.error().code != ErrorCode::kBusy || std::chrono::steady_clock::now() - start > kLockWait)
       return lock;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -134,7 +139,7 @@ Result<MountsReply> Server::Mounts(const MountsRequest&) {
 Result<SnapshotReply> Server::SnapshotWorkspace(const SnapshotRequest& r, const snap::Requester& who) {
   if (r.paths) return Fail(ErrorCode::kInvalid, "snapshot: 'paths' is for the live tree; a workspace's upper says what changed");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "snapshot"));
+  AE_ASSIGN(UniqueFd lock, LockQueued(repo_->root(), &ws, "snapshot"));
   snap::SnapOptions opt;
   opt.message = r.message;
   opt.label = r.label;
@@ -158,7 +163,9 @@ Result<RollbackReply> Server::RollbackWorkspace(const RollbackRequest& r, const 
   if (!r.paths.empty())
     return Fail(ErrorCode::kInvalid, "rollback: a workspace goes back whole ('paths' is for the live tree)");
   AE_ASSIGN(workspace::Workspace ws, workspace::LoadWorkspace(repo_->root(), r.workspace));
-  AE_ASSIGN(UniqueFd lock, LockQueued(ws, "rollback"));
+  AE_ASSIGN(UniqueFd lock, LockQueued(repo_->root(), &ws, "rollback"));
+  // What a killed reset left (workspace::ResetWorkspace).
+  AE_TRY(workspace::DropStaleDirectories(ws));
   AE_ASSIGN(store::ObjectId target, ResolveIn(*repo_, ws, r.ref));
   // Unsaved changes become a node first: the rollback can be undone.
   snap::SnapOptions so;

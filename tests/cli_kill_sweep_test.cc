@@ -1,6 +1,6 @@
 // kill -9 swept over every command that makes or removes shared state
-// (fork, tournament, workspace rm, exec and snap in a workspace, push,
-// pull, gc), as root and as uid 65534. After each kill: the retried command
+// (fork, tournament, workspace rm, exec, snap and restore in a workspace,
+// push, pull, gc), as root and as uid 65534. After each kill: the retried command
 // succeeds, nothing is left behind (the repository's listing equals the one
 // after an uninterrupted run), fsck (with --lowers) is clean, and every
 // workspace shows exactly its node's tree.
@@ -59,6 +59,9 @@ void Sweep(As as) {
   else WARN("no " << kRegistryBin << ": push and pull are left out of the sweep");
   const std::string image = registry ? registry->address() + "/sweep:t" : "";
   const std::string fill = "mkdir -p /w && cd /w && seq 1 800 | xargs -n 50 sh -c 'for f; do echo $f > $f; done' _";
+  // The node forks start from: a workspace's restore goes back to it (an
+  // id, so that the retry of a restore that finished changes nothing).
+  const std::string base = JsonAs(as, root, {"head"})["node"]["id"];
 
   std::vector<Step> steps = {
       {"fork", [] {}, {"fork", "HEAD", "--name", "k"}, [&] { run({"workspace", "rm", "k"}); },
@@ -77,6 +80,9 @@ void Sweep(As as) {
       {"snap --workspace",
        [&] { run({"fork", "--name", "k"}); run({"exec", "--workspace", "k", "--no-snap", "--", "/bin/sh", "-c", fill}); },
        {"snap", "--workspace", "k", "-m", "swept"}, [&] { run({"workspace", "rm", "k"}); }},
+      {"restore --workspace",
+       [&] { run({"fork", "--name", "k"}); run({"exec", "--workspace", "k", "--", "/bin/sh", "-c", fill}); },
+       {"restore", "--workspace", "k", base}, [&] { run({"workspace", "rm", "k"}); }},
       {"gc", [&] { run({"fork", "--name", "k"}); run({"workspace", "rm", "k"}); }, {"gc"}, [] {}},
   };
   if (registry) {
@@ -118,12 +124,12 @@ void Sweep(As as) {
 
 }  // namespace
 
-TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (root)", "[cli][lifecycle][kill][root][slow]") {
+TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap restore push pull gc (root)", "[cli][lifecycle][kill][root][slow]") {
   if (!IsRoot()) Skip("needs root (the sweep also runs as uid 65534 through setpriv)");
   Sweep(As::kRoot);
 }
 
-TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap push pull gc (uid 65534)", "[cli][lifecycle][kill][root][slow]") {
+TEST_CASE("kill -9 sweep over fork tournament workspace-rm exec snap restore push pull gc (uid 65534)", "[cli][lifecycle][kill][root][slow]") {
   if (!IsRoot()) Skip("needs root to run the binary as uid 65534 on a repository it owns");
   Sweep(As::kNobody);
 }

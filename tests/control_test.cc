@@ -17,6 +17,7 @@
 #include "control/open_repo.h"
 #include "control/ops.h"
 #include "control/tokens.h"
+#include "common/read_all.h"
 #include "workspace/workspace.h"
 #include "snap_testutil.h"
 
@@ -312,6 +313,92 @@ TEST_CASE("control: a token is found by its secret until it expires or is revoke
   REQUIRE(revoked);
   CHECK(*revoked);
   CHECK(control::LoadTokens(tmp.path().string())->empty());
+}
+
+// The lease `holder` names, if any.
+std::optional<store::ObjectId> LeaseOf(snap::Repo& repo, const std::string& holder) {
+  auto leases = repo.NodeLeases();
+  REQUIRE(leases);
+  for (const auto& [h, id] : *leases)
+    if (h == holder) return id;
+  return std::nullopt;
+}
+
+TEST_CASE("workspace: a reset is one switch: killed before it the workspace is as it was, after it the next command finishes it", "[control][workspace]") {
+  Repo r;
+  auto repo = snap::Repo::Open(r.root);
+  REQUIRE(repo);
+  const store::ObjectId first = *(*repo)->Resolve("HEAD");
+  REQUIRE(WriteFileAt(r.work() + "/etc/app.conf", "mode=second\n"));
+  REQUIRE((*repo)->Snapshot({}));
+  const store::ObjectId second = *(*repo)->Resolve("HEAD");
+  REQUIRE(second != first);
+  auto second_lower = (*repo)->LeaseLower(second);
+  REQUIRE(second_lower);
+  auto made = workspace::CreateWorkspace(**repo, "w", second, second_lower->dir());
+  REQUIRE(made);
+  workspace::Workspace ws = *made;
+  REQUIRE(WriteFileAt(ws.upper() + "/mine", "unsaved\n"));
+  auto first_lower = (*repo)->LeaseLower(first);
+  REQUIRE(first_lower);
+
+  SECTION("killed before the switch: the next pair and the next lease are dropped, the state is untouched") {
+    std::filesystem::create_directories(ws.dir + "/upper.1/etc");
+    std::filesystem::create_directories(ws.dir + "/work.1");
+    REQUIRE((*repo)->LeaseNode(workspace::NextLease(ws), first));
+    auto now = workspace::LoadWorkspace(r.root, "w");
+    REQUIRE(now);
+    CHECK(now->generation == 0);
+    CHECK(now->base == second);
+    auto mine = ReadFileUpTo(now->upper() + "/mine", 4096);
+    REQUIRE(mine);
+    CHECK(*mine == "unsaved\n");
+    auto released = workspace::ReleaseOrphanLeases(**repo);
+    REQUIRE(released);
+    CHECK(*released == 1);
+    CHECK(!LeaseOf(**repo, workspace::NextLease(ws)));
+    CHECK(LeaseOf(**repo, ws.lease) == second);
+    REQUIRE(workspace::DropStaleDirectories(*now));
+    CHECK(!std::filesystem::exists(ws.dir + "/upper.1"));
+    CHECK(!std::filesystem::exists(ws.dir + "/work.1"));
+    CHECK(std::filesystem::exists(ws.dir + "/upper/mine"));
+  }
+  SECTION("a whole reset, then one killed after its switch: the lease moves to the new base, the old pair goes") {
+    REQUIRE(workspace::ResetWorkspace(**repo, ws, first, first_lower->dir()));
+    CHECK(ws.generation == 1);
+    auto now = workspace::LoadWorkspace(r.root, "w");
+    REQUIRE(now);
+    CHECK(now->generation == 1);
+    CHECK(now->base == first);
+    CHECK(now->head == first);
+    CHECK(now->lower == first_lower->dir());
+    CHECK(now->upper() == ws.dir + "/upper.1");
+    CHECK(std::filesystem::is_empty(now->upper()));
+    CHECK(!std::filesystem::exists(ws.dir + "/upper"));
+    CHECK(!std::filesystem::exists(ws.dir + "/work"));
+    CHECK(LeaseOf(**repo, ws.lease) == first);
+    CHECK(!LeaseOf(**repo, workspace::NextLease(ws)));
+    // As a kill right after the next switch would leave it: the state at
+    // generation 2 and `second`, the lease still on the old base, the next
+    // lease on the new one, the old pair in place.
+    workspace::Workspace next = *now;
+    next.generation = 2;
+    next.base = next.head = second;
+    next.lower = second_lower->dir();
+    std::filesystem::create_directories(next.upper());
+    std::filesystem::create_directories(next.work());
+    REQUIRE((*repo)->LeaseNode(workspace::NextLease(ws), second));
+    REQUIRE(workspace::SaveWorkspace(next));
+    auto released = workspace::ReleaseOrphanLeases(**repo);
+    REQUIRE(released);
+    CHECK(*released == 1);
+    CHECK(LeaseOf(**repo, ws.lease) == second);
+    CHECK(!LeaseOf(**repo, workspace::NextLease(ws)));
+    REQUIRE(workspace::DropStaleDirectories(next));
+    CHECK(!std::filesystem::exists(ws.dir + "/upper.1"));
+    CHECK(!std::filesystem::exists(ws.dir + "/work.1"));
+    CHECK(std::filesystem::exists(next.upper()));
+  }
 }
 
 }  // namespace agentenv::test

@@ -238,6 +238,28 @@ TEST_CASE("web: actions need the token, also on loopback, and a refused one chan
   CHECK(d.Get("/api/timeline")["tags"][0]["names"] == "t1");
 }
 
+TEST_CASE("web: the environments are listed as env ls lists them: endpoint, last node, disk", "[web][envs]") {
+  Dvr d;
+  const std::string head = d.Head();
+  control::ForkRequest fork;
+  fork.name = "agent-a";
+  REQUIRE(control::Op<control::ForkRequest>::Run(*d.server, fork, {}));
+  json envs = d.Get("/api/envs")["environments"];
+  INFO(envs.dump());
+  REQUIRE(envs.size() == 2);
+  CHECK(envs[0]["name"] == "");
+  CHECK(envs[0]["endpoint"] == "/mcp");
+  CHECK(envs[0]["last"] == head);
+  CHECK(envs[1]["name"] == "agent-a");
+  CHECK(envs[1]["endpoint"] == "/w/agent-a/mcp");
+  CHECK(envs[1]["base"] == head);
+  CHECK(envs[1]["disk_bytes"].is_number());
+  // The page has the view.
+  auto page = d.client->Get("/static/envs.js");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+}
+
 TEST_CASE("web: a cross-origin POST is refused before any route runs", "[web]") {
   Dvr d;
   std::string good = d.Snap("mode=good\n", "good");

@@ -111,6 +111,14 @@ void Dvr::ReadRoutes(httplib::Server& svr) {
     SendJson(res, out);
   });
 
+  // The environments, as `agentenv env ls` lists them.
+  svr.Get("/api/envs", [this](const httplib::Request&, httplib::Response& res) {
+    Error err;
+    json envs = Call("env_ls", json::object(), &err);
+    if (envs.is_null()) return SendError(res, err);
+    SendJson(res, envs);
+  });
+
   svr.Get("/api/diff", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string from = Param(req, "from"), to = Param(req, "to");
     if (from.empty() || to.empty()) return SendError(res, 400, "diff: from and to name two nodes (ids, tags, HEAD~N)");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -26,11 +27,23 @@ struct State {
   std::string base, head, lower, tournament, lease;
   int64_t created_ns = 0;
   uint64_t disk_bytes = 0;
+  uint64_t generation = 0;
   template <class V> void Fields(V& v) {
     v("base", base); v("head", head); v("lower", lower); v("created_ns", created_ns); v("tournament", tournament);
-    v("lease", lease); v("disk_bytes", disk_bytes);
+    v("lease", lease); v("disk_bytes", disk_bytes); v("generation", generation, kOmitEmpty);
   }
 };
+
+// The upper's root takes the lower's metadata: an untouched workspace
+// equals its node.
+void TakeRootMetadata(const std::string& lower, const std::string& upper) {
+  struct stat st;
+  if (::stat(lower.c_str(), &st) != 0) return;
+  if (::geteuid() == 0) (void)!::chown(upper.c_str(), st.st_uid, st.st_gid);
+  ::chmod(upper.c_str(), st.st_mode & 07777);
+  struct timespec ts[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(AT_FDCWD, upper.c_str(), ts, 0);
+}
 
 constexpr std::string_view kLeaseHolder = "ws/";
 
@@ -101,15 +114,7 @@ Result<Workspace> CreateWorkspace(snap::Repo& repo, const std::string& name, con
   } release{repo, ws.lease, made};
   for (const char* d : {"/upper", "/work", "/root"})
     if (::mkdir((tmp + d).c_str(), 0755) != 0) return FailErrno(tmp + d, errno);
-  // The overlay's root takes the upper root's metadata: give it the
-  // lower's, so an untouched workspace equals its node.
-  struct stat st;
-  if (::stat(lower.c_str(), &st) == 0) {
-    if (::geteuid() == 0) (void)!::chown((tmp + "/upper").c_str(), st.st_uid, st.st_gid);
-    ::chmod((tmp + "/upper").c_str(), st.st_mode & 07777);
-    struct timespec ts[2] = {st.st_atim, st.st_mtim};
-    ::utimensat(AT_FDCWD, (tmp + "/upper").c_str(), ts, 0);
-  }
+  TakeRootMetadata(lower, tmp + "/upper");
   UniqueFd lock(::open((tmp + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return FailErrno(tmp + "/lock", errno);
   // Locked before it has its name: nobody sees it free in between.
@@ -145,11 +150,13 @@ Result<Workspace> LoadWorkspace(const std::string& root, const std::string& name
   ws.tournament = s->tournament;
   ws.lease = s->lease;
   ws.disk_bytes = s->disk_bytes;
+  ws.generation = s->generation;
   return ws;
 }
 
 Result<void> SaveWorkspace(const Workspace& ws) {
-  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns, ws.disk_bytes};
+  State s{ws.base.Hex(), ws.head.Hex(), ws.lower, ws.tournament, ws.lease, ws.created_ns, ws.disk_bytes,
+          ws.generation};
   return WriteFileDurably(ws.dir, "state", ToJson(s).dump(), 0600);
 }
 
@@ -183,6 +190,7 @@ Result<WorkspaceInUse> UseWorkspace(snap::Repo& repo, const std::string& name, s
   WorkspaceInUse u;
   AE_ASSIGN(u.ws, LoadWorkspace(repo.root(), name));
   AE_ASSIGN(u.lock, LockWorkspace(u.ws, holder));
+  AE_ASSIGN(u.ws, LoadWorkspace(repo.root(), name));  // a reset that held the lock may have switched it
   AE_ASSIGN(u.lower, repo.LeaseLower(u.ws.base));
   bool changed = false;
   if (u.lower.dir() != u.ws.lower) {  // the root was given another way, or an older layout
@@ -204,30 +212,50 @@ bool WorkspaceBusy(const Workspace& ws) {
   return fd && ::fcntl(fd.get(), F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
+std::string NextLease(const Workspace& ws) { return ws.lease + ".next"; }
+
 Result<void> ResetWorkspace(snap::Repo& repo, Workspace& ws, const store::ObjectId& node, const std::string& lower) {
-  AE_TRY(repo.LeaseNode(ws.lease, node));
-  const std::string aside = ws.dir + "/.rm-" + std::to_string(::getpid());
-  (void)snap::RemoveTree(aside);
-  if (::mkdir(aside.c_str(), 0700) != 0) return FailErrno(aside, errno);
-  for (const char* d : {"upper", "work"}) {
-    const std::string path = ws.dir + "/" + d;
-    if (::rename(path.c_str(), (aside + "/" + d).c_str()) != 0) return FailErrno(path, errno);
-    if (::mkdir(path.c_str(), 0755) != 0) return FailErrno(path, errno);
+  Workspace next = ws;
+  next.base = next.head = node;
+  next.lower = lower;
+  next.generation = ws.generation + 1;
+  // The next pair, empty (what a reset killed here made goes first).
+  for (const std::string& d : {next.upper(), next.work()}) {
+    AE_TRY(snap::RemoveTree(d));
+    if (::mkdir(d.c_str(), 0755) != 0) return FailErrno(d, errno);
   }
-  // The upper's root takes the lower's metadata, as at creation.
-  struct stat st;
-  if (::stat(lower.c_str(), &st) == 0) {
-    const std::string upper = ws.upper();
-    if (::geteuid() == 0) (void)!::chown(upper.c_str(), st.st_uid, st.st_gid);
-    ::chmod(upper.c_str(), st.st_mode & 07777);
-    struct timespec ts[2] = {st.st_atim, st.st_mtim};
-    ::utimensat(AT_FDCWD, upper.c_str(), ts, 0);
-  }
+  TakeRootMetadata(lower, next.upper());
   AE_TRY(FsyncDir(ws.dir));
-  ws.base = ws.head = node;
-  ws.lower = lower;
-  AE_TRY(SaveWorkspace(ws));
-  return snap::RemoveTree(aside);
+  AE_TRY(repo.LeaseNode(NextLease(ws), node));
+  AE_TRY(SaveWorkspace(next));  // the switch
+  AE_TRY(repo.LeaseNode(ws.lease, node));
+  AE_TRY(repo.ReleaseNode(NextLease(ws)));
+  ws = std::move(next);
+  return DropStaleDirectories(ws);
+}
+
+Result<void> DropStaleDirectories(const Workspace& ws) {
+  const std::string current_upper = "upper" + ws.Suffix(), current_work = "work" + ws.Suffix();
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ws.dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool pair = n == "upper" || n == "work" || n.starts_with("upper.") || n.starts_with("work.");
+    if ((pair && n != current_upper && n != current_work) || n.starts_with(".rm-")) stale.push_back(n);
+  }
+  if (ec) return FailErrno(ws.dir, ec.value());
+  // Renamed aside first: a kill mid-removal leaves a .rm- entry, never a
+  // half pair under a name a reset would make again.
+  for (const std::string& n : stale) {
+    std::string path = ws.dir + "/" + n;
+    if (!n.starts_with(".rm-")) {
+      const std::string aside = ws.dir + "/.rm-" + n;
+      if (::rename(path.c_str(), aside.c_str()) != 0) return FailErrno(path, errno);
+      path = aside;
+    }
+    AE_TRY(snap::RemoveTree(path));
+  }
+  return {};
 }
 
 Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws, UniqueFd held) {
@@ -248,7 +276,7 @@ Result<void> RemoveWorkspace(snap::Repo& repo, const Workspace& ws, UniqueFd hel
 Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo) {
   AE_ASSIGN(auto leases, repo.NodeLeases());
   const std::string all = snap::layout::Workspaces(repo.root());
-  std::optional<std::set<std::string>> held;  // the leases workspaces' states name
+  std::optional<std::map<std::string, Workspace>> held;  // the leases workspaces' states name
   uint64_t released = 0;
   for (const auto& [holder, id] : leases) {
     if (!holder.starts_with(kLeaseHolder)) continue;
@@ -260,9 +288,17 @@ Result<uint64_t> ReleaseOrphanLeases(snap::Repo& repo) {
     if (!held) {
       held.emplace();
       AE_ASSIGN(auto spaces, ListWorkspaces(repo.root()));
-      for (const auto& ws : spaces) held->insert(ws.lease);
+      for (auto& ws : spaces) held->emplace(ws.lease, std::move(ws));
     }
     if (held->count(holder)) continue;
+    // A reset's next lease (ResetWorkspace): while the workspace is locked
+    // the reset may still run; after a kill, a state that names its node
+    // means the switch was made, and the workspace's lease moves there.
+    if (holder.ends_with(".next")) {
+      auto ws = held->find(holder.substr(0, holder.size() - 5));
+      if (ws != held->end() && WorkspaceBusy(ws->second)) continue;
+      if (ws != held->end() && ws->second.base == id) AE_TRY(repo.LeaseNode(ws->first, id));
+    }
     AE_TRY(repo.ReleaseNode(holder));
     ++released;
   }

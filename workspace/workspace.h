@@ -48,9 +48,15 @@ struct Workspace {
   // Its commands' writes are held to this many bytes (0: the repository's
   // default, mounts/disk_limit.h).
   uint64_t disk_bytes = 0;
+  // Which upper and work directories hold its state: upper and work, then
+  // upper.N and work.N after its Nth reset (ResetWorkspace makes the next
+  // pair beside the current one and switches to it by writing the state).
+  uint64_t generation = 0;
 
-  std::string upper() const { return dir + "/upper"; }
-  runner::Overlay overlay() const { return {lower, dir + "/upper", dir + "/work"}; }
+  std::string upper() const { return dir + "/upper" + Suffix(); }
+  std::string work() const { return dir + "/work" + Suffix(); }
+  runner::Overlay overlay() const { return {lower, upper(), work()}; }
+  std::string Suffix() const { return generation ? "." + std::to_string(generation) : ""; }
   std::string mount_point() const { return dir + "/root"; }
 };
 
@@ -113,12 +119,22 @@ auto LeaseResolved(snap::Repo& repo, const std::string& ref, F lease) -> decltyp
 
 // With the workspace's lock held by the caller: makes it node `node` again
 // over `lower` (node's materialized tree, leased by the caller until this
-// returns): its lease moved to `node`, its upper and work emptied (the old
-// ones renamed aside, then removed), then its state (base = head = node,
-// lower) written durably. A kill between the emptying and the state leaves
-// the workspace at its old base, its changes gone (a rollback saves them
-// as a node first). Errors: kNotFound (node left history), I/O.
+// returns). Crash-atomic: an empty next upper and work are made beside the
+// current ones and `node` leased under the workspace's next lease
+// (NextLease); writing the state (base = head = node, lower, generation + 1)
+// is the switch; then the workspace's lease moves to `node`, the next one
+// is released and the old upper and work are removed. A kill before the
+// state is written leaves the workspace as it was (ReleaseOrphanLeases
+// drops the next lease, the next reset the half-made pair); after it, at
+// `node` (ReleaseOrphanLeases finishes the lease's move,
+// DropStaleDirectories the old pair). Errors: kNotFound (node left
+// history), I/O.
 Result<void> ResetWorkspace(snap::Repo& repo, Workspace& ws, const store::ObjectId& node, const std::string& lower);
+// The lease a reset takes on its new node before it switches (see above).
+std::string NextLease(const Workspace& ws);
+// With the lock held: removes the upper and work directories of other
+// generations and the removals a killed reset left (.rm-*). Errors: I/O.
+Result<void> DropStaleDirectories(const Workspace& ws);
 
 // Whether a command holds the lock now; tests it without taking it.
 bool WorkspaceBusy(const Workspace& ws);

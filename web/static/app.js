@@ -6,6 +6,7 @@ import { provenanceSection, packagesSection, nodesBetween } from './node_facts.j
 import { Timeline, listVisible } from './timeline.js';
 import { renderChanges } from './changes.js';
 import { renderFiles } from './files.js';
+import { renderEnvs } from './envs.js';
 
 const $ = id => document.getElementById(id);
 let timeline;
@@ -115,6 +116,13 @@ async function openCompare(a, b) {
   } catch (e) { t.replaceChildren(el('p', { class: 'error' }, e.message)); }
 }
 
+async function openEnvs() {
+  tab('envs');
+  route('#envs');
+  await renderEnvs($('tab-envs'), openNode);
+  $('tab-envs').querySelector('h2')?.focus();
+}
+
 function pick(id) {
   const p = timeline.picked;
   if (p.includes(id)) p.splice(p.indexOf(id), 1); else p.push(id);
@@ -148,6 +156,7 @@ function dispatch() {
   if (f.has('node')) return openNode(f.get('node'));
   if (f.has('files')) { const [ref, ...p] = f.get('files').split(':'); return openFiles(ref, p.join(':')); }
   if (f.has('compare')) { const [a, b] = f.get('compare').split('..'); return openCompare(a, b); }
+  if (f.has('envs')) return openEnvs();
 }
 
 async function main() {
@@ -164,7 +173,7 @@ async function main() {
   for (const b of document.querySelectorAll('[data-span]'))
     b.onclick = () => { timeline.follow = true; $('follow').checked = true; timeline.fit(b.dataset.span === 'all' ? 0 : Number(b.dataset.span)); };
   $('follow').onchange = ev => { timeline.follow = ev.target.checked; };
-  for (const b of document.querySelectorAll('#tabs button')) b.onclick = () => tab(b.dataset.tab);
+  for (const b of document.querySelectorAll('#tabs button')) b.onclick = () => (b.dataset.tab === 'envs' ? openEnvs() : tab(b.dataset.tab));
   window.addEventListener('popstate', dispatch);
   window.addEventListener('hashchange', dispatch);
   window.dvrTimeline = timeline;  // read by the browser test
