@@ -2,6 +2,11 @@
 # Builds the benchmark rootfs (Debian bookworm minbase + build-essential +
 # python3, tens of thousands of files) once and reuses it afterwards.
 # Usage: bench/make_rootfs.sh [dir]   (default /var/tmp/agentenv-bench/rootfs)
+# Env:   INCLUDE: the packages besides minbase (default build-essential,python3);
+#        bench/make_rootfs.sh /var/tmp/agentenv-bench/rootfs-dev with
+#        INCLUDE=build-essential,python3,python3-pip,git,nodejs,npm,cmake is
+#        the larger dev tree (about 48k entries) bench/envs_bench.sh takes
+#        with ROOTFS=.
 # Prints the rootfs path on stdout. Needs root (debootstrap).
 set -euo pipefail
 
@@ -30,7 +35,7 @@ fi
 
 rm -rf "$dir"
 mkdir -p "$(dirname "$dir")"
-debootstrap --variant=minbase --include=build-essential,python3 bookworm "$dir" "$mirror" >&2
+debootstrap --variant=minbase --include="${INCLUDE:-build-essential,python3}" bookworm "$dir" "$mirror" >&2
 # The apt archive cache is download debris, not part of a rootfs an agent uses.
 rm -f "$dir"/var/cache/apt/archives/*.deb
 touch "$dir/.agentenv-bench-complete"

@@ -14,7 +14,8 @@ import { browser, check, cleanup, fail, openPage, rssKiB, run, serve, skip, temp
 
 const bin = process.argv[2] || skip('usage: dvr_test.mjs <agentenv>');
 const shots = process.env.DVR_SCREENSHOTS;
-const soakS = Number(process.env.DVR_SOAK_S || 60);
+// 30 s of live captures by default; DVR_SOAK_S=600 soaks longer.
+const soakS = Number(process.env.DVR_SOAK_S || 30);
 const b = await browser();
 const dir = tempDir();
 const root = join(dir, 'repo'), live = join(root, 'work/current');
