@@ -4,8 +4,9 @@
 # Usage: bench/make_rootfs.sh [dir]   (default /var/tmp/agentenv-bench/rootfs)
 # Env:   INCLUDE: the packages besides minbase (default build-essential,python3);
 #        bench/make_rootfs.sh /var/tmp/agentenv-bench/rootfs-dev with
-#        INCLUDE=build-essential,python3,python3-pip,git,nodejs,npm,cmake is
-#        the larger dev tree (about 48k entries) bench/envs_bench.sh takes
+#        INCLUDE=build-essential,python3,python3-pip,git,nodejs,cmake,libboost1.74-dev is
+#        the larger dev tree (38k entries, 923 MB; debootstrap cannot resolve npm's
+#        dependencies) bench/envs_bench.sh takes
 #        with ROOTFS=.
 # Prints the rootfs path on stdout. Needs root (debootstrap).
 set -euo pipefail
