@@ -12,8 +12,8 @@ Usage: envs_load.py PORT TOKEN run N SECONDS
        envs_load.py PORT TOKEN idle K PID
 """
 import json
+import multiprocessing
 import sys
-import threading
 import time
 import urllib.request
 
@@ -83,13 +83,14 @@ if MODE == "run":
     n, seconds = int(sys.argv[4]), float(sys.argv[5])
     stamp = int(time.time() * 1000) % 10**9
     endpoints = [fork(f"b{stamp}-{n}-{i}") for i in range(n)]
-    lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
-    mu = threading.Lock()
-    errors = []
     start = time.monotonic() + 0.5
     stop = start + seconds
 
-    def agent(path, i):
+    # One process per agent (fork): threads of one interpreter would add
+    # the client's own lock (the GIL) to every latency measured.
+    def agent(path, i, results):
+        lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
+        errors = []
         sid = session(path)
         k = 0
         while time.monotonic() < start:
@@ -106,16 +107,25 @@ if MODE == "run":
                 except Exception as e:  # noqa: BLE001
                     errors.append(str(e))
                     end(path, sid)
+                    results.put((lat, errors))
                     return
-                with mu:
-                    lat[op].append((time.monotonic() - t) * 1000)
+                lat[op].append((time.monotonic() - t) * 1000)
         end(path, sid)
+        results.put((lat, errors))
 
-    threads = [threading.Thread(target=agent, args=(p, i)) for i, p in enumerate(endpoints)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=agent, args=(p, i, results)) for i, p in enumerate(endpoints)]
+    for pr in procs:
+        pr.start()
+    lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
+    errors = []
+    for _ in procs:
+        part, errs = results.get()
+        for op, xs in part.items():
+            lat[op] += xs
+        errors += errs
+    for pr in procs:
+        pr.join()
     total = sum(len(v) for v in lat.values())
     out = {"n": n, "seconds": seconds, "ops": total, "ops_per_s": total / seconds, "errors": errors[:3]}
     for op, xs in lat.items():

@@ -34,10 +34,16 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
                                              "(0600) when missing; default for a non-loopback --listen: <root>/http-token");
   app.add_option("--allow-origin", origins, "Also accept browser requests from this Origin (e.g. https://ui.example.com); "
                                             "loopback origins always are");
+  int command_nice = -1;
+  app.add_option("--command-nice", command_nice,
+                 "Run exec'd commands this much nicer than the server, 0-19 (default 5 with --listen: reads keep a "
+                 "core while agents keep the CPU busy; else 0)")
+      ->check(CLI::Range(0, 19));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
   control::Server server(std::move(*repo));
+  server.set_command_nice(command_nice >= 0 ? command_nice : listen.empty() ? 0 : 5);
   serve::ServeOptions so;
   std::unique_ptr<web::Dvr> dvr;  // outlives the listener its routes are on
   std::string web_token, listen_host;

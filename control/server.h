@@ -42,6 +42,10 @@ class Server {
   // command's own server; a daemon's (an agent may run, a capture watches
   // the tree) keeps restoring in place.
   void set_swap_restores(bool on) { swap_restores_ = on; }
+  // The nice value added to every command exec runs (runner::Limits::nice):
+  // serve --listen runs agents' commands below its own threads, so that
+  // reads keep a core while the agents keep it busy. Set before serving.
+  void set_command_nice(int nice) { command_nice_ = nice; }
 
   // History. Errors: whatever the repository reports (kNotFound for refs,
   // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
@@ -144,6 +148,7 @@ class Server {
   // StopCapture after the last: read without a lock in between.
   std::unique_ptr<capture::Capture> capture_;
   bool swap_restores_ = false;
+  int command_nice_ = 0;
 };
 
 }  // namespace agentenv::control

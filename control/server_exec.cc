@@ -5,7 +5,7 @@
 namespace agentenv::control {
 
 Result<ExecReply> Server::Exec(const ExecRequest& r, const CallContext& call) {
-  run::Host host{*repo_, writer_mu_, jobs_, live_execs_};
+  run::Host host{*repo_, writer_mu_, jobs_, live_execs_, command_nice_};
   AE_ASSIGN(run::Outcome o, run::Exec(host, r, run::Streams{call.stdio, call.emit}, call.who, call.owner));
   ExecReply rep;
   rep.exit_code = o.exit_code;

@@ -103,6 +103,7 @@ Result<Outcome> Exec(Host& host, const RunRequest& r, const Streams& io, const s
   // The caller's own streams (its terminal): no pipes, no frames.
   const bool passed = io.passed.has_value();
   AE_ASSIGN(PlannedRun run, PlanRun(repo, r, true, !emit && !passed));
+  run.spec.limits.nice = host.command_nice;
   Output outs[2] = {{"stdout"}, {"stderr"}};
   std::vector<UniqueFd> pipes;
   UniqueFd w[2];

@@ -66,6 +66,7 @@ struct Host {
   Mutex& writers;
   JobTable& jobs;
   ExecQueue& live_execs;
+  int command_nice = 0;  // runner::Limits::nice of every command it runs
 };
 
 // Where a command's standard streams go.

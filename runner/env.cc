@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -43,6 +44,7 @@ struct InitArgs {
 // init: pid 1 of the new pid namespace. Raw syscalls only.
 [[noreturn]] void InitMain(const InitArgs& a) {
   ResetProcessState();
+  if (a.spec.limits.nice > 0) (void)setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + a.spec.limits.nice);
   // The clone copied every descriptor the parent had open, also other
   // threads' (another workspace's lock, a lower gc holds for removal): kept
   // until the setup below ends, they made those look taken to everyone

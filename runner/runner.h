@@ -47,6 +47,10 @@ struct Limits {
   uint64_t memory_bytes = 0;             // memory (+swap where settable); OOM kills inside
   uint64_t pids = 0;                     // processes/threads at once; fork fails beyond
   double cpus = 0;                       // CPU time per wall second (0.5 = half a core)
+  // Added to the env's CPU nice value before its setup (which is its own
+  // work: namespaces, mounts): under contention the caller's other
+  // threads run first. 0 leaves it.
+  int nice = 0;
 };
 
 // An overlay as the env's root: the kernel's overlayfs (no FUSE), mounted

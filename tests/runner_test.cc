@@ -1,5 +1,6 @@
 // runner::Run: real namespaces over a busybox root tree, as root and as an
 // unprivileged user (uid 65534).
+#include <sys/resource.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -148,6 +149,26 @@ TEST_CASE("runner: output cap truncates and reports") {
   CHECK(r->err == "e\n");
   CHECK_FALSE(r->err_truncated);
   CHECK(r->exit_code == 0);
+}
+
+TEST_CASE("runner: a nice limit lowers the whole env's CPU priority, its command's included") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  // Field 19 of /proc/self/stat is the nice value (after the command name
+  // in parentheses, which holds no space here).
+  EnvSpec s = Spec(root, "read -r a b c d e f g h i j k l m n o p q r nice rest < /proc/self/stat; echo $nice");
+  s.limits.nice = 7;
+  const int before = getpriority(PRIO_PROCESS, 0);
+  auto r = Run(s);
+  REQUIRE(r);
+  INFO(r->err);
+  CHECK(r->out == std::to_string(before + 7) + "\n");
+  CHECK(getpriority(PRIO_PROCESS, 0) == before);  // the caller's own is untouched
+  s.limits.nice = 0;
+  r = Run(s);
+  REQUIRE(r);
+  CHECK(r->out == std::to_string(before) + "\n");
 }
 
 // A TCP server on host 127.0.0.1; returns its port.
