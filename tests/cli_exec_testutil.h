@@ -8,7 +8,6 @@
 
 namespace agentenv::test {
 
-inline fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
 // argv prefix that drops to uid/gid 65534 when we are root.
 inline std::vector<std::string> AsNobody(std::vector<std::string> argv) {

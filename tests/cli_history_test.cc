@@ -13,7 +13,6 @@
 namespace agentenv::test {
 namespace {
 
-fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
 // Every xattr of p (any namespace) with its exact value, sorted.
 std::string AllXattrs(const fs::path& p) {

@@ -13,7 +13,6 @@
 namespace agentenv::test {
 namespace {
 
-fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
 // A source tree big enough that init and restore take a few hundred ms.
 void MakeTree(const fs::path& dir, int files) {

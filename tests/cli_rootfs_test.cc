@@ -12,7 +12,6 @@
 namespace agentenv::test {
 namespace {
 
-fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
 // `agentenv exec [flags] -- sh -c LINE` (--root before the "--").
 CmdResult Exec(const fs::path& root, const std::vector<std::string>& flags, const std::string& line) {

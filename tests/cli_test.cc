@@ -15,7 +15,6 @@
 namespace agentenv::test {
 namespace {
 
-fs::path Work(const fs::path& root) { return root / "work" / "current"; }
 
 // A small tree with the usual kinds of entries.
 void MakeSource(const fs::path& src) {

@@ -243,6 +243,9 @@ inline void WriteFile(const fs::path& p, const std::string& data) {
   REQUIRE(f.good());
 }
 
+// The live tree of the repository at `root`.
+inline fs::path Work(const fs::path& root) { return root / "work" / "current"; }
+
 inline std::string ReadFile(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream s;

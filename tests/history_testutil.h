@@ -33,11 +33,6 @@ inline std::string ReadString(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-inline std::string RandomString(size_t n, uint64_t seed) {
-  auto b = RandomBytes(n, seed);
-  return std::string(b.begin(), b.end());
-}
-
 // Bytes allocated on disk by the regular files under `dir`.
 inline uint64_t DiskBytes(const std::string& dir) {
   uint64_t n = 0;

@@ -122,8 +122,6 @@ class Registry {
   Child child_;
 };
 
-inline fs::path Work(const fs::path& root) { return root / "work" / "current"; }
-
 inline void MustRun(const std::vector<std::string>& argv) {
   CmdResult r = RunCmd(argv, "", 120000);
   INFO(r.Describe());

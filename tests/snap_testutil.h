@@ -227,11 +227,6 @@ inline bool SetMtime(const std::string& path, time_t sec, long nsec) {
   return ::utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-inline std::string RandomString(size_t n, uint64_t seed) {
-  auto v = RandomBytes(n, seed);
-  return std::string(v.begin(), v.end());
-}
-
 // A directory chain under `dir` whose total path is longer than PATH_MAX,
 // with a file and a symlink at the bottom. Built with mkdirat/openat.
 inline bool MakeDeepTree(const std::string& dir, const std::string& leaf_content) {

@@ -69,6 +69,11 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
   return v;
 }
 
+inline std::string RandomString(size_t n, uint64_t seed) {
+  auto v = RandomBytes(n, seed);
+  return std::string(v.begin(), v.end());
+}
+
 inline bool IsRoot() { return ::geteuid() == 0; }
 
 // kSanitizerSlowdown: how many times slower than a plain build this one
