@@ -58,12 +58,6 @@ class Scope {
                                            " only; leave 'workspace' out");
     return {};
   }
-  Result<void> LiveTreeOnly(std::string_view op) const {
-    if (!call_.env.empty())
-      return Fail(ErrorCode::kInvalid, std::string(op) + " acts on the live tree, not on workspace '" + call_.env +
-                                           "': call it on the live tree's endpoint /mcp");
-    return {};
-  }
   // A file reader's ref: empty reads the live tree, on the live tree only.
   Result<void> PinReader(std::string_view op, std::string* ref) const {
     if (!ref->empty()) return Pin(ref);
@@ -220,48 +214,46 @@ Result<JobOutputReply> OnEnvironment(Server& s, JobOutputRequest& r, const CallC
   return Op<JobOutputRequest>::Run(s, r, call);
 }
 
-Result<StatusReply> OnEnvironment(Server& s, StatusRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.LiveTreeOnly("status"));
-  return Op<StatusRequest>::Run(s, r, call);
-}
-Result<SpawnReply> OnEnvironment(Server& s, SpawnRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.LiveTreeOnly("spawn"));
-  AE_TRY(scope.Own("spawn", r.run.workspace));
-  return Op<SpawnRequest>::Run(s, r, call);
-}
-Result<TournamentReply> OnEnvironment(Server& s, TournamentRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.LiveTreeOnly("tournament"));
-  return Op<TournamentRequest>::Run(s, r, call);
-}
-Result<ImportReply> OnEnvironment(Server& s, ImportRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.LiveTreeOnly("import"));
-  return Op<ImportRequest>::Run(s, r, call);
-}
-Result<WriteFileReply> OnEnvironment(Server& s, WriteFileRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.LiveTreeOnly("write_file"));
-  return Op<WriteFileRequest>::Run(s, r, call);
+namespace {
+
+// An op of the live tree alone: refused on a workspace's endpoint.
+template <class Req>
+Result<typename Op<Req>::Reply> OnLiveTree(Server& s, Req& r, const CallContext& call) {
+  if (!call.env.empty())
+    return Fail(ErrorCode::kInvalid, std::string(Op<Req>::kName) + " acts on the live tree, not on workspace '" +
+                                         call.env + "': call it on the live tree's endpoint /mcp");
+  return Op<Req>::Run(s, r, call);
 }
 
-Result<ReadFileReply> OnEnvironment(Server& s, ReadFileRequest& r, const CallContext& call) {
+// A file reader: its ref as the environment names it (Scope::PinReader).
+template <class Req>
+Result<typename Op<Req>::Reply> OnReader(Server& s, Req& r, const CallContext& call) {
   AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.PinReader("read_file", &r.ref));
-  return Op<ReadFileRequest>::Run(s, r, call);
+  AE_TRY(scope.PinReader(Op<Req>::kName, &r.ref));
+  return Op<Req>::Run(s, r, call);
 }
-Result<ListDirReply> OnEnvironment(Server& s, ListDirRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.PinReader("list_dir", &r.ref));
-  return Op<ListDirRequest>::Run(s, r, call);
+
+}  // namespace
+
+Result<StatusReply> OnEnvironment(Server& s, StatusRequest& r, const CallContext& call) { return OnLiveTree(s, r, call); }
+Result<SpawnReply> OnEnvironment(Server& s, SpawnRequest& r, const CallContext& call) {
+  if (call.env.empty()) {
+    AE_ASSIGN(Scope scope, Scope::Of(s, call));
+    AE_TRY(scope.Own("spawn", r.run.workspace));
+  }
+  return OnLiveTree(s, r, call);
 }
-Result<SearchReply> OnEnvironment(Server& s, SearchRequest& r, const CallContext& call) {
-  AE_ASSIGN(Scope scope, Scope::Of(s, call));
-  AE_TRY(scope.PinReader("search", &r.ref));
-  return Op<SearchRequest>::Run(s, r, call);
+Result<TournamentReply> OnEnvironment(Server& s, TournamentRequest& r, const CallContext& call) {
+  return OnLiveTree(s, r, call);
 }
+Result<ImportReply> OnEnvironment(Server& s, ImportRequest& r, const CallContext& call) { return OnLiveTree(s, r, call); }
+Result<WriteFileReply> OnEnvironment(Server& s, WriteFileRequest& r, const CallContext& call) {
+  return OnLiveTree(s, r, call);
+}
+
+Result<ReadFileReply> OnEnvironment(Server& s, ReadFileRequest& r, const CallContext& call) { return OnReader(s, r, call); }
+Result<ListDirReply> OnEnvironment(Server& s, ListDirRequest& r, const CallContext& call) { return OnReader(s, r, call); }
+Result<SearchReply> OnEnvironment(Server& s, SearchRequest& r, const CallContext& call) { return OnReader(s, r, call); }
 Result<FileHistoryReply> OnEnvironment(Server& s, FileHistoryRequest& r, const CallContext& call) {
   AE_ASSIGN(Scope scope, Scope::Of(s, call));
   AE_TRY(scope.Pin(&r.ref));
