@@ -1,7 +1,7 @@
 // Writes the seed inputs of the binary formats with the encoders that
 // write them in a repository (make_seeds.py writes the archives, layouts
 // and text inputs): `fuzz_seeds DIR` fills DIR/tree, DIR/node,
-// DIR/manifest, DIR/meta_rows, DIR/provenance and DIR/pack. Deterministic: the same bytes
+// DIR/manifest, DIR/meta_rows, DIR/provenance, DIR/pack and DIR/init_message. Deterministic: the same bytes
 // on every run, so the committed corpus can be remade and compared.
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/init_message.h"
+#include "runner/setup.h"
 #include "snap/meta_internal.h"
 #include "snap/node.h"
 #include "snap/oplog.h"
@@ -204,6 +206,34 @@ void Packs() {
   Put("pack", "damaged", damaged);
 }
 
+// An env's init (an overlay workspace's plan, network denied, a bind) and
+// a spawned command's helper, as Env::Start and Env::Spawn write them.
+void InitMessages() {
+  using namespace runner::internal;
+  runner::EnvSpec spec;
+  spec.root = "/var/lib/agentenv/work/current";
+  spec.overlay = runner::Overlay{"/var/lib/agentenv/lowers/ab12", "/var/lib/agentenv/workspaces/a/upper",
+                                 "/var/lib/agentenv/workspaces/a/work"};
+  spec.network = runner::Network::kDeny;
+  spec.binds.push_back({"/run/agentenv.sock", "/run/agentenv.sock"});
+  InitMessage env;
+  env.argv = {"/bin/sh", "-c", "make test"};
+  env.env = {"PATH=/usr/bin:/bin", "HOME=/root"};
+  env.in = 5, env.out = 6, env.err = 7, env.report = 9, env.status = 11;
+  env.plan = Plan(spec);
+  env.kept = {11, 12};
+  env.tied = true;
+  Put("init_message", "env", Bytes(EncodeInitMessage(env)));
+  InitMessage join;
+  join.mode = InitMessage::Mode::kJoin;
+  join.argv = {"sleep", "5"};
+  join.report = 8;
+  join.ns = {{0x10000000, 20}, {0x20000, 21}, {0x20000000, 22}};
+  join.procs = {23, 24};
+  join.cwd = "/root";
+  Put("init_message", "join", Bytes(EncodeInitMessage(join)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,5 +248,6 @@ int main(int argc, char** argv) {
   MetaRows();
   Provenances();
   Packs();
+  InitMessages();
   return 0;
 }

@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
-targets=(tar_import tar_filter oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages http_head provenance)
+targets=(tar_import tar_filter oci_layer oci_layout pack tree node manifest meta_rows socket mcp ignore refs packages http_head provenance session_cookie patch init_message)
 
 # Longest input per target: archives and layouts need room.
 max_len() {

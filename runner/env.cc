@@ -1,13 +1,12 @@
 // Env: the long-lived handle. Start clones the env's init into new
-// namespaces; init runs the setup plan, forks spec.argv as pid 2, reaps
-// orphans, and reports pid 2's wait status over a pipe when it ends (its own
-// exit then tears down the pid namespace, killing everything left).
+// namespaces, maps its ids and lets it exec the init program
+// (runner/init_main.cc), which runs the setup plan, forks spec.argv as
+// pid 2, reaps orphans, and reports pid 2's wait status over a pipe when it
+// ends (its own exit then tears down the pid namespace, killing everything
+// left).
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -17,80 +16,13 @@
 #include <cstring>
 
 #include "runner/env_state.h"
+#include "runner/init_program.h"
 #include "runner/setup.h"
 
 namespace agentenv::runner {
 using namespace internal;
 
 namespace {
-
-// Written by init's signal handler only; signals sent to the env's pid are
-// forwarded to the main command (init itself ignores what it has no handler for).
-volatile pid_t g_main_pid = 0;
-void Forward(int sig) { if (g_main_pid > 0) kill(g_main_pid, sig); }
-
-// What init needs, all made by the parent before the clone: init may not
-// allocate (another thread of the parent may have held malloc's lock).
-struct InitArgs {
-  const EnvSpec& spec;
-  const std::vector<Step>& plan;
-  const ExecArgs& exec;
-  const std::vector<unsigned>& kept;  // sorted
-  const std::vector<unsigned>& setup;  // sorted: what init needs until its command runs
-  StdioFds stdio;
-  int sync_r, sync_w, err_w, status_w;
-};
-
-// init: pid 1 of the new pid namespace. Raw syscalls only.
-[[noreturn]] void InitMain(const InitArgs& a) {
-  ResetProcessState();
-  if (a.spec.limits.nice > 0) (void)setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + a.spec.limits.nice);
-  // The clone copied every descriptor the parent had open, also other
-  // threads' (another workspace's lock, a lower gc holds for removal): kept
-  // until the setup below ends, they made those look taken to everyone
-  // else. Only what the setup needs stays.
-  CloseAllBut(a.setup);
-  // Before the sync read: a caller that died before this line has closed
-  // its end of the sync pipe, and the read below sees EOF.
-  if (a.spec.tied_to_caller) prctl(PR_SET_PDEATHSIG, SIGKILL);
-  close(a.sync_w);
-  char c;
-  if (read(a.sync_r, &c, 1) != 1) _exit(127);  // the parent failed to map ids
-  for (size_t i = 0; i < a.plan.size(); ++i)
-    if (Execute(a.plan[i]) != 0 && !a.plan[i].optional) ChildFail(a.err_w, int(i));
-  prctl(PR_SET_NAME, "agentenv-init");
-  // A raw clone, not fork(): glibc's fork takes the malloc and stdio
-  // locks for its atfork handlers, and this process was cloned from a
-  // multithreaded parent that may have held them (a tournament starts
-  // envs from several threads): fork() here could wait for ever.
-  pid_t m = pid_t(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-  if (m < 0) ChildFail(a.err_w, kStepFork);
-  if (m == 0) {
-    DupStdio(a.stdio, a.err_w);
-    if (a.spec.terminal && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) != 0)) ChildFail(a.err_w, kStepTty);
-    execvpe(a.exec.argv_p[0], a.exec.argv_p.data(), a.exec.env_p.data());
-    ChildFail(a.err_w, kStepExec);
-  }
-  g_main_pid = m;
-  struct sigaction fwd {};
-  fwd.sa_handler = Forward;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
-  // From here init needs only status_w. Everything else goes, also the
-  // descriptors other threads of the parent had open when it was cloned
-  // (another env's output pipes): EOF of each env follows its own
-  // processes alone.
-  // The held descriptors (leases, locks) stay too, until init exits.
-  CloseAllBut(a.kept);
-  for (;;) {
-    int status;
-    pid_t w = wait(&status);
-    if (w == m) {
-      (void)!write(a.status_w, &status, sizeof status);
-      _exit(0);
-    }
-    if (w < 0 && errno == ECHILD) _exit(0);
-  }
-}
 
 // The directory fd init sent with SCM_RIGHTS (kSendDir), already queued.
 Result<UniqueFd> ReceiveFd(int sock) {
@@ -139,7 +71,6 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   }
   const std::vector<Step> plan = Plan(spec, disk_w.get());
   st->rootless_apt = RootlessApt(spec);
-  const ExecArgs a(spec.argv, BuildEnv(spec.pass_env, spec.set_env, st->rootless_apt));
 
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
@@ -148,21 +79,37 @@ Result<Env> Env::Start(const EnvSpec& spec, StdioFds stdio) {
   UniqueFd err_r(p[0]), err_w(p[1]);
   if (pipe2(p, O_CLOEXEC) != 0) return FailErrno("pipe", errno);
   UniqueFd status_w(p[1]);
-  // What init keeps open (sorted, made here: the child may not allocate).
-  std::vector<unsigned> kept = {unsigned(status_w.get())};
-  for (int fd : spec.held_fds)
-    if (fd > 2) kept.push_back(unsigned(fd));
-  std::sort(kept.begin(), kept.end());
-  std::vector<unsigned> setup = kept;
-  for (int fd : {sync_r.get(), sync_w.get(), err_w.get(), stdio.in, stdio.out, stdio.err, disk_w.get()})
-    if (fd > 2) setup.push_back(unsigned(fd));
-  std::sort(setup.begin(), setup.end());
   st->status_r.reset(p[0]);
+
+  InitMessage m;
+  m.mode = InitMessage::Mode::kEnv;
+  m.argv = spec.argv;
+  m.env = BuildEnv(spec.pass_env, spec.set_env, st->rootless_apt);
+  m.in = stdio.in, m.out = stdio.out, m.err = stdio.err;
+  m.report = err_w.get();
+  m.plan = plan;
+  m.status = status_w.get();
+  m.kept = {status_w.get()};
+  for (int fd : spec.held_fds)
+    if (fd > 2) m.kept.push_back(fd);
+  std::sort(m.kept.begin(), m.kept.end());
+  m.terminal = spec.terminal;
+  m.tied = spec.tied_to_caller;
+  AE_ASSIGN(UniqueFd message, WriteInitMessage(m));
+  InitExec x;
+  x.message = message.get();
+  x.report = err_w.get();
+  x.nice = spec.limits.nice;
+  x.tied = spec.tied_to_caller;
+  x.sync_r = sync_r.get();
+  x.sync_w = sync_w.get();
+  std::vector<int> fds = m.kept;
+  for (int fd : {stdio.in, stdio.out, stdio.err, disk_w.get()}) fds.push_back(fd);
+  AE_TRY(PrepareInitExec(x, fds));
 
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC;
   if (spec.network == Network::kDeny) flags |= CLONE_NEWNET;
-  InitArgs args{spec, plan, a, kept, setup, stdio, sync_r.get(), sync_w.get(), err_w.get(), status_w.get()};
-  pid_t pid = CloneChild(flags, [](void* p) -> int { InitMain(*static_cast<const InitArgs*>(p)); }, &args);
+  pid_t pid = CloneChild(flags, [](void* p) -> int { ExecInitProgram(*static_cast<const InitExec*>(p)); }, &x);
   if (pid < 0) return FailErrno("clone (user/mount/pid namespaces)", errno);
   st->pid = pid;
   sync_r.reset();

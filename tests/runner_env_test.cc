@@ -333,3 +333,66 @@ TEST_CASE("runner env: a spawned command's helper holds none of its parent's oth
   kill(env->pid(), SIGKILL);
   CHECK(env->Wait());
 }
+
+namespace {
+
+// Whether any private writable mapping of process `pid` (its heap, stack,
+// data) holds `needle`, read through /proc/<pid>/mem as a debugger would.
+bool MemoryHolds(pid_t pid, const std::string& needle) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  int mem = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(mem >= 0);
+  bool found = false;
+  for (std::string line; !found && std::getline(maps, line);) {
+    unsigned long from, to;
+    char perms[5] = {};
+    if (sscanf(line.c_str(), "%lx-%lx %4s", &from, &to, perms) != 3 || perms[0] != 'r' || perms[1] != 'w') continue;
+    std::string bytes(to - from, '\0');
+    ssize_t n = pread(mem, bytes.data(), bytes.size(), off_t(from));
+    if (n > 0) found = std::string_view(bytes.data(), size_t(n)).find(needle) != std::string_view::npos;
+  }
+  ::close(mem);
+  return found;
+}
+
+// The parent of `pid` as the host sees it.
+pid_t ParentOf(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  return pid_t(std::stol(stat.substr(stat.rfind(')') + 4)));
+}
+
+}  // namespace
+
+// An env's init is pid 1 of a namespace where the agent is root: whatever
+// init's memory holds, the agent can read (/proc/1/mem). It once was a
+// clone of its caller that never exec'd (a copy of serve's heap: other
+// environments' requests, tokens in flight), and so was a spawned
+// command's helper.
+TEST_CASE("runner env: an env's init and a spawned command's helper hold none of their caller's memory") {
+  TempDir td;
+  fs::path root = td / "root";
+  MakeTree(root, 0);
+  const std::string secret = "caller-secret-" + agentenv::test::RandomString(24, uint64_t(getpid()));  // on the heap
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  auto env = Env::Start(Spec(root, "sleep 977"));
+  REQUIRE(env);
+  auto p = env->Spawn({{"sleep", "978"}});
+  REQUIRE(p);
+  REQUIRE(agentenv::test::WaitFor([&] { return CountProcesses({"sleep", "978"}) == 1; }, 5000));
+  const pid_t helper = ParentOf(p->pid());
+  REQUIRE(helper != getpid());
+  for (pid_t pid : {env->pid(), helper}) {
+    INFO("pid " << pid << (pid == helper ? " (the helper)" : " (init)"));
+    CHECK(ReadFile("/proc/" + std::to_string(pid) + "/maps").find(self) == std::string::npos);
+    CHECK_FALSE(MemoryHolds(pid, secret));
+  }
+  CHECK(MemoryHolds(getpid(), secret));  // the probe finds it where it is
+  // From inside: pid 1 is the init program, and reads as such.
+  auto r = Run(Spec(root, "cat /proc/1/comm"));
+  REQUIRE(r);
+  CHECK(r->out == "agentenv-init\n");
+  p->Kill();
+  CHECK(p->Wait());
+  env->KillAll();
+}
