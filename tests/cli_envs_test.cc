@@ -1,11 +1,17 @@
 // Environments over HTTP: the live tree at /mcp and each workspace at
-// /w/NAME/mcp, each its own agent's, reached at once. Everything runs as
-// uid 65534 on a busybox tree (rootless workspaces: userxattr overlays).
+// /w/NAME/mcp, each its own agent's, reached at once, on a busybox tree.
+// Each test case runs once per user (Users(); the user is named in a
+// failure's messages): the daemon, supervise and every command as root on a
+// repository root owns (an env's user namespace maps every id), then as
+// uid 65534 on one it owns (rootless: an env maps that one id to its root).
+// The workspaces' overlays are userxattr overlays either way. When the
+// tests do not run as root, only the second runs, as the caller.
 #include <httplib.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,11 +34,16 @@ std::string Text(const json& reply) {
   return reply.contains("result") ? reply["result"]["content"][0].value("text", "") : reply.dump();
 }
 
-// The live tree's session on a daemon serving --listen 127.0.0.1:0, and
-// forks of HEAD named `names`, each checked to announce its endpoint.
-// With `token`, the listener requires one (--token-file <root>/http-token).
+// A repository owned by `as` and its daemon, run as `as`, serving --listen
+// 127.0.0.1:0; Fork(name) forks HEAD over the live tree's endpoint, checked
+// to announce the workspace's. With `token`, the listener requires one
+// (--token-file <root>/http-token).
 struct Served {
-  explicit Served(bool token = false) : d(root, Args(token)), port(ListenPort(d.LogPath())) {
+  explicit Served(As as, bool token = false)
+      : as(as), root(BusyboxRepo(tmp, {}, as)), d(as, root, Args(token)), port(ListenPort(d.LogPath())) {
+    struct stat st {};  // /proc/PID is owned by the process's uid
+    REQUIRE(::stat(("/proc/" + std::to_string(d.child().pid())).c_str(), &st) == 0);
+    REQUIRE(st.st_uid == (as == As::kNobody && IsRoot() ? 65534u : ::geteuid()));
     if (!token) return;
     std::string t = ReadFile(root / "http-token");
     while (!t.empty() && t.back() == '\n') t.pop_back();
@@ -43,9 +54,10 @@ struct Served {
     if (token) a.insert(a.end(), {"--token-file", (root / "http-token").string()});
     return a;
   }
+  As as;
   TempDir tmp;
-  fs::path root = BusyboxRepo(tmp);
-  NobodyDaemon d;
+  fs::path root;
+  DaemonAs d;
   int port;
   httplib::Headers op;  // the operator's Authorization, when the listener requires a token
   void Fork(const std::string& name) {
@@ -62,7 +74,9 @@ struct Served {
 }  // namespace
 
 TEST_CASE("cli serve --listen: two clients on two workspace endpoints run their execs at the same time", "[cli][serve][mcp][exec][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   s.Fork("a");
   s.Fork("b");
   HttpMcp a(s.port, {}, "/w/a/mcp"), b(s.port, {}, "/w/b/mcp");
@@ -102,7 +116,9 @@ TEST_CASE("cli serve --listen: two clients on two workspace endpoints run their 
 }
 
 TEST_CASE("cli serve --listen: a workspace endpoint's tools act on it: snapshot, diff, log, and its session is its own", "[cli][serve][mcp][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   s.Fork("a");
   HttpMcp a(s.port, {}, "/w/a/mcp");
   REQUIRE(a.Initialize());
@@ -180,11 +196,12 @@ json InitializeMessage() {
                       {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
 }
 
-std::string Secret(const fs::path& root, std::vector<std::string> args) {
+// A new token's secret: `token create args...`, by the repository's owner.
+std::string Secret(const Served& s, std::vector<std::string> args) {
   args.insert(args.begin(), "token");
   args.insert(args.begin() + 1, "create");
   args.push_back("--json");
-  CmdResult r = Run(root, args);
+  CmdResult r = RunAs(s.as, s.root, args);
   INFO(r.Describe());
   REQUIRE(r.code == 0);
   return r.Json()["secret"].get<std::string>();
@@ -201,12 +218,14 @@ int Status(int port, const std::string& path, const httplib::Headers& h, const s
 }  // namespace
 
 TEST_CASE("cli token: a scoped token reaches its own environment only, the operator's all, unknown ones none", "[cli][serve][mcp][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
   s.Fork("a");
   s.Fork("b");
-  const std::string to_a = Secret(s.root, {"--env", "a"});
-  const std::string to_live = Secret(s.root, {});
+  const std::string to_a = Secret(s, {"--env", "a"});
+  const std::string to_live = Secret(s, {});
 
   HttpMcp a(s.port, Bearer(to_a), "/w/a/mcp");
   REQUIRE(a.Initialize());
@@ -264,7 +283,9 @@ TEST_CASE("cli token: a scoped token reaches its own environment only, the opera
 }
 
 TEST_CASE("cli token: a scoped token sees its environment's history only: another's nodes, tips, tags and names stay hidden", "[cli][serve][mcp][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
   s.Fork("agent-one");
   s.Fork("agent-two");
@@ -277,7 +298,7 @@ TEST_CASE("cli token: a scoped token sees its environment's history only: anothe
   const std::string theirs = made["node"]["id"];
   CHECK(!IsError(two.Request("tools/call", {{"name", "tag"}, {"arguments", {{"name", "their-tag"}}}})));
   // Ours, through our token.
-  HttpMcp one(s.port, Bearer(Secret(s.root, {"--env", "agent-one"})), "/w/agent-one/mcp");
+  HttpMcp one(s.port, Bearer(Secret(s, {"--env", "agent-one"})), "/w/agent-one/mcp");
   REQUIRE(one.Initialize());
   json mine = one.Tool("exec", {{"command", "echo ours > /root/mine"}});
   REQUIRE(mine["node"].is_object());
@@ -324,7 +345,7 @@ TEST_CASE("cli token: a scoped token sees its environment's history only: anothe
   CHECK(!IsError(one.Request("tools/call", {{"name", "show"}, {"arguments", {{"ref", "HEAD~1"}}}})));
   CHECK(IsError(one.Request("tools/call", {{"name", "digest"}, {"arguments", json::object()}})));
   // The live tree's token sees the live tree's nodes, none of a workspace's.
-  HttpMcp live(s.port, Bearer(Secret(s.root, {})));
+  HttpMcp live(s.port, Bearer(Secret(s, {})));
   REQUIRE(live.Initialize());
   const std::string seen_live = live.Tool("log", {{"limit", 100}}).dump() + live.Tool("digest", json::object()).dump();
   CHECK(seen_live.find(theirs.substr(0, 12)) == std::string::npos);
@@ -338,10 +359,12 @@ TEST_CASE("cli token: a scoped token sees its environment's history only: anothe
 }
 
 TEST_CASE("cli token: a read-only token reads history and files but runs and changes nothing", "[cli][serve][mcp][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
   s.Fork("a");
-  HttpMcp ro(s.port, Bearer(Secret(s.root, {"--env", "a", "--read-only"})), "/w/a/mcp");
+  HttpMcp ro(s.port, Bearer(Secret(s, {"--env", "a", "--read-only"})), "/w/a/mcp");
   REQUIRE(ro.Initialize());
   CHECK(ro.Tool("log", {{"limit", 3}})["nodes"].size() >= 1);
   CHECK(ro.Tool("diff", json::object()).contains("changes"));
@@ -362,10 +385,12 @@ TEST_CASE("cli token: a read-only token reads history and files but runs and cha
 }
 
 TEST_CASE("cli token: stored hashed and listed without the secret, revoked and expired tokens are refused", "[cli][serve][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
   s.Fork("a");
-  const std::string secret = Secret(s.root, {"--env", "a"});
+  const std::string secret = Secret(s, {"--env", "a"});
   REQUIRE(secret.starts_with("aet_"));
   // On disk: the hash, never the secret, readable by the owner only.
   const fs::path file = s.root / "tokens";
@@ -374,7 +399,7 @@ TEST_CASE("cli token: stored hashed and listed without the secret, revoked and e
   CHECK(stored.find(secret.substr(4)) == std::string::npos);
   CHECK(stored.find(HexEncode(Sha256::Of({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}))) != std::string::npos);
   CHECK((fs::status(file).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
-  CmdResult ls = Run(s.root, {"token", "ls", "--json"});
+  CmdResult ls = RunAs(s.as, s.root, {"token", "ls", "--json"});
   INFO(ls.Describe());
   REQUIRE(ls.code == 0);
   CHECK(ls.out.find(secret.substr(4, 16)) == std::string::npos);
@@ -385,16 +410,18 @@ TEST_CASE("cli token: stored hashed and listed without the secret, revoked and e
   const std::string id = listed["tokens"][0]["id"];
 
   CHECK(Status(s.port, "/w/a/mcp", Bearer(secret)) == 200);
-  CHECK(Run(s.root, {"token", "revoke", id}).code == 0);
+  CHECK(RunAs(s.as, s.root, {"token", "revoke", id}).code == 0);
   CHECK(Status(s.port, "/w/a/mcp", Bearer(secret)) == 401);
   // Bad input changes nothing.
-  CHECK(Run(s.root, {"token", "create", "--env", "nope"}).code != 0);
-  CHECK(Run(s.root, {"token", "create", "--expires", "soon"}).code != 0);
-  CHECK(Run(s.root, {"token", "ls", "--json"}).Json()["tokens"].empty());
+  CHECK(RunAs(s.as, s.root, {"token", "create", "--env", "nope"}).code != 0);
+  CHECK(RunAs(s.as, s.root, {"token", "create", "--expires", "soon"}).code != 0);
+  CHECK(RunAs(s.as, s.root, {"token", "ls", "--json"}).Json()["tokens"].empty());
 }
 
 TEST_CASE("cli serve --listen: execs of one environment queue, the wait is reported and counts against the timeout", "[cli][serve][mcp][exec][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   s.Fork("a");
   HttpMcp first(s.port, {}, "/w/a/mcp"), second(s.port, {}, "/w/a/mcp");
   REQUIRE(first.Initialize());
@@ -433,7 +460,9 @@ TEST_CASE("cli serve --listen: execs of one environment queue, the wait is repor
 }
 
 TEST_CASE("cli serve --listen: a snapshot: false exec on the live tree does not queue behind another exec", "[cli][serve][mcp][exec][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   HttpMcp a(s.port), b(s.port);
   REQUIRE(a.Initialize());
   REQUIRE(b.Initialize());
@@ -483,7 +512,9 @@ bool CancelledNode(HttpMcp& m, const std::string& command) {
 }  // namespace
 
 TEST_CASE("cli serve --listen: a client whose connection drops, or that DELETEs its session, has its exec killed and recorded as cancelled", "[cli][serve][mcp][exec][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   HttpMcp m(s.port), watcher(s.port);
   REQUIRE(m.Initialize());
   REQUIRE(watcher.Initialize());
@@ -512,9 +543,11 @@ TEST_CASE("cli serve --listen: a client whose connection drops, or that DELETEs 
 }
 
 TEST_CASE("cli serve --listen: exec sessions, jobs, ps and kill are each MCP session's own, the operator's token sees all", "[cli][serve][mcp][exec][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
-  const std::string live = Secret(s.root, {});
+  const std::string live = Secret(s, {});
   HttpMcp a(s.port, Bearer(live)), b(s.port, Bearer(live)), op(s.port, s.op);
   REQUIRE(a.Initialize());
   REQUIRE(b.Initialize());
@@ -557,51 +590,55 @@ TEST_CASE("cli serve --listen: exec sessions, jobs, ps and kill are each MCP ses
 }
 
 TEST_CASE("cli supervise --workspace: the agent runs in the workspace, which is captured automatically, debounced, the live tree untouched", "[cli][supervise][workspace][envs]") {
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
   TempDir tmp;
-  fs::path root = BusyboxRepo(tmp);
-  CmdResult forked = Run(root, {"fork", "--name", "a", "--json"});
+  fs::path root = BusyboxRepo(tmp, {}, as);
+  CmdResult forked = RunAs(as, root, {"fork", "--name", "a", "--json"});
   INFO(forked.Describe());
   REQUIRE(forked.code == 0);
   const std::string base = forked.Json()["workspace"]["base"];
   // Two bursts far apart (two nodes), then one write just before the
   // agent ends (delivered when supervise stops).
-  CmdResult sup = RunCmd(AsNobody({AGENTENV_BIN, "supervise", "--root", root.string(), "--workspace", "a",
-                                   "--quiet-ms", "100", "--max-delay-ms", "1000", "--", "/bin/sh", "-c",
-                                   "echo 1 > /root/x; echo 1 > /root/x2; sleep 1.5; echo 2 > /root/y; sleep 1.5; "
-                                   "echo 3 > /root/z"}),
-                         "", 60000);
+  CmdResult sup = RunAs(as, root,
+                        {"supervise", "--workspace", "a", "--quiet-ms", "100", "--max-delay-ms", "1000", "--",
+                         "/bin/sh", "-c",
+                         "echo 1 > /root/x; echo 1 > /root/x2; sleep 1.5; echo 2 > /root/y; sleep 1.5; echo 3 > /root/z"},
+                        60000);
   INFO(sup.Describe());
   REQUIRE(sup.code == 0);
   CHECK(!fs::exists(Work(root) / "root/x"));
-  const std::string head = Run(root, {"workspace", "ls", "--json"}).Json()["workspaces"][0]["head"];
+  const std::string head = RunAs(as, root, {"workspace", "ls", "--json"}).Json()["workspaces"][0]["head"];
   REQUIRE(head != base);
   // The lane: z's node, y's, x's, then the base.
   std::vector<std::string> lane;
   for (std::string at = head; at != base && lane.size() < 6;) {
     lane.push_back(at);
-    json shown = Run(root, {"show", at, "--json"}).Json();
+    json shown = RunAs(as, root, {"show", at, "--json"}).Json();
     at = shown["node"]["parent"].is_string() ? shown["node"]["parent"].get<std::string>() : base;
   }
   INFO("lane of " << lane.size() << " nodes");
   REQUIRE(lane.size() == 3);
-  CHECK(Run(root, {"cat", lane[0], "root/z"}).out == "3\n");
-  CHECK(Run(root, {"cat", lane[1], "root/y"}).out == "2\n");
-  CHECK(Run(root, {"cat", lane[1], "root/z"}).code != 0);
-  CHECK(Run(root, {"cat", lane[2], "root/x2"}).out == "1\n");
-  CHECK(Run(root, {"cat", lane[2], "root/y"}).code != 0);
+  CHECK(RunAs(as, root, {"cat", lane[0], "root/z"}).out == "3\n");
+  CHECK(RunAs(as, root, {"cat", lane[1], "root/y"}).out == "2\n");
+  CHECK(RunAs(as, root, {"cat", lane[1], "root/z"}).code != 0);
+  CHECK(RunAs(as, root, {"cat", lane[2], "root/x2"}).out == "1\n");
+  CHECK(RunAs(as, root, {"cat", lane[2], "root/y"}).code != 0);
 }
 
 TEST_CASE("cli env ls: every environment with its endpoint, last node, running commands, disk use and tokens", "[cli][serve][token][envs]") {
-  Served s(true);
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as, true);
   REQUIRE(s.port > 0);
   s.Fork("a");
-  const std::string to_a = Secret(s.root, {"--env", "a", "--read-only"});
+  const std::string to_a = Secret(s, {"--env", "a", "--read-only"});
   HttpMcp a(s.port, s.op, "/w/a/mcp");
   REQUIRE(a.Initialize());
   REQUIRE(a.Tool("exec", {{"command", "head -c 200000 /bin/busybox > /root/big"}}).value("exit_code", -1) == 0);
   std::thread running([&] { a.Tool("exec", {{"command", "echo > /root/started; sleep 3"}, {"snapshot", false}}); });
   REQUIRE(WaitFor([&] { return fs::exists(s.Upper("a") / "root/started"); }, 10000));
-  CmdResult ls = Run(s.root, {"env", "ls", "--json"});
+  CmdResult ls = RunAs(s.as, s.root, {"env", "ls", "--json"});
   INFO(ls.Describe());
   REQUIRE(ls.code == 0);
   json envs = ls.Json()["environments"];
@@ -617,7 +654,7 @@ TEST_CASE("cli env ls: every environment with its endpoint, last node, running c
   REQUIRE(envs[1]["tokens"].size() == 1);
   CHECK(envs[1]["tokens"][0]["read_only"] == true);
   CHECK(envs[0]["tokens"].empty());
-  CHECK(Run(s.root, {"env", "ls"}).out.find("/w/a/mcp") != std::string::npos);
+  CHECK(RunAs(s.as, s.root, {"env", "ls"}).out.find("/w/a/mcp") != std::string::npos);
   // The operator's over MCP; not a scoped token's.
   HttpMcp op(s.port, s.op);
   REQUIRE(op.Initialize());
@@ -629,7 +666,9 @@ TEST_CASE("cli env ls: every environment with its endpoint, last node, running c
 }
 
 TEST_CASE("cli serve --listen: kill -9 while two workspaces run execs leaves every environment consistent", "[cli][serve][exec][envs]") {
-  Served s;
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
   s.Fork("a");
   s.Fork("b");
   std::vector<std::thread> clients;
@@ -643,23 +682,23 @@ TEST_CASE("cli serve --listen: kill -9 while two workspaces run execs leaves eve
   for (auto& t : clients) t.join();
   for (const char* name : {"a", "b"})
     CHECK(WaitFor([&] {
-      json l = Run(s.root, {"workspace", "ls", "--json"}).Json();
+      json l = RunAs(s.as, s.root, {"workspace", "ls", "--json"}).Json();
       for (const auto& w : l["workspaces"])
         if (w["name"] == name) return !w.value("busy", true);
       return false;
     }, 10000));
-  CmdResult fsck = Run(s.root, {"fsck"});
+  CmdResult fsck = RunAs(s.as, s.root, {"fsck"});
   INFO(fsck.Describe());
   CHECK(fsck.code == 0);
-  CmdResult lowers = Run(s.root, {"fsck", "--lowers"});
+  CmdResult lowers = RunAs(s.as, s.root, {"fsck", "--lowers"});
   INFO(lowers.Describe());
   CHECK(lowers.code == 0);
   // Each environment is usable again, with what its killed command wrote.
-  CmdResult again = Run(s.root, {"exec", "--workspace", "a", "--", "/bin/sh", "-c", "cat /root/started && echo ok"});
+  CmdResult again = RunAs(s.as, s.root, {"exec", "--workspace", "a", "--", "/bin/sh", "-c", "cat /root/started && echo ok"});
   INFO(again.Describe());
   CHECK(again.code == 0);
   CHECK(again.out.find("ok") != std::string::npos);
-  CHECK(Run(s.root, {"snap", "--workspace", "b", "-m", "after the kill"}).code == 0);
+  CHECK(RunAs(s.as, s.root, {"snap", "--workspace", "b", "-m", "after the kill"}).code == 0);
 }
 
 }  // namespace agentenv::test

@@ -10,26 +10,14 @@
 #include "cli_exec_testutil.h"
 
 namespace agentenv::test {
-namespace {
-
-// The binary as root, or as 65534 (Run).
-CmdResult As(bool root_user, const fs::path& root, std::vector<std::string> args) {
-  if (!root_user) return Run(root, std::move(args));
-  args.insert(std::find(args.begin(), args.end(), "--"), {"--root", root.string()});
-  args.insert(args.begin(), AGENTENV_BIN);
-  return RunCmd(args);
-}
-
-}  // namespace
 
 TEST_CASE("disk limit: exec --disk on the live tree fails writes past it with ENOSPC, keeps the rest exactly", "[cli][quota]") {
-  for (bool root_user : {false, true}) {
-    if (root_user && !IsRoot()) continue;
-    DYNAMIC_SECTION((root_user ? "root" : "uid 65534")) {
+  for (As as : Users()) {
+    DYNAMIC_SECTION(ModeName(as)) {
       TempDir tmp;
       fs::path root = BusyboxRepo(tmp);
-      CmdResult r = As(root_user, root, {"exec", "--disk", "8M", "--", "/bin/sh", "-c",
-                                         "echo kept > /etc/kept; busybox dd if=/dev/zero of=/root/big bs=1M count=32"});
+      CmdResult r = RunAs(as, root, {"exec", "--disk", "8M", "--", "/bin/sh", "-c",
+                                     "echo kept > /etc/kept; busybox dd if=/dev/zero of=/root/big bs=1M count=32"});
       INFO(r.Describe());
       CHECK(r.code != 0);  // dd's own exit status
       CHECK(r.err.find("No space left on device") != std::string::npos);
@@ -39,43 +27,42 @@ TEST_CASE("disk limit: exec --disk on the live tree fails writes past it with EN
       CHECK(st.st_size <= 8 << 20);
       CHECK(ReadFile(Work(root) / "etc/kept") == "kept\n");
       // The node after it is the tree: status is clean, fsck passes.
-      json status = As(root_user, root, {"status", "--json"}).Json();
+      json status = RunAs(as, root, {"status", "--json"}).Json();
       CHECK(status["dirty"] == false);
-      CHECK(As(root_user, root, {"fsck"}).code == 0);
-      CmdResult cat = As(root_user, root, {"cat", "HEAD", "etc/kept"});
+      CHECK(RunAs(as, root, {"fsck"}).code == 0);
+      CmdResult cat = RunAs(as, root, {"cat", "HEAD", "etc/kept"});
       CHECK(cat.out == "kept\n");
 
       // Deletions and replacements come through the upper's whiteouts.
-      r = As(root_user, root, {"exec", "--disk", "8M", "--", "/bin/sh", "-c",
-                               "busybox rm -f /etc/kept /root/big && mkdir /etc/d && echo x > /etc/d/f"});
+      r = RunAs(as, root, {"exec", "--disk", "8M", "--", "/bin/sh", "-c",
+                           "busybox rm -f /etc/kept /root/big && mkdir /etc/d && echo x > /etc/d/f"});
       INFO(r.Describe());
       REQUIRE(r.code == 0);
       CHECK_FALSE(fs::exists(Work(root) / "etc/kept"));
       CHECK_FALSE(fs::exists(Work(root) / "root/big"));
       CHECK(ReadFile(Work(root) / "etc/d/f") == "x\n");
-      CHECK(As(root_user, root, {"status", "--json"}).Json()["dirty"] == false);
+      CHECK(RunAs(as, root, {"status", "--json"}).Json()["dirty"] == false);
       // The next snapshot is an ordinary one.
       WriteOwned(Work(root) / "etc/after", "1\n");
-      CmdResult s = As(root_user, root, {"snap", "--json", "-m", "after"});
+      CmdResult s = RunAs(as, root, {"snap", "--json", "-m", "after"});
       INFO(s.Describe());
       REQUIRE(s.code == 0);
       CHECK(s.Json()["added"] == 1);
-      CHECK(As(root_user, root, {"fsck"}).code == 0);
+      CHECK(RunAs(as, root, {"fsck"}).code == 0);
     }
   }
 }
 
 TEST_CASE("disk limit: a workspace's commands are held to fork --disk, its nodes stay exact", "[cli][quota][workspace]") {
-  for (bool root_user : {false, true}) {
-    if (root_user && !IsRoot()) continue;
-    DYNAMIC_SECTION((root_user ? "root" : "uid 65534")) {
+  for (As as : Users()) {
+    DYNAMIC_SECTION(ModeName(as)) {
       TempDir tmp;
       fs::path root = BusyboxRepo(tmp);
-      CmdResult f = As(root_user, root, {"fork", "--name", "w", "--disk", "8M"});
+      CmdResult f = RunAs(as, root, {"fork", "--name", "w", "--disk", "8M"});
       INFO(f.Describe());
       REQUIRE(f.code == 0);
-      CmdResult r = As(root_user, root, {"exec", "--workspace", "w", "--", "/bin/sh", "-c",
-                                         "echo a > /etc/a; busybox dd if=/dev/zero of=/root/big bs=1M count=32"});
+      CmdResult r = RunAs(as, root, {"exec", "--workspace", "w", "--", "/bin/sh", "-c",
+                                     "echo a > /etc/a; busybox dd if=/dev/zero of=/root/big bs=1M count=32"});
       INFO(r.Describe());
       CHECK(r.code != 0);
       CHECK(r.err.find("No space left on device") != std::string::npos);
@@ -83,22 +70,22 @@ TEST_CASE("disk limit: a workspace's commands are held to fork --disk, its nodes
       REQUIRE(::stat((root / "workspaces/w/upper/root/big").c_str(), &st) == 0);
       CHECK(st.st_size <= 8 << 20);
       // The limit is per command: the next one starts from what is kept.
-      r = As(root_user, root, {"exec", "--workspace", "w", "--", "/bin/sh", "-c",
-                               "cat /etc/a && busybox rm /root/big /bin/true && echo b > /etc/a"});
+      r = RunAs(as, root, {"exec", "--workspace", "w", "--", "/bin/sh", "-c",
+                           "cat /etc/a && busybox rm /root/big /bin/true && echo b > /etc/a"});
       INFO(r.Describe());
       REQUIRE(r.code == 0);
       CHECK(r.out == "a\n");
-      json ws = As(root_user, root, {"workspace", "ls", "--json"}).Json()["workspaces"][0];
+      json ws = RunAs(as, root, {"workspace", "ls", "--json"}).Json()["workspaces"][0];
       const std::string head = ws["head"];
-      CHECK(As(root_user, root, {"cat", head, "etc/a"}).out == "b\n");
-      CmdResult ls = As(root_user, root, {"ls", head, "bin"});
+      CHECK(RunAs(as, root, {"cat", head, "etc/a"}).out == "b\n");
+      CmdResult ls = RunAs(as, root, {"ls", head, "bin"});
       CHECK(ls.out.find("true") == std::string::npos);
       CHECK(ls.out.find("busybox") != std::string::npos);
-      CHECK(As(root_user, root, {"ls", head, "root"}).out.find("big") == std::string::npos);
+      CHECK(RunAs(as, root, {"ls", head, "root"}).out.find("big") == std::string::npos);
       // Nothing uncaptured is left: the workspace equals its last node.
-      json d = As(root_user, root, {"diff", "--workspace", "w", "--json"}).Json();
+      json d = RunAs(as, root, {"diff", "--workspace", "w", "--json"}).Json();
       CHECK(d["changes"].empty());
-      CHECK(As(root_user, root, {"fsck"}).code == 0);
+      CHECK(RunAs(as, root, {"fsck"}).code == 0);
       CHECK_FALSE(fs::exists(Work(root) / "etc/a"));  // the live tree never saw any of it
     }
   }

@@ -1,6 +1,7 @@
 // Shared by the end-to-end tests of the agentenv binary: running it (once,
-// or in the background with pipes), talking to the daemon's socket, and
-// manifests of a tree for comparing it with an earlier state.
+// or in the background with pipes; as root or as uid 65534), talking to the
+// daemon's socket, and manifests of a tree for comparing it with an earlier
+// state.
 #pragma once
 
 #include <fcntl.h>
@@ -229,6 +230,41 @@ inline json AgentenvJson(const fs::path& root, std::vector<std::string> args, in
   INFO(r.Describe());
   if (code) *code = r.code;
   return r.Json();
+}
+
+// Who runs the binary: root, or uid 65534 (rootless, through setpriv) when
+// we are root; a caller that is not root runs the binary as itself for
+// kNobody.
+enum class As { kRoot, kNobody };
+
+inline std::string ModeName(As as) { return as == As::kRoot ? "root" : "uid 65534"; }
+
+// The users a test case that must hold for both runs the binary as, one per
+// run of the test case (`GENERATE(from_range(Users()))`): root and uid 65534
+// when we are root, else only the caller itself (kNobody).
+inline std::vector<As> Users() {
+  if (::geteuid() != 0) return {As::kNobody};
+  return {As::kRoot, As::kNobody};
+}
+
+// argv run as `as`.
+inline std::vector<std::string> Prefixed(As as, std::vector<std::string> argv) {
+  if (as == As::kRoot || ::geteuid() != 0) return argv;
+  std::vector<std::string> p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  p.insert(p.end(), argv.begin(), argv.end());
+  return p;
+}
+
+// `agentenv args... --root root` (before a "--"), as `as`.
+inline std::vector<std::string> AgentenvArgv(As as, const fs::path& root, std::vector<std::string> args) {
+  auto at = std::find(args.begin(), args.end(), "--");
+  at = args.insert(at, {"--root", root.string()});
+  args.insert(args.begin(), AGENTENV_BIN);
+  return Prefixed(as, args);
+}
+
+inline CmdResult RunAs(As as, const fs::path& root, std::vector<std::string> args, int timeout_ms = 120000) {
+  return RunCmd(AgentenvArgv(as, root, std::move(args)), "", timeout_ms);
 }
 
 // HEAD's full id, read by `agentenv head --json` ("" when there is none).

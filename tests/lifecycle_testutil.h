@@ -16,30 +16,6 @@
 
 namespace agentenv::test {
 
-// Who runs the binary: root, or uid 65534 (rootless) when we are root.
-enum class As { kRoot, kNobody };
-
-inline std::string ModeName(As as) { return as == As::kRoot ? "root" : "uid 65534"; }
-
-inline std::vector<std::string> Prefixed(As as, std::vector<std::string> argv) {
-  if (as == As::kRoot) return argv;
-  std::vector<std::string> p = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
-  p.insert(p.end(), argv.begin(), argv.end());
-  return p;
-}
-
-// `agentenv args... --root root` (before a "--"), as `as`.
-inline std::vector<std::string> AgentenvArgv(As as, const fs::path& root, std::vector<std::string> args) {
-  auto at = std::find(args.begin(), args.end(), "--");
-  at = args.insert(at, {"--root", root.string()});
-  args.insert(args.begin(), AGENTENV_BIN);
-  return Prefixed(as, args);
-}
-
-inline CmdResult RunAs(As as, const fs::path& root, std::vector<std::string> args, int timeout_ms = 120000) {
-  return RunCmd(AgentenvArgv(as, root, std::move(args)), "", timeout_ms);
-}
-
 inline json JsonAs(As as, const fs::path& root, std::vector<std::string> args, int* code = nullptr) {
   args.insert(std::find(args.begin(), args.end(), "--"), "--json");
   CmdResult r = RunAs(as, root, std::move(args));
