@@ -1,6 +1,7 @@
 // The operation table: names, descriptions, schemas, and the JSON entry.
 #include "control/ops.h"
 
+#include "common/thread_priority.h"
 #include "control/confine.h"
 
 namespace agentenv::control {
@@ -351,8 +352,11 @@ Result<json> CallJson(Server& server, std::string_view op, const json& args, con
   if (spec) {
     if (call.stdio && spec->name != "exec")
       return Fail(ErrorCode::kInvalid, spec->name + ": only exec takes the caller's standard streams");
-    for (const Entry& e : kEntries)
-      if (e.name == spec->name) return e.fn(server, spec->name, args, call);
+    for (const Entry& e : kEntries) {
+      if (e.name != spec->name) continue;
+      LowerThreadPriority below_reads(spec->writes ? server.writer_nice() : 0);
+      return e.fn(server, spec->name, args, call);
+    }
   }
   std::string known;
   for (const auto& o : Ops()) known += (known.empty() ? "" : ", ") + o.name;

@@ -108,7 +108,9 @@ void ForEachOp(F&& f) {
 // and MCP's entry. Unknown ops, unknown argument keys and wrongly typed
 // values are kInvalid errors naming them. Frames of a streaming op (exec)
 // go to `call.emit`; without one its output is collected into the result.
-// Thread-safe.
+// A writing op runs Server::writer_nice() below the calling thread's
+// priority (common/thread_priority.h: a thread that cannot raise it back
+// afterwards says so). Thread-safe.
 Result<json> CallJson(Server& server, std::string_view op, const json& args, const CallContext& call);
 
 }  // namespace agentenv::control

@@ -46,6 +46,13 @@ class Server {
   // serve --listen runs agents' commands below its own threads, so that
   // reads keep a core while the agents keep it busy. Set before serving.
   void set_command_nice(int nice) { command_nice_ = nice; }
+  // The nice value added, for the call's duration, to the thread that runs
+  // a writing op through CallJson (OpSpec::writes: exec, snapshot, fork,
+  // rollback...): serve --listen runs its writers' work (a snapshot's
+  // hashing, an env's setup) below its reads. Commands exec starts run
+  // set_command_nice further below. Set before serving.
+  void set_writer_nice(int nice) { writer_nice_ = nice; }
+  int writer_nice() const { return writer_nice_; }
 
   // History. Errors: whatever the repository reports (kNotFound for refs,
   // kInvalid for bad arguments, kBusy, kCorrupt, I/O).
@@ -149,6 +156,7 @@ class Server {
   std::unique_ptr<capture::Capture> capture_;
   bool swap_restores_ = false;
   int command_nice_ = 0;
+  int writer_nice_ = 0;
 };
 
 }  // namespace agentenv::control

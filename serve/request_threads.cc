@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "common/thread_priority.h"
+
 namespace agentenv::serve {
 
 RequestThreads::~RequestThreads() {
@@ -39,6 +41,13 @@ void RequestThreads::Serve(std::function<void()> task) {
     task();
     task = nullptr;  // what it holds is released before the thread waits
     MutexLock lock(mu_);
+    // A thread left below its priority (a writer's, unprivileged) must not
+    // serve a read: it ends, and the next request gets a new thread.
+    if (ThreadPriorityLowered()) {
+      --threads_;
+      ended_.notify_all();
+      return;
+    }
     ++idle_;
     // Whatever wakes it, a queued task is taken: Run counted this thread
     // out of idle_ when it queued one, so leaving it would strand it.

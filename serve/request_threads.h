@@ -3,7 +3,9 @@
 // queued behind another (a `log` must not wait for a running `exec`), but
 // a thread that finished one request waits a while for the next instead
 // of ending: starting and ending a thread costs page faults and a TLB
-// shootdown on every core, more than a small request itself.
+// shootdown on every core, more than a small request itself. One that ran
+// a writer's work below its priority and could not raise it back
+// (common/thread_priority.h) ends instead.
 //
 // Not the data-parallel store::WorkerPool: that one queues tasks on a
 // fixed set of threads, which would make a request wait for others.

@@ -701,4 +701,48 @@ TEST_CASE("cli serve --listen: kill -9 while two workspaces run execs leaves eve
   CHECK(RunAs(s.as, s.root, {"snap", "--workspace", "b", "-m", "after the kill"}).code == 0);
 }
 
+namespace {
+
+// The nice value in a /proc/.../stat file (field 19; the command name in
+// parentheses comes before, and may hold spaces).
+int NiceIn(const fs::path& stat) {
+  std::string line = ReadFile(stat);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return -100;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 19 && rest >> field; ++i) {
+    if (i == 19) return std::stoi(field);
+  }
+  return -100;
+}
+
+}  // namespace
+
+TEST_CASE("cli serve --listen: writers' work runs below reads: commands 10 + 5 nicer, and no thread is left below the server's priority", "[cli][serve][mcp][exec][envs]") {
+  const As as = GENERATE(from_range(Users()));
+  INFO(ModeName(as));
+  Served s(as);
+  s.Fork("a");
+  HttpMcp a(s.port, {}, "/w/a/mcp");
+  REQUIRE(a.Initialize());
+  const fs::path proc = "/proc/" + std::to_string(s.d.child().pid());
+  const int base = NiceIn(proc / "stat");
+  REQUIRE(base > -100);
+  // The exec's thread runs 10 below (--writer-nice), the command 5 below that (--command-nice).
+  json r = a.Tool("exec", {{"command", "read -r a b c d e f g h i j k l m n o p q r nice rest < /proc/self/stat; echo $nice"}});
+  INFO(r.dump());
+  CHECK(r.value("stdout", "") == std::to_string(std::min(base + 15, 19)) + "\n");
+  // Once it answered, no thread of the server is below its priority: root
+  // set it back, uid 65534 (which cannot raise a priority) ended the thread.
+  auto all_at_base = [&] {
+    for (const auto& t : fs::directory_iterator(proc / "task"))
+      if (NiceIn(t.path() / "stat") != base) return false;
+    return true;
+  };
+  CHECK(WaitFor(all_at_base, 5000));
+  json log = a.Tool("log", {});
+  CHECK(!IsError(log));
+}
+
 }  // namespace agentenv::test
