@@ -8,16 +8,31 @@ read a diff. Prints aggregate operations per second and p50/p99 per
 operation for N. With `idle K`: RSS of the server (PID) before and after K
 idle workspaces with an initialized MCP session each, per workspace.
 
+With `run`, a probe beside the agents reads only (a diff every 5 ms in a
+workspace of its own): its p50/p99 are reads' latency under that load;
+`run 0` is the probe alone, on an idle server. PROBE=ping: the probe sends
+MCP ping instead (the same path, no operation: the floor of a read).
+AGENT_NICE=N runs the agents' processes N nicer (remote agents' stand-ins).
+
 Usage: envs_load.py PORT TOKEN run N SECONDS
        envs_load.py PORT TOKEN idle K PID
 """
+import http.client
 import json
 import multiprocessing
+import os
 import sys
 import time
 import urllib.request
 
 PORT, TOKEN, MODE = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+PROBE = os.environ.get("PROBE", "diff")
+
+
+# One keep-alive connection per process (as an MCP client holds one): a
+# new TCP connection per call would put the client's connect and the
+# server's accept into every latency measured.
+CONN = {}
 
 
 def post(path, session, msg, timeout=120):
@@ -25,11 +40,23 @@ def post(path, session, msg, timeout=120):
                "Authorization": "Bearer " + TOKEN}
     if session:
         headers["Mcp-Session-Id"] = session
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=json.dumps(msg).encode(), headers=headers,
-                                 method="POST")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        body = r.read().decode()
-        sid = r.headers.get("Mcp-Session-Id")
+    for attempt in (0, 1):
+        conn = CONN.get(os.getpid())
+        if conn is None:
+            conn = CONN[os.getpid()] = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
+        try:
+            conn.request("POST", path, body=json.dumps(msg).encode(), headers=headers)
+            r = conn.getresponse()
+            body = r.read().decode()
+            break
+        except (http.client.HTTPException, ConnectionError):
+            conn.close()
+            del CONN[os.getpid()]
+            if attempt:
+                raise
+    if r.status >= 400:
+        raise RuntimeError(f"HTTP {r.status}: {body}")
+    sid = r.getheader("Mcp-Session-Id")
     if "data: " in body:
         body = [l[6:] for l in body.splitlines() if l.startswith("data: ")][-1]
     return sid, json.loads(body)
@@ -91,6 +118,7 @@ if MODE == "run":
     def agent(path, i, results):
         lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
         errors = []
+        os.nice(int(os.environ.get("AGENT_NICE", "0")))
         sid = session(path)
         k = 0
         while time.monotonic() < start:
@@ -113,11 +141,37 @@ if MODE == "run":
         end(path, sid)
         results.put((lat, errors))
 
+    # The probe: reads only, paced, so that it measures what a read waits
+    # for and adds little load of its own.
+    def probe(path, results):
+        lat = {"probe": []}
+        errors = []
+        sid = session(path)
+        tool(path, sid, "exec", {"command": "echo probe > /root/probe"})
+        while time.monotonic() < start:
+            time.sleep(0.01)
+        while time.monotonic() < stop:
+            t = time.monotonic()
+            try:
+                if PROBE == "ping":
+                    post(path, sid, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+                else:
+                    tool(path, sid, "diff", {"from": "HEAD~1", "to": "HEAD"})
+            except Exception as e:  # noqa: BLE001
+                errors.append(str(e))
+                break
+            lat["probe"].append((time.monotonic() - t) * 1000)
+            time.sleep(0.005)
+        end(path, sid)
+        results.put((lat, errors))
+
+    probe_path = fork(f"p{stamp}-{n}")
     results = multiprocessing.Queue()
     procs = [multiprocessing.Process(target=agent, args=(p, i, results)) for i, p in enumerate(endpoints)]
+    procs.append(multiprocessing.Process(target=probe, args=(probe_path, results)))
     for pr in procs:
         pr.start()
-    lat = {"edit": [], "exec": [], "snapshot": [], "diff": []}
+    lat = {"edit": [], "exec": [], "snapshot": [], "diff": [], "probe": []}
     errors = []
     for _ in procs:
         part, errs = results.get()
@@ -126,10 +180,10 @@ if MODE == "run":
         errors += errs
     for pr in procs:
         pr.join()
-    total = sum(len(v) for v in lat.values())
+    total = sum(len(v) for op, v in lat.items() if op != "probe")
     out = {"n": n, "seconds": seconds, "ops": total, "ops_per_s": total / seconds, "errors": errors[:3]}
     for op, xs in lat.items():
-        out[op] = {"count": len(xs), "p50_ms": round(pct(xs, 50), 1), "p99_ms": round(pct(xs, 99), 1)}
+        out[op] = {"count": len(xs), "p50_ms": round(pct(xs, 50), 2), "p99_ms": round(pct(xs, 99), 2)}
     print(json.dumps(out))
 else:
     k, pid = int(sys.argv[4]), int(sys.argv[5])

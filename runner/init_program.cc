@@ -24,6 +24,9 @@ namespace {
 Result<UniqueFd> MemfdWith(const char* name, const char* data, size_t size, unsigned flags) {
   UniqueFd fd(memfd_create(name, MFD_CLOEXEC | flags));
   if (!fd && errno == EINVAL && (flags & MFD_EXEC)) fd.reset(memfd_create(name, MFD_CLOEXEC | (flags & ~MFD_EXEC)));
+  if (!fd && errno == EACCES && (flags & MFD_EXEC))
+    return FailErrno(std::string("memfd_create ") + name + " (vm.memfd_noexec forbids running a program from memory)",
+                     errno);
   if (!fd) return FailErrno(std::string("memfd_create ") + name, errno);
   for (size_t done = 0; done < size;) {
     ssize_t n = write(fd.get(), data + done, size - done);
