@@ -67,13 +67,21 @@ Result<void> PrepareInitExec(InitExec& x, const std::vector<int>& fds) {
   x.pass.push_back(unsigned(x.message));
   x.pass.push_back(unsigned(x.report));
   std::sort(x.pass.begin(), x.pass.end());
+  x.keep = x.pass;
+  for (int fd : {x.sync_r, x.sync_w, x.program})  // the program's closes at the exec
+    if (fd > 2) x.keep.push_back(unsigned(fd));
+  std::sort(x.keep.begin(), x.keep.end());
   x.message_arg = std::to_string(x.message);
   x.report_arg = std::to_string(x.report);
   return {};
 }
 
 void ExecInitProgram(const InitExec& x) {
-  ResetProcessState();  // every descriptor close-on-exec, but for these:
+  ResetProcessState();
+  // The clone copied every descriptor open at that moment, other threads'
+  // too (another workspace's lock, a lower gc holds, another env's pipes):
+  // they go now, not at the exec, which waits for the caller's id maps.
+  CloseAllBut(x.keep);
   for (unsigned fd : x.pass) fcntl(int(fd), F_SETFD, 0);
   if (x.nice > 0) (void)setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + x.nice);
   // Before the sync read: a caller that died before this line has closed

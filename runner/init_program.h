@@ -20,6 +20,7 @@ Result<UniqueFd> WriteInitMessage(const InitMessage& m);
 struct InitExec {
   int message = -1, report = -1;  // the message's memfd; where ChildErrors go
   std::vector<unsigned> pass;     // descriptors the program gets (message and report included)
+  std::vector<unsigned> keep;     // sorted: pass, the sync pipe and the program: all the clone keeps open
   std::string message_arg, report_arg;  // their numbers, as its argv
   int nice = 0;       // added to the clone's nice value first
   bool tied = false;  // PR_SET_PDEATHSIG before waiting for `sync`
@@ -27,13 +28,16 @@ struct InitExec {
   int program = -1;   // InitProgram()
 };
 
-// Makes x.pass, x.message_arg and x.report_arg from the other fields and
-// `fds` (the descriptors the message names) and looks the program up.
+// Makes x.pass, x.keep, x.message_arg and x.report_arg from the other
+// fields and `fds` (the descriptors the message names) and looks the
+// program up.
 // Errors: as InitProgram().
 Result<void> PrepareInitExec(InitExec& x, const std::vector<int>& fds);
 
-// In the clone: resets its signals and descriptors, waits for the sync
-// byte when asked to, and execs the init program; reports kStepInit (or
+// In the clone: resets its signals, closes every descriptor but x.keep at
+// once (a copy of another thread's workspace lock or pipe must not outlive
+// this line: the clone then waits for its ids), waits for the sync byte
+// when asked to, and execs the init program; reports kStepInit (or
 // exits 127 when the caller died first) if that fails. Async-signal-safe.
 [[noreturn]] void ExecInitProgram(const InitExec& x);
 
