@@ -4,6 +4,7 @@
 #include <sys/file.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -337,19 +338,30 @@ TEST_CASE("runner env: a spawned command's helper holds none of its parent's oth
 namespace {
 
 // Whether any private writable mapping of process `pid` (its heap, stack,
-// data) holds `needle`, read through /proc/<pid>/mem as a debugger would.
+// data) holds `needle`, read through /proc/<pid>/mem as a debugger would,
+// a chunk at a time. Mappings past 1 GiB are a sanitizer's shadow memory,
+// reserved, not data: skipped.
 bool MemoryHolds(pid_t pid, const std::string& needle) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   int mem = ::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(mem >= 0);
+  constexpr size_t kChunk = 1 << 20;
+  std::string buf(kChunk + needle.size(), '\0');
   bool found = false;
   for (std::string line; !found && std::getline(maps, line);) {
     unsigned long from, to;
     char perms[5] = {};
     if (sscanf(line.c_str(), "%lx-%lx %4s", &from, &to, perms) != 3 || perms[0] != 'r' || perms[1] != 'w') continue;
-    std::string bytes(to - from, '\0');
-    ssize_t n = pread(mem, bytes.data(), bytes.size(), off_t(from));
-    if (n > 0) found = std::string_view(bytes.data(), size_t(n)).find(needle) != std::string_view::npos;
+    if (to - from > (1ul << 30)) continue;
+    size_t kept = 0;  // the last chunk's tail: a needle may straddle two chunks
+    for (unsigned long at = from; !found && at < to; at += kChunk) {
+      ssize_t n = pread(mem, buf.data() + kept, std::min<unsigned long>(kChunk, to - at), off_t(at));
+      if (n <= 0) break;
+      std::string_view seen(buf.data(), kept + size_t(n));
+      found = seen.find(needle) != std::string_view::npos;
+      kept = std::min(seen.size(), needle.size() - 1);
+      std::memmove(buf.data(), seen.data() + seen.size() - kept, kept);
+    }
   }
   ::close(mem);
   return found;
