@@ -5,8 +5,6 @@
 #include "tests/testutil.h"
 
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -102,14 +100,8 @@ TEST_CASE("request threads: the destructor waits for the running requests", "[se
 }
 
 TEST_CASE("request threads: a thread left below its priority by a writer ends instead of serving the next request", "[serve]") {
-  // Unprivileged in a child (uid 65534 when root runs the test, RLIMIT_NICE
-  // 0): a request that lowers its thread's priority cannot raise it back.
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    struct rlimit none {};
-    if (setrlimit(RLIMIT_NICE, &none) != 0) _exit(2);
-    if (geteuid() == 0 && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) _exit(3);
+  // Unprivileged: a request that lowers its thread's priority cannot raise it back.
+  CHECK(test::WithoutNicePrivilege([] {
     const int base = getpriority(PRIO_PROCESS, 0);
     serve::RequestThreads threads;
     std::atomic<int> ran{0};
@@ -118,18 +110,12 @@ TEST_CASE("request threads: a thread left below its priority by a writer ends in
       ++ran;
     });
     // It ends (no linger, which is 30 s here) ...
-    if (!test::WaitFor([&] { return ran.load() == 1 && threads.threads() == 0; }, 10000)) _exit(4);
+    if (!test::WaitFor([&] { return ran.load() == 1 && threads.threads() == 0; }, 10000)) return false;
     // ... and the next request runs on a new thread at the process's priority.
     std::atomic<int> seen{-100};
     threads.Run([&] { seen = getpriority(PRIO_PROCESS, 0); });
-    if (!test::WaitFor([&] { return seen.load() != -100; }, 10000)) _exit(5);
-    if (seen.load() != base) _exit(6);
+    if (!test::WaitFor([&] { return seen.load() != -100; }, 10000) || seen.load() != base) return false;
     // A request that changes no priority leaves its thread waiting for the next.
-    if (!test::WaitFor([&] { return threads.idle() == 1; }, 10000)) _exit(7);
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+    return test::WaitFor([&] { return threads.idle() == 1; }, 10000);
+  }));
 }

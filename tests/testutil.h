@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -75,6 +76,22 @@ inline std::string RandomString(size_t n, uint64_t seed) {
 }
 
 inline bool IsRoot() { return ::geteuid() == 0; }
+
+// Runs `body` in a forked child that may not raise a priority back: no
+// CAP_SYS_NICE (uid 65534 when the test runs as root) and RLIMIT_NICE 0.
+// Returns whether it ran and returned true.
+inline bool WithoutNicePrivilege(const std::function<bool()>& body) {
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    struct rlimit none {};
+    if (::setrlimit(RLIMIT_NICE, &none) != 0) ::_exit(2);
+    if (IsRoot() && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)) ::_exit(3);
+    ::_exit(body() ? 0 : 1);
+  }
+  int status = 0;
+  return ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 // kSanitizerSlowdown: how many times slower than a plain build this one
 // runs, for a test that aims a kill at a phase of the work by waiting:

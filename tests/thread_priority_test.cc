@@ -5,7 +5,6 @@
 #include "tests/testutil.h"
 
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -53,19 +52,8 @@ TEST_CASE("thread priority: lowered for a scope, set back when permitted, other 
 }
 
 TEST_CASE("thread priority: unprivileged, a thread stays lower and says so", "[common]") {
-  // As uid 65534 in a child (root runs the test): no CAP_SYS_NICE, and
-  // RLIMIT_NICE 0 allows no raise.
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    struct rlimit none {};
-    if (setrlimit(RLIMIT_NICE, &none) != 0) _exit(2);
-    if (geteuid() == 0 && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) _exit(3);
+  CHECK(test::WithoutNicePrivilege([] {
     Seen s = LowerOnce(5);
-    _exit(s.inside == s.before + 5 && s.after == s.inside && s.lowered ? 0 : 1);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+    return s.inside == s.before + 5 && s.after == s.inside && s.lowered;
+  }));
 }
