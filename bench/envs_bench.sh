@@ -49,7 +49,8 @@ elif [ "$(id -u)" = 0 ]; then
 fi
 echo "init from $ROOTFS ($(find "$ROOTFS" -xdev | wc -l) entries)"
 "$bin" init --root "$repo" --from "$ROOTFS" >/dev/null
-"$bin" serve --root "$repo" --listen 127.0.0.1:0 --token-file "$tmp/token" --no-capture 2>"$tmp/log" &
+"$bin" serve --root "$repo" --listen 127.0.0.1:0 --token-file "$tmp/token" --no-capture --writer-nice 10 \
+  2>"$tmp/log" &
 pid=$!
 port=""
 for _ in $(seq 100); do

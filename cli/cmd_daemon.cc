@@ -39,18 +39,18 @@ int RunDaemon(int argc, char** argv, const char* name, const char* about) {
                  "Run exec'd commands this much nicer than the writer that starts them (--writer-nice), 0-19 "
                  "(default 5 with --listen: reads keep a core while agents keep the CPU busy; else 0)")
       ->check(CLI::Range(0, 19));
-  int writer_nice = -1;
+  int writer_nice = 0;
   app.add_option("--writer-nice", writer_nice,
                  "Run writers' work (exec, snapshot, fork, rollback: hashing, an env's setup) this much nicer than "
-                 "reads, 0-19; the commands exec starts run --command-nice nicer still (default 10 with --listen; "
-                 "else 0)")
+                 "reads, 0-19 (default 0; 10 favours reads when agents keep the CPU busy); the commands exec "
+                 "starts run --command-nice nicer still")
       ->check(CLI::Range(0, 19));
   if (int rc = Parse(app, argc, argv, g); rc >= 0) return rc;
   auto repo = control::OpenRepo(g.root);
   if (!repo) return ReportError(g, repo.error());
   control::Server server(std::move(*repo));
   server.set_command_nice(command_nice >= 0 ? command_nice : listen.empty() ? 0 : 5);
-  server.set_writer_nice(writer_nice >= 0 ? writer_nice : listen.empty() ? 0 : 10);
+  server.set_writer_nice(writer_nice);
   serve::ServeOptions so;
   std::unique_ptr<web::Dvr> dvr;  // outlives the listener its routes are on
   std::string web_token, listen_host;

@@ -39,8 +39,8 @@ std::string Text(const json& reply) {
 // to announce the workspace's. With `token`, the listener requires one
 // (--token-file <root>/http-token).
 struct Served {
-  explicit Served(As as, bool token = false)
-      : as(as), root(BusyboxRepo(tmp, {}, as)), d(as, root, Args(token)), port(ListenPort(d.LogPath())) {
+  explicit Served(As as, bool token = false, std::vector<std::string> extra = {})
+      : as(as), root(BusyboxRepo(tmp, {}, as)), d(as, root, Args(token, std::move(extra))), port(ListenPort(d.LogPath())) {
     struct stat st {};  // /proc/PID is owned by the process's uid
     REQUIRE(::stat(("/proc/" + std::to_string(d.child().pid())).c_str(), &st) == 0);
     REQUIRE(st.st_uid == (as == As::kNobody && IsRoot() ? 65534u : ::geteuid()));
@@ -49,9 +49,10 @@ struct Served {
     while (!t.empty() && t.back() == '\n') t.pop_back();
     op = {{"Authorization", "Bearer " + t}};
   }
-  std::vector<std::string> Args(bool token) {
+  std::vector<std::string> Args(bool token, std::vector<std::string> extra) {
     std::vector<std::string> a = {"--listen", "127.0.0.1:0"};
     if (token) a.insert(a.end(), {"--token-file", (root / "http-token").string()});
+    a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
   As as;
@@ -722,7 +723,7 @@ int NiceIn(const fs::path& stat) {
 TEST_CASE("cli serve --listen: writers' work runs below reads: commands 10 + 5 nicer, and no thread is left below the server's priority", "[cli][serve][mcp][exec][envs]") {
   const As as = GENERATE(from_range(Users()));
   INFO(ModeName(as));
-  Served s(as);
+  Served s(as, false, {"--writer-nice", "10"});
   s.Fork("a");
   HttpMcp a(s.port, {}, "/w/a/mcp");
   REQUIRE(a.Initialize());
